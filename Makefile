@@ -1,0 +1,133 @@
+# Makefile: builds the kernelgraph tools into bin/ and runs the test suites.
+# Plain GNU make; `make help` lists the targets.
+
+VERSION     = 0.1.0
+
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+CUDA_HOME  ?= /usr/local/cuda
+INSTALL    ?= install
+PKG_CONFIG ?= pkg-config
+BATS       ?= bats
+
+# SANITIZE=1 builds with AddressSanitizer and UndefinedBehaviorSanitizer into build/san/,
+# so a sanitized build never overwrites the tools in bin/.
+ifeq ($(SANITIZE),1)
+BUILD      := build/san
+BINOUT     := build/san/bin
+SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+else
+BUILD      := build/release
+BINOUT     := bin
+SAN_FLAGS  :=
+endif
+
+CFLAGS     ?= -O2 -g
+# Messages are built with snprintf into bounded buffers on purpose: truncating an overlong
+# field path is the wanted behaviour, so -Wformat-truncation would only flag intent.
+WARNINGS    = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+              -Wformat=2 -Wno-format-nonliteral -Wno-format-truncation -Wundef -Wpointer-arith \
+              -Wcast-align=strict
+CJSON_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcjson 2>/dev/null)
+CJSON_LIBS   := $(or $(shell $(PKG_CONFIG) --libs libcjson 2>/dev/null),-lcjson)
+CRYPTO_LIBS  := $(or $(shell $(PKG_CONFIG) --libs libcrypto 2>/dev/null),-lcrypto)
+
+ALL_CPPFLAGS = -Ilib -DKG_VERSION='"$(VERSION)"' $(CJSON_CFLAGS) $(CPPFLAGS)
+ALL_CFLAGS   = -std=c11 $(WARNINGS) $(SAN_FLAGS) $(CFLAGS)
+ALL_LDFLAGS  = $(SAN_FLAGS) $(LDFLAGS)
+BASE_LIBS    = $(CJSON_LIBS) $(CRYPTO_LIBS) -lm
+
+# A tool exists once tools/<name>/main.c does; each links the shared library and
+# what its own LIBS_<name> adds (libcurl, NVRTC, CUDA, CUPTI).
+TOOLS      := $(patsubst tools/%/main.c,%,$(wildcard tools/*/main.c))
+CUDA_TOOLS := build bench
+PIPELINES  := $(notdir $(wildcard pipelines/kg-*))
+
+LIB_SRC    := $(wildcard lib/*.c)
+LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIBKG      := $(BUILD)/libkg.a
+TEST_DRIVER := $(BUILD)/tests/kg-libtest
+
+TOOL_BINS  := $(TOOLS:%=$(BINOUT)/kg-%)
+PIPE_BINS  := $(PIPELINES:%=bin/%)
+
+.PHONY: all test test-gpu test-sanitize check deps install uninstall clean cuda-check help
+.DELETE_ON_ERROR:
+
+all: $(TOOL_BINS) $(PIPE_BINS)
+
+help:
+	@echo 'make                 build the tools into bin/'
+	@echo 'make deps            install build and test dependencies (Debian, as root)'
+	@echo 'make test            run the CPU test suite (bats)'
+	@echo 'make test-sanitize   run the CPU test suite under ASan + UBSan'
+	@echo 'make check           both of the above (what CI runs)'
+	@echo 'make test-gpu        run the GPU test suite (needs a GPU)'
+	@echo 'make cuda-check      check that CUDA_HOME holds the CUDA toolkit'
+	@echo 'make install         install into $$(DESTDIR)$$(BINDIR); make uninstall removes it'
+	@echo 'make clean           remove build outputs'
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(LIBKG): $(LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+define TOOL_RULE
+$(BINOUT)/kg-$(1): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/$(1)/*.c)) $(LIBKG) $(if $(filter $(1),$(CUDA_TOOLS)),| cuda-check)
+	@mkdir -p $$(@D)
+	$$(CC) $$(ALL_LDFLAGS) -o $$@ $$(filter %.o %.a,$$^) $$(LIBS_$(1)) $$(BASE_LIBS)
+endef
+$(foreach t,$(TOOLS),$(eval $(call TOOL_RULE,$(t))))
+
+bin/%: pipelines/%
+	@mkdir -p $(@D)
+	ln -sf ../$< $@
+
+$(TEST_DRIVER): $(BUILD)/tests/driver/libtest.o $(LIBKG)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(BASE_LIBS)
+
+cuda-check:
+	@test -f '$(CUDA_HOME)/include/nvrtc.h' || { \
+	  echo "kernelgraph: no CUDA toolkit in CUDA_HOME=$(CUDA_HOME) ($(CUDA_HOME)/include/nvrtc.h is missing);" \
+	       "install the CUDA toolkit or run make CUDA_HOME=/path/to/cuda" >&2; exit 1; }
+
+test: all $(TEST_DRIVER)
+	KG_BIN_DIR=$(CURDIR)/$(BINOUT) KG_TEST_DRIVER=$(CURDIR)/$(TEST_DRIVER) $(BATS) tests
+
+test-sanitize:
+	$(MAKE) SANITIZE=1 test
+
+check: test test-sanitize
+
+test-gpu: all
+	@set -- tests/gpu/*.bats; if [ -e "$$1" ]; then \
+	  KG_BIN_DIR=$(CURDIR)/$(BINOUT) $(BATS) "$$@"; \
+	else echo 'test-gpu: no GPU tests yet (tests/gpu/*.bats)'; fi
+
+# Debian packages for building and testing; python3 recomputes the expression tests' expected values.
+DEB_PACKAGES = gcc make pkg-config libc6-dev libcurl4-openssl-dev libcjson-dev libssl-dev \
+               bats bats-support bats-assert jq patch python3
+
+deps:
+	@if [ "$$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then \
+	  echo 'make deps: run as root (apt-get installs system packages)' >&2; exit 1; fi
+	$$( [ "$$(id -u)" -eq 0 ] || echo sudo ) apt-get update -q
+	$$( [ "$$(id -u)" -eq 0 ] || echo sudo ) env DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -q --no-install-recommends $(DEB_PACKAGES)
+
+install: all
+	$(INSTALL) -d '$(DESTDIR)$(BINDIR)'
+	$(INSTALL) -m 755 $(TOOL_BINS) $(PIPELINES:%=pipelines/%) '$(DESTDIR)$(BINDIR)'
+
+uninstall:
+	rm -f $(foreach f,$(TOOLS:%=kg-%) $(PIPELINES),'$(DESTDIR)$(BINDIR)/$(f)')
+
+clean:
+	rm -rf build $(TOOLS:%=bin/kg-%) $(PIPE_BINS)
+	-rmdir bin 2>/dev/null || true
+
+-include $(shell find build -name '*.d' 2>/dev/null)

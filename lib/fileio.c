@@ -1,0 +1,124 @@
+/* fileio.c: read-all, write-temp-fsync-rename, and flock-based directory locks.
+ * Plain POSIX calls with EINTR handled; none of these functions prints anything. */
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "xalloc.h"
+
+char *file_read_all(const char *path, size_t *len)
+{
+	FILE *fp = fopen(path, "rb");
+	if (!fp)
+		return NULL;
+	struct strbuf sb;
+	strbuf_init(&sb);
+	char chunk[65536];
+	size_t n;
+	while ((n = fread(chunk, 1, sizeof(chunk), fp)) > 0)
+		strbuf_add(&sb, chunk, n);
+	int failed = ferror(fp);
+	int saved_errno = errno;
+	fclose(fp);
+	if (failed) {
+		strbuf_release(&sb);
+		errno = saved_errno ? saved_errno : EIO;
+		return NULL;
+	}
+	*len = sb.len;
+	return strbuf_detach(&sb);
+}
+
+static int write_all(int fd, const char *data, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, data, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		data += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Makes the rename itself durable: a rename is only on disk once its directory is. */
+static int fsync_parent(const char *path)
+{
+	char *copy = xstrdup(path);
+	int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(copy);
+	if (fd < 0)
+		return -1;
+	int rc = fsync(fd);
+	int saved_errno = errno;
+	close(fd);
+	errno = saved_errno;
+	return rc;
+}
+
+int file_write_atomic(const char *path, const void *data, size_t len)
+{
+	char *tmp = xasprintf("%s.tmp.XXXXXX", path);
+	int fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		free(tmp);
+		return -1;
+	}
+	mode_t mask = umask(0);
+	umask(mask);
+	int rc = -1;
+	if (fchmod(fd, 0644 & ~mask) == 0 && write_all(fd, data, len) == 0 && fsync(fd) == 0) {
+		rc = close(fd);
+		fd = -1;
+		if (rc == 0)
+			rc = rename(tmp, path);
+		if (rc == 0)
+			rc = fsync_parent(path);
+	}
+	int saved_errno = errno;
+	if (fd >= 0)
+		close(fd);
+	if (rc != 0)
+		unlink(tmp);
+	free(tmp);
+	errno = saved_errno;
+	return rc;
+}
+
+int dirlock_acquire(struct dirlock *lock, const char *dir, int wait)
+{
+	char *path = xasprintf("%s/.lock", dir);
+	lock->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	free(path);
+	if (lock->fd < 0)
+		return -1;
+	int rc;
+	do
+		rc = flock(lock->fd, LOCK_EX | (wait ? 0 : LOCK_NB));
+	while (rc != 0 && errno == EINTR);
+	if (rc != 0) {
+		int saved_errno = errno;
+		close(lock->fd);
+		lock->fd = -1;
+		errno = saved_errno;
+		return -1;
+	}
+	return 0;
+}
+
+void dirlock_release(struct dirlock *lock)
+{
+	if (lock->fd >= 0) {
+		close(lock->fd);
+		lock->fd = -1;
+	}
+}

@@ -1,0 +1,32 @@
+/* fileio.h: whole-file reads, atomic file writes and the run-directory lock.
+ * A reader of a file written by file_write_atomic sees the old or the new contents, never a mix. */
+#ifndef KG_FILEIO_H
+#define KG_FILEIO_H
+
+#include "common.h"
+
+#include <stddef.h>
+
+/* Reads all of path into a NUL-terminated buffer the caller frees; *len gets its size
+ * (without the NUL). Returns NULL with errno set on error; reports nothing. */
+char *file_read_all(const char *path, size_t *len);
+
+/* Replaces path with data: writes a temporary file in the same directory, fsyncs it,
+ * renames it over path and fsyncs the directory, so a crash leaves the old file or the
+ * new one. The file gets mode 0644 (less the umask). Returns 0, or -1 with errno set
+ * (the temporary file is removed); reports nothing. */
+int file_write_atomic(const char *path, const void *data, size_t len);
+
+/* An exclusive lock on a directory, held through flock(2) on "<dir>/.lock". Other
+ * processes that ask for it wait (or fail at once with wait = 0); the kernel drops it
+ * when the holder exits, so a crashed holder never leaves the directory locked. */
+struct dirlock {
+	int fd; /* the open lock file, or -1 when not held */
+};
+
+/* Returns 0 once the lock is held; -1 with errno set otherwise (EWOULDBLOCK: held by
+ * another process and wait was 0). Reports nothing. */
+int dirlock_acquire(struct dirlock *lock, const char *dir, int wait);
+void dirlock_release(struct dirlock *lock);
+
+#endif

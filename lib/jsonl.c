@@ -1,0 +1,144 @@
+/* jsonl.c: JSON lines in and out, and whole documents, all through cJSON's strict
+ * length-bounded parser, so that trailing garbage or an embedded NUL is an error. */
+#include "common.h"
+
+#include <errno.h>
+
+#include "jsonl.h"
+#include "log.h"
+
+void jsonl_reader_init(struct jsonl_reader *r, FILE *fp, const char *name)
+{
+	r->fp = fp;
+	r->name = name;
+	r->line = 0;
+	r->buf = NULL;
+	r->cap = 0;
+	r->owns_fp = 0;
+}
+
+int jsonl_reader_open(struct jsonl_reader *r, const char *path)
+{
+	if (strcmp(path, "-") == 0) {
+		jsonl_reader_init(r, stdin, "<stdin>");
+		return 0;
+	}
+	FILE *fp = fopen(path, "r");
+	if (!fp)
+		return log_error("cannot open '%s':", path);
+	jsonl_reader_init(r, fp, path);
+	r->owns_fp = 1;
+	return 0;
+}
+
+static int is_blank(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n')
+			return 0;
+	return 1;
+}
+
+/* Line and column (both from 1) of byte offset pos in text; columns count characters, not
+ * the bytes of UTF-8 continuation. */
+static void position_of(const char *text, size_t pos, long *line, long *column)
+{
+	*line = 1;
+	*column = 1;
+	for (size_t i = 0; i < pos; i++) {
+		if (text[i] == '\n') {
+			++*line;
+			*column = 1;
+		} else if (((unsigned char)text[i] & 0xC0) != 0x80) {
+			++*column;
+		}
+	}
+}
+
+/* cJSON reports where parsing stopped but not why; an error offset is all it gives. */
+static size_t error_offset(const char *text, size_t len, const char *end)
+{
+	if (!end || end < text || (size_t)(end - text) > len)
+		return len;
+	return (size_t)(end - text);
+}
+
+enum jsonl_status jsonl_next(struct jsonl_reader *r, cJSON **record)
+{
+	for (;;) {
+		errno = 0;
+		ssize_t n = getline(&r->buf, &r->cap, r->fp);
+		if (n < 0) {
+			if (ferror(r->fp)) {
+				log_error("cannot read '%s':", r->name);
+				return JSONL_IO_ERROR;
+			}
+			return JSONL_EOF;
+		}
+		r->line++;
+		size_t len = (size_t)n;
+		if (len > 0 && r->buf[len - 1] == '\n')
+			len--;
+		if (len > 0 && r->buf[len - 1] == '\r')
+			len--;
+		if (is_blank(r->buf, len))
+			continue;
+
+		const char *end = NULL;
+		cJSON *value = cJSON_ParseWithLengthOpts(r->buf, len, &end, 0);
+		if (value && (size_t)(end - r->buf) < len && !is_blank(end, len - (size_t)(end - r->buf))) {
+			cJSON_Delete(value);
+			value = NULL;
+		}
+		if (!value) {
+			long line, column;
+			position_of(r->buf, error_offset(r->buf, len, end), &line, &column);
+			log_error("%s:%ld: invalid JSON at column %ld", r->name, r->line, column);
+			return JSONL_BAD_LINE;
+		}
+		if (!cJSON_IsObject(value)) {
+			cJSON_Delete(value);
+			log_error("%s:%ld: a record must be a JSON object", r->name, r->line);
+			return JSONL_BAD_LINE;
+		}
+		*record = value;
+		return JSONL_RECORD;
+	}
+}
+
+void jsonl_reader_release(struct jsonl_reader *r)
+{
+	if (r->owns_fp && r->fp)
+		fclose(r->fp);
+	free(r->buf);
+	r->buf = NULL;
+	r->fp = NULL;
+}
+
+int jsonl_write(FILE *fp, const cJSON *record)
+{
+	char *text = cJSON_PrintUnformatted(record);
+	if (!text) {
+		errno = ENOMEM;
+		return -1;
+	}
+	int ok = fputs(text, fp) >= 0 && putc('\n', fp) != EOF;
+	cJSON_free(text);
+	return ok ? 0 : -1;
+}
+
+cJSON *json_parse_document(const char *name, const char *text, size_t len)
+{
+	const char *end = NULL;
+	cJSON *value = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+	if (value && (size_t)(end - text) < len && !is_blank(end, len - (size_t)(end - text))) {
+		cJSON_Delete(value);
+		value = NULL;
+	}
+	if (!value) {
+		long line, column;
+		position_of(text, error_offset(text, len, end), &line, &column);
+		log_error("%s:%ld:%ld: invalid JSON", name, line, column);
+	}
+	return value;
+}

@@ -1,0 +1,45 @@
+/* jsonl.h: the one reader and writer of JSON: records as JSON lines on streams, and whole
+ * JSON documents (specs, graph files). Every parse error names the source, line and column. */
+#ifndef KG_JSONL_H
+#define KG_JSONL_H
+
+#include "common.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+/* Reads one record per line from a stream. Lines may be of any length; a trailing "\r" is
+ * dropped; blank lines are skipped; every other line must be one JSON object. */
+struct jsonl_reader {
+	FILE *fp;	  /* the stream being read */
+	const char *name; /* how messages name it: a path, or "<stdin>" */
+	long line;	  /* number of the line last read, from 1 */
+	char *buf;	  /* getline's buffer, reused from line to line */
+	size_t cap;	  /* bytes allocated for buf */
+	int owns_fp;	  /* whether jsonl_reader_release closes fp */
+};
+
+enum jsonl_status {
+	JSONL_RECORD,	/* *record holds the next object; the caller frees it with cJSON_Delete */
+	JSONL_EOF,	/* the input has ended */
+	JSONL_BAD_LINE, /* this line was reported ("<name>:<line>: ..."); reading may go on */
+	JSONL_IO_ERROR, /* reading failed; reported; stop */
+};
+
+/* Reads fp, which stays the caller's to close; name is borrowed. */
+void jsonl_reader_init(struct jsonl_reader *r, FILE *fp, const char *name);
+/* Opens path ("-" for stdin). Returns 0, or -1 after reporting why it cannot be opened. */
+int jsonl_reader_open(struct jsonl_reader *r, const char *path);
+enum jsonl_status jsonl_next(struct jsonl_reader *r, cJSON **record);
+void jsonl_reader_release(struct jsonl_reader *r);
+
+/* Writes record as one compact line. Returns 0, or -1 with errno set when the write failed. */
+int jsonl_write(FILE *fp, const cJSON *record);
+
+/* Parses text as one JSON document. On error, reports "<name>:<line>:<column>: invalid JSON"
+ * and returns NULL; otherwise the caller frees the result with cJSON_Delete. */
+cJSON *json_parse_document(const char *name, const char *text, size_t len);
+
+#endif

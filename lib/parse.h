@@ -1,0 +1,18 @@
+/* parse.h: checked conversion of option and field text into numbers.
+ * No atoi/strtol without checks: trailing junk, overflow and empty text are all refused. */
+#ifndef KG_PARSE_H
+#define KG_PARSE_H
+
+#include "common.h"
+
+#include <stdint.h>
+
+/* Each parses the whole of text (surrounding blanks refused), stores the value in *out and
+ * returns NULL; on failure it leaves *out alone and returns a static reason that reads well
+ * after "'text': " ("not an integer", "out of range [1, 64]" is the caller's to add). */
+const char *parse_int64(const char *text, int64_t min, int64_t max, int64_t *out);
+const char *parse_uint64(const char *text, uint64_t max, uint64_t *out);
+/* Finite decimal or hexadecimal floating-point numbers only; "nan" and "inf" are refused. */
+const char *parse_double(const char *text, double min, double max, double *out);
+
+#endif

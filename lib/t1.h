@@ -1,0 +1,91 @@
+/* t1.h: loads a kernel spec in the community T1 format (see README.md, "Kernel specs") and
+ * enumerates the valid configurations of its tuning space.
+ *
+ * Loading validates the whole document against the T1 schema and compiles every expression
+ * (Values, Conditions, GlobalSize, LocalSize, Arguments[].Size, ProblemSize), so that a bad
+ * spec fails at once with one line naming the file and the field:
+ *   spec.json: ConfigurationSpace.TuningParameters[2].Values: column 7: invalid syntax ...
+ * Expressions see the tuning parameters and ProblemSize as names. */
+#ifndef KG_T1_H
+#define KG_T1_H
+
+#include "common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "pyexpr.h"
+
+enum t1_param_type { T1_INT, T1_UINT, T1_FLOAT, T1_BOOL, T1_STRING };
+
+struct t1_param {
+	const char *name;	  /* the Name; a C identifier, since it becomes -DNAME=VALUE */
+	enum t1_param_type type;  /* the Type */
+	const struct pyval *values; /* the evaluated Values, in order; never empty */
+	size_t nvalues;
+	char **values_json;	  /* values[i] as JSON text, rendered once for fast output */
+};
+
+struct t1_condition {
+	char *field;		/* "ConfigurationSpace.Conditions[1].Expression", for messages */
+	struct pyexpr *expr;	/* compiled against t1_spec.names */
+};
+
+/* How GlobalSize is read: as blocks per dimension (CUDA, Vulkan) or threads (OpenCL). */
+enum t1_global_size_type { T1_GLOBAL_CUDA, T1_GLOBAL_OPENCL };
+
+struct t1_spec {
+	char *path;		  /* the spec file, as given */
+	cJSON *json;		  /* the whole document, for the fields later tools read */
+	const char *name;	  /* General.BenchmarkName, or else KernelSpecification.KernelName */
+	const char *language;	  /* KernelSpecification.Language */
+	const char *kernel_name;  /* KernelSpecification.KernelName */
+	char *kernel_path;	  /* KernelFile, resolved against the spec's directory */
+	enum t1_global_size_type global_size_type;
+	struct pyexpr *global_size[3]; /* X, Y, Z; NULL where absent (meaning 1) */
+	struct pyexpr *local_size[3];
+	struct t1_param *params;  /* ConfigurationSpace.TuningParameters, in order */
+	size_t nparams;
+	struct t1_condition *conditions; /* ConfigurationSpace.Conditions, in order */
+	size_t nconditions;
+	const char **names;	  /* the names expressions see: the parameters, then "ProblemSize" */
+	size_t nnames;		  /* nparams + 1 */
+	struct pyval problem_size; /* KernelSpecification.ProblemSize, or None */
+	struct pyarena *arena;	  /* holds values and problem_size */
+};
+
+/* Reads and validates the T1 file at path. On any error, reports it in one line
+ * ("<path>: <field>: <why>") and returns NULL, with *unreadable set when the file itself
+ * could not be read (as opposed to being read and found wrong). The caller frees the
+ * result with t1_free. */
+struct t1_spec *t1_load(const char *path, int *unreadable);
+void t1_free(struct t1_spec *spec);
+
+/* The number of points in the Cartesian product of all Values; sets *saturated and
+ * returns UINT64_MAX when it does not fit in 64 bits. */
+uint64_t t1_cartesian_size(const struct t1_spec *spec, int *saturated);
+
+/* Called once per valid configuration: values[i] is the value of params[i] (and
+ * values[nparams] is ProblemSize), and indices[i] its position in params[i].values.
+ * Return 0 to go on, anything else to stop the walk. */
+typedef int (*t1_config_fn)(void *ctx, const struct pyval *values, const size_t *indices);
+
+/* Calls fn for every configuration that satisfies all conditions, in the order of the
+ * Cartesian product with the first parameter varying slowest. Each condition is checked as
+ * soon as every parameter it reads is bound, so excluded subspaces are never walked.
+ * Returns 0 when the walk completed, fn's non-zero value when fn stopped it, or -1 after
+ * reporting a condition that failed to evaluate (division by zero, type error). */
+int t1_enumerate(const struct t1_spec *spec, t1_config_fn fn, void *ctx);
+
+/* Counts the valid configurations without visiting subspaces that no condition constrains.
+ * Returns 0 with *count set (UINT64_MAX and *saturated when it does not fit), or -1 after
+ * reporting a condition that failed to evaluate. */
+int t1_count(const struct t1_spec *spec, uint64_t *count, int *saturated);
+
+/* The configuration given by value indices (as passed to t1_config_fn) as a JSON object
+ * {name: value}, in parameter order. The caller frees it with cJSON_Delete. */
+cJSON *t1_config_to_json(const struct t1_spec *spec, const size_t *indices);
+
+#endif
