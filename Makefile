@@ -108,9 +108,10 @@ test-gpu: all
 	  KG_BIN_DIR=$(CURDIR)/$(BINOUT) $(BATS) "$$@"; \
 	else echo 'test-gpu: no GPU tests yet (tests/gpu/*.bats)'; fi
 
-# Debian packages for building and testing; python3 recomputes the expression tests' expected values.
+# Debian packages for building and testing; python3 recomputes the tests' expected values
+# with CPython itself, and time (/usr/bin/time) serves the scripts in benchmarks/
 DEB_PACKAGES = gcc make pkg-config libc6-dev libcurl4-openssl-dev libcjson-dev libssl-dev \
-               bats bats-support bats-assert jq patch python3
+               bats bats-support bats-assert jq patch python3 time
 
 deps:
 	@if [ "$$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then \

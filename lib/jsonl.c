@@ -55,12 +55,26 @@ static void position_of(const char *text, size_t pos, long *line, long *column)
 	}
 }
 
-/* cJSON reports where parsing stopped but not why; an error offset is all it gives. */
-static size_t error_offset(const char *text, size_t len, const char *end)
+/* Parses exactly one JSON value from text[0..len), allowing blanks around it. Returns it,
+ * or NULL with *bad set to the offset of the first character that is wrong: cJSON says
+ * where parsing stopped but not why, so the position is all a message can give. */
+static cJSON *parse_strict(const char *text, size_t len, size_t *bad)
 {
-	if (!end || end < text || (size_t)(end - text) > len)
-		return len;
-	return (size_t)(end - text);
+	const char *end = NULL;
+	cJSON *value = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+	size_t stop = end && end >= text && (size_t)(end - text) <= len ? (size_t)(end - text) : len;
+	if (!value) {
+		*bad = stop;
+		return NULL;
+	}
+	while (stop < len && is_blank(text + stop, 1))
+		stop++;
+	if (stop < len) {
+		cJSON_Delete(value);
+		*bad = stop;
+		return NULL;
+	}
+	return value;
 }
 
 enum jsonl_status jsonl_next(struct jsonl_reader *r, cJSON **record)
@@ -84,15 +98,11 @@ enum jsonl_status jsonl_next(struct jsonl_reader *r, cJSON **record)
 		if (is_blank(r->buf, len))
 			continue;
 
-		const char *end = NULL;
-		cJSON *value = cJSON_ParseWithLengthOpts(r->buf, len, &end, 0);
-		if (value && (size_t)(end - r->buf) < len && !is_blank(end, len - (size_t)(end - r->buf))) {
-			cJSON_Delete(value);
-			value = NULL;
-		}
+		size_t bad;
+		cJSON *value = parse_strict(r->buf, len, &bad);
 		if (!value) {
 			long line, column;
-			position_of(r->buf, error_offset(r->buf, len, end), &line, &column);
+			position_of(r->buf, bad, &line, &column);
 			log_error("%s:%ld: invalid JSON at column %ld", r->name, r->line, column);
 			return JSONL_BAD_LINE;
 		}
@@ -129,15 +139,11 @@ int jsonl_write(FILE *fp, const cJSON *record)
 
 cJSON *json_parse_document(const char *name, const char *text, size_t len)
 {
-	const char *end = NULL;
-	cJSON *value = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-	if (value && (size_t)(end - text) < len && !is_blank(end, len - (size_t)(end - text))) {
-		cJSON_Delete(value);
-		value = NULL;
-	}
+	size_t bad;
+	cJSON *value = parse_strict(text, len, &bad);
 	if (!value) {
 		long line, column;
-		position_of(text, error_offset(text, len, end), &line, &column);
+		position_of(text, bad, &line, &column);
 		log_error("%s:%ld:%ld: invalid JSON", name, line, column);
 	}
 	return value;

@@ -147,6 +147,22 @@ static struct pyval make_range(struct pyarena *arena, int64_t start, int64_t sto
 	return v;
 }
 
+struct pyval pyval_copy(struct pyarena *arena, const struct pyval *v)
+{
+	switch (v->kind) {
+	case PY_STR: return pyval_str(arena, v->u.s->bytes, v->u.s->len);
+	case PY_RANGE: return make_range(arena, v->u.range->start, v->u.range->stop, v->u.range->step);
+	case PY_LIST: {
+		struct pylist *l = new_list(arena, v->u.list->len);
+		for (size_t k = 0; k < l->len; k++)
+			l->items[k] = pyval_copy(arena, &v->u.list->items[k]);
+		struct pyval copy = {.kind = PY_LIST, .u.list = l};
+		return copy;
+	}
+	default: return *v;
+	}
+}
+
 const char *pyval_type_name(const struct pyval *v)
 {
 	switch (v->kind) {

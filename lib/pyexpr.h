@@ -79,6 +79,10 @@ struct pyval pyval_str(struct pyarena *arena, const char *s, size_t len);
 /* Copies the n items into a new list in arena. */
 struct pyval pyval_list(struct pyarena *arena, const struct pyval *items, size_t n);
 
+/* A deep copy of v in arena, for a value that must outlive the expression, globals or
+ * arena it came from. */
+struct pyval pyval_copy(struct pyarena *arena, const struct pyval *v);
+
 /* Python's type name: "int", "float", "bool", "str", "list", "range", "NoneType". */
 const char *pyval_type_name(const struct pyval *v);
 /* Python's bool(v). */

@@ -173,9 +173,12 @@ static int constant_field(struct loader *L, const char *field, const cJSON *item
 	if (!e)
 		return -1;
 	struct pyexpr_error err;
-	int rc = pyexpr_eval(e, NULL, L->spec->arena, out, &err);
+	struct pyval v;
+	int rc = pyexpr_eval(e, NULL, L->spec->arena, &v, &err);
 	if (rc)
 		expr_fail(L, field, pyexpr_source(e), &err);
+	else /* string constants live in the expression, which is freed here */
+		*out = pyval_copy(L->spec->arena, &v);
 	pyexpr_free(e);
 	return rc;
 }

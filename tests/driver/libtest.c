@@ -3,6 +3,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "parse.h"
 #include "pyexpr.h"
 #include "sha256.h"
+#include "t4.h"
 #include "xalloc.h"
 
 static int usage(void)
@@ -24,7 +26,8 @@ static int usage(void)
 	      "       kg-libtest sha256 FILE|-\n"
 	      "       kg-libtest atomic-write PATH < data\n"
 	      "       kg-libtest lock [--nowait] DIR CMD [ARG]...\n"
-	      "       kg-libtest parse int64|uint64|double TEXT MIN MAX\n",
+	      "       kg-libtest parse int64|uint64|double TEXT MIN MAX\n"
+	      "       kg-libtest t4 PATH < results.jsonl\n",
 	      stderr);
 	return KG_EXIT_USAGE;
 }
@@ -48,8 +51,10 @@ static int cmd_expr(int argc, char **argv)
 			return usage();
 		*eq = '\0';
 		struct pyexpr *e = pyexpr_compile(eq + 1, names, n, &err);
-		if (!e || pyexpr_eval(e, values, keep, &values[n], &err))
+		struct pyval v;
+		if (!e || pyexpr_eval(e, values, scratch, &v, &err))
 			log_die(KG_EXIT_INPUT, "--let %s: %s", argv[i], err.message);
+		values[n] = pyval_copy(keep, &v);
 		names[n++] = argv[i];
 		pyexpr_free(e);
 	}
@@ -215,6 +220,77 @@ static int cmd_parse(int argc, char **argv)
 	return KG_EXIT_OK;
 }
 
+static double number_or_nan(const cJSON *obj, const char *key)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+	return cJSON_IsNumber(item) ? item->valuedouble : NAN;
+}
+
+/* Reads one result per line (the fields of struct t4_result, times with an _ms suffix)
+ * and writes them as one T4 document to path. */
+static int cmd_t4(const char *path)
+{
+	struct jsonl_reader r;
+	jsonl_reader_init(&r, stdin, "<stdin>");
+	cJSON *doc = t4_new(), *line;
+	int status = KG_EXIT_OK;
+	enum jsonl_status st;
+	while ((st = jsonl_next(&r, &line)) != JSONL_EOF) {
+		if (st != JSONL_RECORD) {
+			status = KG_EXIT_INPUT;
+			if (st == JSONL_IO_ERROR)
+				break;
+			continue;
+		}
+		struct t4_result res = {
+			.compilation_ms = number_or_nan(line, "compilation_ms"),
+			.framework_ms = number_or_nan(line, "framework_ms"),
+			.search_algorithm_ms = number_or_nan(line, "search_algorithm_ms"),
+			.validation_ms = number_or_nan(line, "validation_ms"),
+			.correctness = number_or_nan(line, "correctness"),
+		};
+		const cJSON *item = cJSON_GetObjectItemCaseSensitive(line, "timestamp");
+		res.timestamp = cJSON_IsString(item) ? item->valuestring : NULL;
+		res.configuration = cJSON_GetObjectItemCaseSensitive(line, "configuration");
+		item = cJSON_GetObjectItemCaseSensitive(line, "invalidity");
+		if (!cJSON_IsString(item) || t4_invalidity_parse(item->valuestring, &res.invalidity))
+			log_die(KG_EXIT_INPUT, "<stdin>:%ld: invalidity: not a T4 invalidity", r.line);
+
+		const cJSON *objectives = cJSON_GetObjectItemCaseSensitive(line, "objectives");
+		const char *names[16];
+		cJSON_ArrayForEach(item, objectives)
+			if (res.nobjectives < ARRAY_SIZE(names))
+				names[res.nobjectives++] = item->valuestring;
+		res.objectives = names;
+
+		const cJSON *runtimes = cJSON_GetObjectItemCaseSensitive(line, "runtimes_ms");
+		double samples[256];
+		cJSON_ArrayForEach(item, runtimes)
+			if (res.nruntimes < ARRAY_SIZE(samples))
+				samples[res.nruntimes++] = item->valuedouble;
+		res.runtimes_ms = samples;
+
+		const cJSON *measurements = cJSON_GetObjectItemCaseSensitive(line, "measurements");
+		struct t4_measurement ms[16];
+		cJSON_ArrayForEach(item, measurements) {
+			if (res.nmeasurements == ARRAY_SIZE(ms))
+				break;
+			struct t4_measurement *m = &ms[res.nmeasurements++];
+			m->name = cJSON_GetObjectItemCaseSensitive(item, "name")->valuestring;
+			m->value = cJSON_GetObjectItemCaseSensitive(item, "value")->valuedouble;
+			m->unit = cJSON_GetObjectItemCaseSensitive(item, "unit")->valuestring;
+		}
+		res.measurements = ms;
+		t4_add(doc, &res);
+		cJSON_Delete(line);
+	}
+	jsonl_reader_release(&r);
+	if (t4_write_file(doc, path))
+		log_die(KG_EXIT_IO, "cannot write '%s':", path);
+	cJSON_Delete(doc);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
 	log_init("kg-libtest");
@@ -234,6 +310,8 @@ int main(int argc, char **argv)
 		status = cmd_atomic_write(argv[2]);
 	else if (strcmp(cmd, "lock") == 0)
 		status = cmd_lock(argc - 2, argv + 2);
+	else if (strcmp(cmd, "t4") == 0 && argc == 3)
+		status = cmd_t4(argv[2]);
 	else if (strcmp(cmd, "parse") == 0)
 		status = cmd_parse(argc - 2, argv + 2);
 	else

@@ -78,7 +78,8 @@ struct emitter {
 	uint64_t emitted;
 };
 
-/* Writes one candidate record; returns KG_EXIT_IO, which stops the walk, if it cannot. */
+/* Writes one candidate record; returns KG_EXIT_IO, which stops the walk, if it cannot
+ * (cli_finish then reports the error of the stream). */
 static int emit_candidate(void *ctx, const struct pyval *values, const size_t *indices)
 {
 	struct emitter *em = ctx;
@@ -97,11 +98,7 @@ static int emit_candidate(void *ctx, const struct pyval *values, const size_t *i
 		log_die(KG_EXIT_ENV, "out of memory");
 	int rc = jsonl_write(stdout, record);
 	cJSON_Delete(record);
-	if (rc) {
-		log_error("cannot write to standard output:");
-		return KG_EXIT_IO;
-	}
-	return 0;
+	return rc ? KG_EXIT_IO : 0;
 }
 
 static int empty_space(const struct t1_spec *spec)

@@ -1,0 +1,55 @@
+#!/usr/bin/env bats
+# 00-build.bats: the Makefile targets a user relies on: install, uninstall, the CUDA check,
+# and the GPU suite's wiring.
+
+load test_helper
+
+# Nested make must not inherit the outer make's variables (SANITIZE=1 in test-sanitize).
+kmake() {
+	env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make --no-print-directory -C "$KG_ROOT" "$@"
+}
+
+@test "make cuda-check accepts the toolkit in CUDA_HOME" {
+	run_tool 0 env -u MAKEFLAGS -u MAKELEVEL make --no-print-directory -s -C "$KG_ROOT" cuda-check
+	assert_output ""
+}
+
+@test "make cuda-check names the missing toolkit" {
+	run -2 kmake -s cuda-check CUDA_HOME=/nonexistent/cuda
+	assert_output --partial "kernelgraph: no CUDA toolkit in CUDA_HOME=/nonexistent/cuda (/nonexistent/cuda/include/nvrtc.h is missing); install the CUDA toolkit or run make CUDA_HOME=/path/to/cuda"
+}
+
+@test "make install puts every tool under DESTDIR/PREFIX and uninstall removes them" {
+	root="$BATS_TEST_TMPDIR/root"
+	run kmake -s install DESTDIR="$root" PREFIX=/opt/kg
+	assert_success
+	for tool in "$KG_ROOT"/tools/*/main.c; do
+		name=$(basename "$(dirname "$tool")")
+		[ -x "$root/opt/kg/bin/kg-$name" ]
+	done
+	run "$root/opt/kg/bin/kg-propose" --version
+	assert_success
+	assert_output "kg-propose (kernelgraph) $(sed -n 's/^VERSION *= *//p' "$KG_ROOT/Makefile")"
+
+	run kmake -s uninstall DESTDIR="$root" PREFIX=/opt/kg
+	assert_success
+	[ -z "$(ls -A "$root/opt/kg/bin")" ]
+}
+
+@test "make test-gpu runs the GPU suite, empty for now" {
+	run kmake -s test-gpu
+	assert_success
+	assert_output --partial "test-gpu: no GPU tests yet (tests/gpu/*.bats)"
+}
+
+@test "every tool's --help lists each of its long options" {
+	for bin in "$KG_BIN_DIR"/kg-*; do
+		src="$KG_ROOT/tools/$(basename "$bin" | sed 's/^kg-//')/main.c"
+		[ -f "$src" ] || continue
+		run "$bin" --help
+		assert_success
+		for opt in $(grep -o '{"[a-z-]*", [a-z_]*_argument' "$src" | sed 's/{"\([a-z-]*\)".*/\1/'); do
+			assert_output --partial -- "--$opt"
+		done
+	done
+}

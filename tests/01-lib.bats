@@ -1,0 +1,132 @@
+#!/usr/bin/env bats
+# 01-lib.bats: the shared library through the test driver: JSON lines, number parsing,
+# SHA-256, atomic writes, the directory lock and the T4 writer.
+
+load test_helper
+
+@test "jsonl: records pass through with every field, blank lines skipped" {
+	run_tool 0 "$LIBTEST" jsonl "$FIXTURES/jsonl/good.jsonl"
+	assert_stderr_empty
+	assert_output "$(printf '%s\n' '{"a":1,"b":[1,2,{"c":"x"}],"keep":{"nested":true}}' '{"z":"é","n":null}')"
+}
+
+@test "jsonl: CRLF line ends and a missing final newline are read" {
+	run_tool 0 "$LIBTEST" jsonl "$FIXTURES/jsonl/crlf.jsonl"
+	assert_output "$(printf '%s\n' '{"a":1}' '{"b":2}')"
+	run_tool 0 "$LIBTEST" jsonl "$FIXTURES/jsonl/no-newline.jsonl"
+	assert_output '{"last":true}'
+}
+
+@test "jsonl: a line of 5 MB is read whole" {
+	long=$(head -c 5000000 /dev/zero | tr '\0' 'x')
+	printf '{"long":"%s"}\n' "$long" > "$BATS_TEST_TMPDIR/long.jsonl"
+	run_tool 0 "$LIBTEST" jsonl "$BATS_TEST_TMPDIR/long.jsonl"
+	[ "${#output}" -eq 5000011 ]
+}
+
+@test "jsonl: bad lines are reported with file, line and column; the rest pass; exit 1" {
+	run_tool 1 "$LIBTEST" jsonl "$FIXTURES/jsonl/bad.jsonl"
+	assert_output "$(printf '%s\n' '{"ok":1}' '{"ok":2}')"
+	assert_stderr "$(printf '%s\n' \
+		"kg-libtest: $FIXTURES/jsonl/bad.jsonl:2: invalid JSON at column 9" \
+		"kg-libtest: $FIXTURES/jsonl/bad.jsonl:3: a record must be a JSON object" \
+		"kg-libtest: $FIXTURES/jsonl/bad.jsonl:4: invalid JSON at column 9")"
+}
+
+@test "jsonl: stdin is named <stdin>" {
+	run_tool 1 bash -c "printf '{\"a\":\n' | '$LIBTEST' jsonl -"
+	assert_stderr "kg-libtest: <stdin>:1: invalid JSON at column 5"
+}
+
+@test "jsonl: a missing file is reported with its reason" {
+	run_tool 2 "$LIBTEST" jsonl "$BATS_TEST_TMPDIR/absent.jsonl"
+	assert_stderr "kg-libtest: cannot open '$BATS_TEST_TMPDIR/absent.jsonl': No such file or directory"
+}
+
+@test "json: a document error names line and column" {
+	printf '{\n  "a": 1,\n  "b": [1, 2,]\n}\n' > "$BATS_TEST_TMPDIR/doc.json"
+	run_tool 1 "$LIBTEST" json "$BATS_TEST_TMPDIR/doc.json"
+	assert_stderr "kg-libtest: $BATS_TEST_TMPDIR/doc.json:3:14: invalid JSON"
+}
+
+@test "parse: integers and doubles are range-checked and junk is refused" {
+	run_tool 0 "$LIBTEST" parse int64 42 0 100
+	assert_output 42
+	run_tool 2 "$LIBTEST" parse int64 101 0 100
+	assert_stderr "kg-libtest: '101': out of range"
+	run_tool 2 "$LIBTEST" parse int64 12abc 0 100
+	assert_stderr "kg-libtest: '12abc': not an integer"
+	run_tool 2 "$LIBTEST" parse int64 " 7" 0 100
+	assert_stderr "kg-libtest: ' 7': not an integer"
+	run_tool 2 "$LIBTEST" parse int64 99999999999999999999 0 100
+	assert_stderr "kg-libtest: '99999999999999999999': out of range"
+	run_tool 2 "$LIBTEST" parse uint64 -1 0 100
+	assert_stderr "kg-libtest: '-1': not a non-negative integer"
+	run_tool 0 "$LIBTEST" parse double 0.25 0 1
+	assert_output 0.25
+	run_tool 2 "$LIBTEST" parse double nan 0 1
+	assert_stderr "kg-libtest: 'nan': not a finite number"
+	run_tool 2 "$LIBTEST" parse double "" 0 1
+	assert_stderr "kg-libtest: '': not a number"
+}
+
+@test "sha256: digests match the FIPS 180-2 test vectors" {
+	printf 'abc' > "$BATS_TEST_TMPDIR/abc"
+	run_tool 0 "$LIBTEST" sha256 "$BATS_TEST_TMPDIR/abc"
+	assert_output ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad
+	: > "$BATS_TEST_TMPDIR/empty"
+	run_tool 0 "$LIBTEST" sha256 "$BATS_TEST_TMPDIR/empty"
+	assert_output e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
+	head -c 1000000 /dev/zero | tr '\0' 'a' > "$BATS_TEST_TMPDIR/million"
+	run_tool 0 "$LIBTEST" sha256 "$BATS_TEST_TMPDIR/million"
+	assert_output cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0
+}
+
+@test "atomic write: replaces the file whole and leaves no temporary behind" {
+	dir="$BATS_TEST_TMPDIR/out"
+	mkdir "$dir"
+	printf 'old' > "$dir/f"
+	run_tool 0 bash -c "printf 'new contents' | '$LIBTEST' atomic-write '$dir/f'"
+	[ "$(cat "$dir/f")" = "new contents" ]
+	[ "$(ls -A "$dir")" = "f" ]
+	[ "$(stat -c %a "$dir/f")" = "$(printf '%o' $((0644 & ~$(umask))))" ]
+}
+
+@test "atomic write: an unwritable directory is an error and the old file stays" {
+	run_tool 4 bash -c "printf 'x' | '$LIBTEST' atomic-write '$BATS_TEST_TMPDIR/no/such/dir/f'"
+	assert_stderr "kg-libtest: cannot write '$BATS_TEST_TMPDIR/no/such/dir/f': No such file or directory"
+}
+
+@test "dirlock: a second holder waits or, without waiting, is refused" {
+	dir="$BATS_TEST_TMPDIR/run"
+	mkdir "$dir"
+	"$LIBTEST" lock "$dir" sleep 3 &
+	holder=$!
+	sleep 0.5
+	run_tool 1 "$LIBTEST" lock --nowait "$dir" true
+	assert_stderr "kg-libtest: '$dir' is locked by another process"
+	start=$(date +%s%N)
+	run_tool 0 "$LIBTEST" lock "$dir" true
+	waited=$(( ($(date +%s%N) - start) / 1000000 ))
+	wait "$holder"
+	[ "$waited" -ge 1000 ]
+	run_tool 0 "$LIBTEST" lock --nowait "$dir" true
+}
+
+@test "t4: results are written in the T4 schema's shape" {
+	printf '%s\n' \
+		'{"configuration":{"bx":32,"mode":"a"},"objectives":["time"],"compilation_ms":412.5,"runtimes_ms":[0.041,0.0412],"framework_ms":1.5,"invalidity":"correct","correctness":1,"measurements":[{"name":"time","value":0.0412,"unit":"ms"}],"timestamp":"2026-11-21T10:00:00Z"}' \
+		'{"configuration":{"bx":64,"mode":"b"},"invalidity":"compile","correctness":0}' \
+		'{"configuration":{"bx":96,"mode":"b"},"invalidity":"correctness","correctness":0.25,"runtimes_ms":[0.5]}' |
+		"$LIBTEST" t4 "$BATS_TEST_TMPDIR/t4.json"
+	run_tool 0 jq -c . "$BATS_TEST_TMPDIR/t4.json"
+	first='{"timestamp":"2026-11-21T10:00:00Z","configuration":{"bx":32,"mode":"a"},"objectives":["time"],"times":{"compilation_time":412.5,"runtimes":[0.041,0.0412],"framework":1.5},"invalidity":"correct","correctness":1,"measurements":[{"name":"time","value":0.0412,"unit":"ms"}]}'
+	run_tool 0 jq -c '.results[0]' "$BATS_TEST_TMPDIR/t4.json"
+	assert_output "$first"
+	run_tool 0 jq -c '{schema_version, metadata, n: (.results | length), inv: [.results[].invalidity], corr: [.results[].correctness]}' "$BATS_TEST_TMPDIR/t4.json"
+	assert_output '{"schema_version":"1.0.0","metadata":{"timeunit":"milliseconds"},"n":3,"inv":["correct","compile","correctness"],"corr":[1,0,0.25]}'
+	# What results-schema.json 1.0.0 requires of every result.
+	run_tool 0 jq -e '[.results[] | has("configuration") and has("times") and has("invalidity") and has("correctness")
+		and (.times | type == "object") and (.times.runtimes | type == "array")
+		and (.timestamp | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"))] | all' "$BATS_TEST_TMPDIR/t4.json"
+}

@@ -1,0 +1,196 @@
+#!/usr/bin/env bats
+# 03-t1.bats: T1 spec loading and the configuration space, through kg-propose --count:
+# counts agree with CPython's own rules, and every kind of bad spec gets one clear line.
+
+load test_helper
+
+# spec_with FILTER: writes the minimal spec changed by the jq FILTER to $S.
+spec_with() {
+	S="$BATS_TEST_TMPDIR/spec.json"
+	jq "$1" "$FIXTURES/t1/minimal.json" > "$S"
+}
+
+# count_fails STATUS MESSAGE: kg-propose --count on $S fails with STATUS and MESSAGE.
+count_fails() {
+	run_tool "$1" kg-propose --exhaustive --count --spec "$S"
+	assert_output ""
+	assert_stderr "kg-propose: $S: $2"
+}
+
+@test "counts of the construct-coverage spec agree with CPython" {
+	run_tool 0 kg-propose --exhaustive --count --spec "$FIXTURES/t1/constructs.json"
+	assert_output 17820
+	run python3 "$TOOLS/t1count.py" "$FIXTURES/t1/constructs.json"
+	assert_output "725760 17820"
+}
+
+@test "the configurations themselves, in order, agree with CPython's itertools.product" {
+	python3 "$TOOLS/t1count.py" --list "$FIXTURES/t1/constructs.json" | jq -c . > "$BATS_TEST_TMPDIR/python.jsonl"
+	kg-propose --exhaustive --spec "$FIXTURES/t1/constructs.json" | jq -c .candidate.config > "$BATS_TEST_TMPDIR/ours.jsonl"
+	[ "$(wc -l < "$BATS_TEST_TMPDIR/ours.jsonl")" -eq 17820 ]
+	cmp "$BATS_TEST_TMPDIR/python.jsonl" "$BATS_TEST_TMPDIR/ours.jsonl"
+}
+
+@test "a 22.2-million-point space with five conditions counts 349853, as CPython does" {
+	# Expected value from: python3 tests/tools/t1count.py tests/fixtures/t1/stencil_22m.json
+	# (brute force over all 22200000 points; 92 s on the development machine).
+	run_tool 0 kg-propose --exhaustive --count --spec "$FIXTURES/t1/stencil_22m.json"
+	assert_output 349853
+	run_tool 0 kg-propose --exhaustive --spec "$FIXTURES/t1/stencil_22m.json"
+	[ "${#lines[@]}" -eq 349853 ]
+}
+
+@test "the variations of published files are read: raw Values arrays, one Budget object, numeric sizes" {
+	spec_with '.ConfigurationSpace.TuningParameters[1].Values = [1, 2, 3]
+		| .Budget = {"Type": "ConfigurationCount", "BudgetValue": 10}
+		| .General = {"FormatVersion": "0.0.1", "BenchmarkName": "vadd"}
+		| .KernelSpecification.GlobalSize = {"X": 4096, "Y": 1, "Z": 1}
+		| .KernelSpecification.Stream = null | .KernelSpecification.Misc = {"jitify": true}'
+	run_tool 0 kg-propose --exhaustive --count --spec "$S"
+	assert_output 11
+}
+
+@test "without Conditions the space is the whole Cartesian product" {
+	spec_with 'del(.ConfigurationSpace.Conditions)'
+	run_tool 0 kg-propose -x -c -s "$S"
+	assert_output 16
+}
+
+@test "a condition on ProblemSize alone is checked once for the whole space" {
+	spec_with '.ConfigurationSpace.Conditions += [{"Parameters": [], "Expression": "ProblemSize[0] > 2**20"}]'
+	count_fails 1 "ConfigurationSpace: no configuration satisfies the conditions (of 16 Cartesian points)"
+	spec_with '.ConfigurationSpace.Conditions += [{"Parameters": ["ProblemSize"], "Expression": "ProblemSize[0] >= 2**20"}]'
+	run_tool 0 kg-propose -x -c -s "$S"
+	assert_output 14
+}
+
+@test "a space without parameters has one, empty, configuration" {
+	spec_with '.ConfigurationSpace = {"TuningParameters": []}
+		| .KernelSpecification.GlobalSize.X = "4096" | .KernelSpecification.LocalSize.X = "256"'
+	run_tool 0 kg-propose -x -s "$S"
+	assert_output '{"v":1,"kernel":"vector_add","candidate":{"id":"exhaustive-1","proposer":"exhaustive","config":{}}}'
+}
+
+@test "malformed JSON is reported with line and column" {
+	S="$BATS_TEST_TMPDIR/spec.json"
+	printf '{\n  "ConfigurationSpace": {\n    "TuningParameters": [1, 2,,]\n' > "$S"
+	run_tool 1 kg-propose -x -c -s "$S"
+	assert_stderr "kg-propose: $S:3:31: invalid JSON"
+}
+
+@test "a spec that is not an object is refused" {
+	S="$BATS_TEST_TMPDIR/spec.json"
+	echo '[1, 2]' > "$S"
+	count_fails 1 "a T1 spec must be a JSON object, not an array"
+}
+
+@test "an unreadable spec is a usage error" {
+	S="$BATS_TEST_TMPDIR/absent.json"
+	run_tool 2 kg-propose -x -c -s "$S"
+	assert_stderr "kg-propose: cannot read '$S': No such file or directory"
+}
+
+@test "missing required T1 fields are named" {
+	spec_with 'del(.ConfigurationSpace)'
+	count_fails 1 "ConfigurationSpace: missing (required by T1)"
+	spec_with 'del(.ConfigurationSpace.TuningParameters[1].Values)'
+	count_fails 1 "ConfigurationSpace.TuningParameters[1].Values: missing (required by T1)"
+	spec_with 'del(.KernelSpecification.KernelName)'
+	count_fails 1 "KernelSpecification.KernelName: missing (required by T1)"
+	spec_with 'del(.KernelSpecification.LocalSize.X)'
+	count_fails 1 "KernelSpecification.LocalSize.X: missing (required by T1)"
+	spec_with 'del(.ConfigurationSpace.Conditions[0].Parameters)'
+	count_fails 1 "ConfigurationSpace.Conditions[0].Parameters: missing (required by T1)"
+	spec_with 'del(.KernelSpecification.Arguments[1].MemoryType)'
+	count_fails 1 "KernelSpecification.Arguments[1].MemoryType: missing (required by T1)"
+}
+
+@test "fields of the wrong type or outside their enumeration are named" {
+	spec_with '.ConfigurationSpace.TuningParameters = {}'
+	count_fails 1 "ConfigurationSpace.TuningParameters: must be an array, not an object"
+	spec_with '.ConfigurationSpace.TuningParameters[0].Type = "integer"'
+	count_fails 1 "ConfigurationSpace.TuningParameters[0].Type: 'integer' is not one of int, uint, float, bool, string"
+	spec_with '.KernelSpecification.Language = "HIP"'
+	count_fails 1 "KernelSpecification.Language: 'HIP' is not one of CUDA, OpenCL, Vulkan, Hypertuner"
+	spec_with '.KernelSpecification.Arguments[0].Type = "float3"'
+	count_fails 1 "KernelSpecification.Arguments[0].Type: 'float3' is not one of bool, int8, uint8, int16, uint16, int32, uint32, int64, uint64, half, half2, half4, half8, half16, float, float2, float4, float8, float16, double, double2, double4, double8, double16, custom"
+	spec_with '.Budget = [{"Type": "ConfigurationCount", "BudgetValue": "ten"}]'
+	count_fails 1 "Budget[0].BudgetValue: must be a number, not a string"
+	spec_with '.KernelSpecification.GlobalSizeType = "Blocks"'
+	count_fails 1 "KernelSpecification.GlobalSizeType: 'Blocks' is not one of CUDA, OpenCL, Vulkan"
+}
+
+@test "parameter names must be unique identifiers" {
+	spec_with '.ConfigurationSpace.TuningParameters[1].Name = "block_size_x"'
+	count_fails 1 "ConfigurationSpace.TuningParameters[1].Name: 'block_size_x' is already the name of TuningParameters[0]"
+	spec_with '.ConfigurationSpace.TuningParameters[1].Name = "block-x"'
+	count_fails 1 "ConfigurationSpace.TuningParameters[1].Name: 'block-x' is not a valid name (letters, digits and _, not starting with a digit)"
+}
+
+@test "an unknown parameter name in a condition is named" {
+	spec_with '.ConfigurationSpace.Conditions[0].Parameters += ["tile_y"]'
+	count_fails 1 "ConfigurationSpace.Conditions[0].Parameters[2]: unknown tuning parameter 'tile_y'"
+	spec_with '.ConfigurationSpace.Conditions[0].Expression = "block_size_x * tile_y <= 512"'
+	count_fails 1 "ConfigurationSpace.Conditions[0].Expression: column 16: name 'tile_y' is not defined in \"block_size_x * tile_y <= 512\""
+}
+
+@test "a syntax error in Values is named with its column" {
+	spec_with '.ConfigurationSpace.TuningParameters[1].Values = "[1, 2, 3"'
+	count_fails 1 "ConfigurationSpace.TuningParameters[1].Values: column 9: invalid syntax: expected ']' before the end in \"[1, 2, 3\""
+	spec_with '.ConfigurationSpace.TuningParameters[1].Values = "list(range(1, 5)"'
+	count_fails 1 "ConfigurationSpace.TuningParameters[1].Values: column 17: invalid syntax: expected ')' before the end in \"list(range(1, 5)\""
+	spec_with '.ConfigurationSpace.TuningParameters[1].Values = "[i for i in range(4) if]"'
+	count_fails 1 "ConfigurationSpace.TuningParameters[1].Values: column 24: invalid syntax: unexpected ']' in \"[i for i in range(4) if]\""
+}
+
+@test "a division by zero in Values is named" {
+	spec_with '.ConfigurationSpace.TuningParameters[1].Values = "[64 // i for i in range(0, 4)]"'
+	count_fails 1 "ConfigurationSpace.TuningParameters[1].Values: column 5: integer division or modulo by zero in \"[64 // i for i in range(0, 4)]\""
+}
+
+@test "a division by zero in a condition names the configuration that caused it" {
+	spec_with '.ConfigurationSpace.TuningParameters[1].Values = "list(range(0, 4))"
+		| .ConfigurationSpace.Conditions[0].Expression = "block_size_x % tile == 0"'
+	count_fails 1 "ConfigurationSpace.Conditions[0].Expression: column 14: integer division or modulo by zero in \"block_size_x % tile == 0\" (with block_size_x=32, tile=0)"
+}
+
+@test "Values that give no list, an empty list or values of the wrong type are refused" {
+	spec_with '.ConfigurationSpace.TuningParameters[1].Values = "32"'
+	count_fails 1 "ConfigurationSpace.TuningParameters[1].Values: must give a list, not int"
+	spec_with '.ConfigurationSpace.TuningParameters[1].Values = "[i for i in range(4) if i > 9]"'
+	count_fails 1 "ConfigurationSpace.TuningParameters[1].Values: the list of values is empty"
+	spec_with '.ConfigurationSpace.TuningParameters[1].Values = "[1, 2.5]"'
+	count_fails 1 "ConfigurationSpace.TuningParameters[1].Values[1]: 2.5 is not an int (Type is int)"
+	spec_with '.ConfigurationSpace.TuningParameters[1].Type = "uint" | .ConfigurationSpace.TuningParameters[1].Values = "[1, -1]"'
+	count_fails 1 "ConfigurationSpace.TuningParameters[1].Values[1]: -1 is not a non-negative int (Type is uint)"
+	spec_with '.ConfigurationSpace.TuningParameters[1].Type = "string"'
+	count_fails 1 "ConfigurationSpace.TuningParameters[1].Values[0]: 1 is not a string (Type is string)"
+	spec_with '.ConfigurationSpace.TuningParameters[1].Values = "[2**60]"'
+	count_fails 1 "ConfigurationSpace.TuningParameters[1].Values[0]: 1152921504606846976 is not an int within 2**53 (beyond it, JSON numbers lose digits) (Type is int)"
+}
+
+@test "an empty space is an error, not an empty success" {
+	spec_with '.ConfigurationSpace.Conditions[0].Expression = "block_size_x * tile > 4096"'
+	count_fails 1 "ConfigurationSpace: no configuration satisfies the conditions (of 16 Cartesian points)"
+	run_tool 1 kg-propose -x -s "$S"
+	assert_output ""
+	assert_stderr "kg-propose: $S: ConfigurationSpace: no configuration satisfies the conditions (of 16 Cartesian points)"
+}
+
+@test "launch sizes and argument sizes are compiled at load time" {
+	spec_with '.KernelSpecification.GlobalSize.X = "ProblemSize[0] // blocksize"'
+	count_fails 1 "KernelSpecification.GlobalSize.X: column 19: name 'blocksize' is not defined in \"ProblemSize[0] // blocksize\""
+	spec_with '.KernelSpecification.Arguments[0].Size = "ProblemSize[0] *"'
+	count_fails 1 "KernelSpecification.Arguments[0].Size: column 17: invalid syntax: unexpected end of expression in \"ProblemSize[0] *\""
+	spec_with '.KernelSpecification.ProblemSize = ["1 << 20", "2 ** -"]'
+	count_fails 1 "KernelSpecification.ProblemSize[1]: column 7: invalid syntax: unexpected end of expression in \"2 ** -\""
+}
+
+@test "every example spec loads, and its count agrees with CPython" {
+	for spec in "$KG_ROOT"/examples/*/*.json; do
+		run_tool 0 kg-propose --exhaustive --count --spec "$spec"
+		ours=$output
+		run python3 "$TOOLS/t1count.py" "$spec"
+		[ "${output#* }" = "$ours" ]
+	done
+}

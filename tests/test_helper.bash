@@ -1,0 +1,35 @@
+# test_helper.bash: what every bats suite loads: tool paths, the assertion libraries,
+# fixture paths and run_tool, which runs a command with a time limit and checks its status.
+
+KG_ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
+KG_BIN_DIR="${KG_BIN_DIR:-$KG_ROOT/bin}"
+# The test driver that exposes lib/ (tests/driver/libtest.c).
+LIBTEST="${KG_TEST_DRIVER:-$KG_ROOT/build/release/tests/kg-libtest}"
+FIXTURES="$KG_ROOT/tests/fixtures"
+TOOLS="$KG_ROOT/tests/tools"
+PATH="$KG_BIN_DIR:$PATH"
+
+bats_require_minimum_version 1.5.0
+load "${BATS_LIB_PATH:-/usr/lib/bats}/bats-support/load"
+load "${BATS_LIB_PATH:-/usr/lib/bats}/bats-assert/load"
+
+# run_tool STATUS CMD [ARG]...: runs CMD with stdout in $output and stderr in $stderr,
+# failing the test unless it exits with STATUS (a crash is never an expected failure).
+run_tool() {
+	local status=$1
+	shift
+	run "-$status" --separate-stderr timeout 120 "$@"
+}
+
+# assert_stderr TEXT: stderr is exactly TEXT.
+assert_stderr() {
+	if [[ "$stderr" != "$1" ]]; then
+		printf 'expected stderr: %s\nactual stderr:   %s\n' "$1" "$stderr" >&2
+		return 1
+	fi
+}
+
+# assert_stderr_empty: nothing was written to stderr.
+assert_stderr_empty() {
+	assert_stderr ""
+}
