@@ -1376,34 +1376,31 @@ static struct node *parse_not(struct parser *p)
 	return finish_node(p, n);
 }
 
-static struct node *parse_and(struct parser *p)
+/* One level of "and" or "or": left-associative, with operands parsed by next. */
+static struct node *parse_logical(struct parser *p, struct node *(*next)(struct parser *), enum tok op,
+				  enum node_kind kind)
 {
-	struct node *left = parse_not(p);
-	while (left && p->tok.kind == T_AND) {
+	struct node *left = next(p);
+	while (left && p->tok.kind == op) {
 		size_t pos = p->tok.pos;
 		if (lex(p))
 			return NULL;
-		struct node *right = parse_not(p);
+		struct node *right = next(p);
 		if (!right)
 			return NULL;
-		left = binary_node(p, N_AND, 0, pos, left, right);
+		left = binary_node(p, kind, 0, pos, left, right);
 	}
 	return left;
 }
 
+static struct node *parse_and(struct parser *p)
+{
+	return parse_logical(p, parse_not, T_AND, N_AND);
+}
+
 static struct node *parse_or(struct parser *p)
 {
-	struct node *left = parse_and(p);
-	while (left && p->tok.kind == T_OR) {
-		size_t pos = p->tok.pos;
-		if (lex(p))
-			return NULL;
-		struct node *right = parse_and(p);
-		if (!right)
-			return NULL;
-		left = binary_node(p, N_OR, 0, pos, left, right);
-	}
-	return left;
+	return parse_logical(p, parse_and, T_OR, N_OR);
 }
 
 static struct node *parse_expr(struct parser *p)
@@ -2242,15 +2239,36 @@ static int eval_index(struct evalctx *cx, const struct node *n, struct pyval *ou
 	return 0;
 }
 
+/* The bytes of s without the blanks int() and float() allow around a number. */
+static void trim_blanks(const struct pystr *s, const char **start, const char **end)
+{
+	const char *p = s->bytes, *e = s->bytes + s->len;
+	while (p < e && *p && strchr(" \t\n\r\f\v", *p))
+		p++;
+	while (e > p && e[-1] && strchr(" \t\n\r\f\v", e[-1]))
+		e--;
+	*start = p;
+	*end = e;
+}
+
+/* Fails with Python's message for a string int() or float() cannot read. */
+static int conversion_error(struct evalctx *cx, size_t pos, const char *what, const struct pystr *s)
+{
+	struct strbuf r;
+	strbuf_init(&r);
+	struct pyval sv = {.kind = PY_STR, .u.s = s};
+	pyval_repr(&r, &sv);
+	fail(cx, pos, "%s%s", what, r.buf);
+	strbuf_release(&r);
+	return -1;
+}
+
 /* Python's int(x) for a string: optional blanks and sign, decimal digits with single
  * underscores between them. */
 static int int_from_string(struct evalctx *cx, size_t pos, const struct pystr *s, int64_t *out)
 {
-	const char *p = s->bytes, *end = s->bytes + s->len;
-	while (p < end && strchr(" \t\n\r\f\v", *p))
-		p++;
-	while (end > p && strchr(" \t\n\r\f\v", end[-1]))
-		end--;
+	const char *p, *end;
+	trim_blanks(s, &p, &end);
 	int negative = 0;
 	if (p < end && (*p == '+' || *p == '-'))
 		negative = *p++ == '-';
@@ -2267,15 +2285,8 @@ static int int_from_string(struct evalctx *cx, size_t pos, const struct pystr *s
 		v = v * 10 + (uint64_t)(digits.buf[k] - '0');
 	}
 	strbuf_release(&digits);
-	if (!ok) {
-		struct strbuf r;
-		strbuf_init(&r);
-		struct pyval sv = {.kind = PY_STR, .u.s = s};
-		pyval_repr(&r, &sv);
-		fail(cx, pos, "invalid literal for int() with base 10: %s", r.buf);
-		strbuf_release(&r);
-		return -1;
-	}
+	if (!ok)
+		return conversion_error(cx, pos, "invalid literal for int() with base 10: ", s);
 	if (v > (uint64_t)INT64_MAX + (uint64_t)negative)
 		return overflow(cx, pos);
 	*out = negative ? (int64_t)(0 - v) : (int64_t)v;
@@ -2285,11 +2296,8 @@ static int int_from_string(struct evalctx *cx, size_t pos, const struct pystr *s
 /* Python's float(x) for a string: decimal or special values, blanks around them allowed. */
 static int float_from_string(struct evalctx *cx, size_t pos, const struct pystr *s, double *out)
 {
-	const char *p = s->bytes, *end = s->bytes + s->len;
-	while (p < end && strchr(" \t\n\r\f\v", *p))
-		p++;
-	while (end > p && strchr(" \t\n\r\f\v", end[-1]))
-		end--;
+	const char *p, *end;
+	trim_blanks(s, &p, &end);
 	struct strbuf text;
 	strbuf_init(&text);
 	const char *q = p;
@@ -2322,13 +2330,7 @@ static int float_from_string(struct evalctx *cx, size_t pos, const struct pystr 
 	}
 	if (!ok) {
 		strbuf_release(&text);
-		struct strbuf r;
-		strbuf_init(&r);
-		struct pyval sv = {.kind = PY_STR, .u.s = s};
-		pyval_repr(&r, &sv);
-		fail(cx, pos, "could not convert string to float: %s", r.buf);
-		strbuf_release(&r);
-		return -1;
+		return conversion_error(cx, pos, "could not convert string to float: ", s);
 	}
 	*out = strtod(text.buf, NULL);
 	strbuf_release(&text);

@@ -69,6 +69,16 @@ static const char *item_field(char *buf, size_t size, const char *parent, size_t
 	return buf;
 }
 
+/* Names item k of the array parent in field (size bytes) and checks that it is an object.
+ * Returns 0, or -1 after reporting. */
+static int object_item(struct loader *L, const cJSON *item, const char *parent, size_t k, char *field, size_t size)
+{
+	item_field(field, size, parent, k);
+	if (!cJSON_IsObject(item))
+		return fail(L, field, "must be an object, not %s", json_type_name(item));
+	return 0;
+}
+
 enum presence { OPTIONAL, REQUIRED };
 
 /* Looks up key in obj, checking that it is present when required and has the wanted type.
@@ -253,7 +263,7 @@ static char *value_json_text(const struct pyval *v)
 	char *text = item ? cJSON_PrintUnformatted(item) : NULL;
 	cJSON_Delete(item);
 	if (!text)
-		log_die(KG_EXIT_ENV, "out of memory");
+		xalloc_die();
 	char *copy = xstrdup(text);
 	cJSON_free(text);
 	return copy;
@@ -287,13 +297,13 @@ static int values_from_array(struct loader *L, const char *field, const cJSON *a
 	return 0;
 }
 
-static int load_param(struct loader *L, const cJSON *obj, const char *field, size_t index)
+static int load_param(struct loader *L, const cJSON *obj, size_t index)
 {
 	struct t1_param *p = &L->spec->params[index];
 	const cJSON *name, *values;
-	char f[512];
-	if (!cJSON_IsObject(obj))
-		return fail(L, field, "must be an object, not %s", json_type_name(obj));
+	char field[256], f[512];
+	if (object_item(L, obj, "ConfigurationSpace.TuningParameters", index, field, sizeof(field)))
+		return -1;
 	if (member(L, obj, field, "Name", REQUIRED, is_string, "a string", &name))
 		return -1;
 	if (!is_identifier(name->valuestring))
@@ -343,13 +353,13 @@ static int load_param(struct loader *L, const cJSON *obj, const char *field, siz
 	return 0;
 }
 
-static int load_condition(struct loader *L, const cJSON *obj, const char *field, size_t index)
+static int load_condition(struct loader *L, const cJSON *obj, size_t index)
 {
 	struct t1_condition *c = &L->spec->conditions[index];
 	const cJSON *expression, *params, *item;
-	char f[512];
-	if (!cJSON_IsObject(obj))
-		return fail(L, field, "must be an object, not %s", json_type_name(obj));
+	char field[256], f[512];
+	if (object_item(L, obj, "ConfigurationSpace.Conditions", index, field, sizeof(field)))
+		return -1;
 	if (member(L, obj, field, "Parameters", REQUIRED, is_array, "an array", &params) ||
 	    member(L, obj, field, "Expression", REQUIRED, is_string, "a string", &expression))
 		return -1;
@@ -385,24 +395,18 @@ static int load_configuration_space(struct loader *L, const cJSON *root)
 	s->names = xcalloc(s->nnames, sizeof(*s->names));
 	s->names[s->nparams] = "ProblemSize";
 	size_t k = 0;
-	cJSON_ArrayForEach(item, params) {
-		char f[512];
-		if (load_param(L, item, item_field(f, sizeof(f), "ConfigurationSpace.TuningParameters", k), k))
+	cJSON_ArrayForEach(item, params)
+		if (load_param(L, item, k++))
 			return -1;
-		k++;
-	}
 
 	if (!conditions)
 		return 0;
 	s->nconditions = (size_t)cJSON_GetArraySize(conditions);
 	s->conditions = xcalloc(s->nconditions ? s->nconditions : 1, sizeof(*s->conditions));
 	k = 0;
-	cJSON_ArrayForEach(item, conditions) {
-		char f[512];
-		if (load_condition(L, item, item_field(f, sizeof(f), "ConfigurationSpace.Conditions", k), k))
+	cJSON_ArrayForEach(item, conditions)
+		if (load_condition(L, item, k++))
 			return -1;
-		k++;
-	}
 	return 0;
 }
 
@@ -475,9 +479,8 @@ static int load_arguments(struct loader *L, const cJSON *kernel)
 	cJSON_ArrayForEach(arg, args) {
 		char f[256], g[300];
 		const char *value;
-		item_field(f, sizeof(f), "KernelSpecification.Arguments", k++);
-		if (!cJSON_IsObject(arg))
-			return fail(L, f, "must be an object, not %s", json_type_name(arg));
+		if (object_item(L, arg, "KernelSpecification.Arguments", k++, f, sizeof(f)))
+			return -1;
 		if (member(L, arg, f, "Name", OPTIONAL, is_string, "a string", &item) ||
 		    enum_member(L, arg, f, "Type", REQUIRED, types, &value) ||
 		    enum_member(L, arg, f, "MemoryType", REQUIRED, memory_types, &value) ||
@@ -512,9 +515,8 @@ static int load_reference_arguments(struct loader *L, const cJSON *kernel)
 	cJSON_ArrayForEach(ref, refs) {
 		char f[256];
 		const char *value;
-		item_field(f, sizeof(f), "KernelSpecification.ReferenceArguments", k++);
-		if (!cJSON_IsObject(ref))
-			return fail(L, f, "must be an object, not %s", json_type_name(ref));
+		if (object_item(L, ref, "KernelSpecification.ReferenceArguments", k++, f, sizeof(f)))
+			return -1;
 		if (member(L, ref, f, "Name", REQUIRED, is_string, "a string", &item) ||
 		    member(L, ref, f, "TargetName", REQUIRED, is_string, "a string", &item) ||
 		    enum_member(L, ref, f, "FillType", REQUIRED, fill_types, &value) ||
@@ -617,10 +619,8 @@ static int load_other_sections(struct loader *L, const cJSON *root)
 		cJSON_ArrayForEach(item, attrs) {
 			char f[256], g[300];
 			const cJSON *x;
-			item_field(f, sizeof(f), "Search.Attributes", k++);
-			if (!cJSON_IsObject(item))
-				return fail(L, f, "must be an object, not %s", json_type_name(item));
-			if (member(L, item, f, "Name", REQUIRED, is_string, "a string", &x))
+			if (object_item(L, item, "Search.Attributes", k++, f, sizeof(f)) ||
+			    member(L, item, f, "Name", REQUIRED, is_string, "a string", &x))
 				return -1;
 			if (!cJSON_GetObjectItemCaseSensitive(item, "Value"))
 				return fail(L, subfield(g, sizeof(g), f, "Value"), "missing (required by T1)");
@@ -937,9 +937,9 @@ cJSON *t1_config_to_json(const struct t1_spec *s, const size_t *indices)
 {
 	cJSON *config = cJSON_CreateObject();
 	if (!config)
-		log_die(KG_EXIT_ENV, "out of memory");
+		xalloc_die();
 	for (size_t k = 0; k < s->nparams; k++)
 		if (!cJSON_AddRawToObject(config, s->params[k].name, s->params[k].values_json[indices[k]]))
-			log_die(KG_EXIT_ENV, "out of memory");
+			xalloc_die();
 	return config;
 }

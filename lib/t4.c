@@ -6,7 +6,6 @@
 #include <time.h>
 
 #include "fileio.h"
-#include "log.h"
 #include "t4.h"
 #include "xalloc.h"
 
@@ -31,17 +30,12 @@ int t4_invalidity_parse(const char *name, enum t4_invalidity *out)
 	return -1;
 }
 
-static NORETURN void out_of_memory(void)
-{
-	log_die(KG_EXIT_ENV, "out of memory");
-}
-
 /* Adds item to obj under key, or dies; cJSON leaves an item it failed to add with us. */
 static void add(cJSON *obj, const char *key, cJSON *item)
 {
 	if (!item || !cJSON_AddItemToObject(obj, key, item)) {
 		cJSON_Delete(item);
-		out_of_memory();
+		xalloc_die();
 	}
 }
 
@@ -55,7 +49,7 @@ cJSON *t4_new(void)
 {
 	cJSON *doc = cJSON_CreateObject();
 	if (!doc)
-		out_of_memory();
+		xalloc_die();
 	add(doc, "schema_version", cJSON_CreateString("1.0.0"));
 	cJSON *metadata = cJSON_CreateObject();
 	add(doc, "metadata", metadata);
@@ -69,7 +63,7 @@ void t4_add(cJSON *doc, const struct t4_result *r)
 	cJSON *result = cJSON_CreateObject();
 	if (!result || !cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(doc, "results"), result)) {
 		cJSON_Delete(result);
-		out_of_memory();
+		xalloc_die();
 	}
 	char now[32];
 	if (!r->timestamp) {
@@ -86,7 +80,7 @@ void t4_add(cJSON *doc, const struct t4_result *r)
 	for (size_t k = 0; k < r->nobjectives; k++) {
 		cJSON *name = cJSON_CreateString(r->objectives[k]);
 		if (!name || !cJSON_AddItemToArray(objectives, name))
-			out_of_memory();
+			xalloc_die();
 	}
 
 	cJSON *times = cJSON_CreateObject();
@@ -97,7 +91,7 @@ void t4_add(cJSON *doc, const struct t4_result *r)
 	for (size_t k = 0; k < r->nruntimes; k++) {
 		cJSON *sample = cJSON_CreateNumber(r->runtimes_ms[k]);
 		if (!sample || !cJSON_AddItemToArray(runtimes, sample))
-			out_of_memory();
+			xalloc_die();
 	}
 	add_time(times, "framework", r->framework_ms);
 	add_time(times, "search_algorithm", r->search_algorithm_ms);
@@ -112,7 +106,7 @@ void t4_add(cJSON *doc, const struct t4_result *r)
 		cJSON *m = cJSON_CreateObject();
 		if (!m || !cJSON_AddItemToArray(measurements, m)) {
 			cJSON_Delete(m);
-			out_of_memory();
+			xalloc_die();
 		}
 		add(m, "name", cJSON_CreateString(r->measurements[k].name));
 		add(m, "value", cJSON_CreateNumber(r->measurements[k].value));
@@ -124,7 +118,7 @@ int t4_write_file(const cJSON *doc, const char *path)
 {
 	char *text = cJSON_Print(doc);
 	if (!text)
-		out_of_memory();
+		xalloc_die();
 	/* A text file ends with a newline; cJSON_Print leaves it off. */
 	char *file = xasprintf("%s\n", text);
 	cJSON_free(text);

@@ -8,7 +8,7 @@
 #include "log.h"
 #include "xalloc.h"
 
-static NORETURN void out_of_memory(void)
+void xalloc_die(void)
 {
 	log_die(KG_EXIT_ENV, "out of memory");
 }
@@ -17,7 +17,7 @@ void *xmalloc(size_t size)
 {
 	void *p = malloc(size ? size : 1);
 	if (!p)
-		out_of_memory();
+		xalloc_die();
 	return p;
 }
 
@@ -25,7 +25,7 @@ void *xcalloc(size_t count, size_t size)
 {
 	void *p = calloc(count ? count : 1, size ? size : 1);
 	if (!p)
-		out_of_memory();
+		xalloc_die();
 	return p;
 }
 
@@ -33,14 +33,14 @@ void *xrealloc(void *ptr, size_t size)
 {
 	void *p = realloc(ptr, size ? size : 1);
 	if (!p)
-		out_of_memory();
+		xalloc_die();
 	return p;
 }
 
 void *xreallocarray(void *ptr, size_t count, size_t size)
 {
 	if (size && count > SIZE_MAX / size)
-		out_of_memory();
+		xalloc_die();
 	return xrealloc(ptr, count * size);
 }
 
@@ -101,7 +101,7 @@ void strbuf_reset(struct strbuf *sb)
 static void strbuf_grow(struct strbuf *sb, size_t extra)
 {
 	if (extra >= SIZE_MAX - sb->len)
-		out_of_memory();
+		xalloc_die();
 	if (sb->len + extra + 1 <= sb->cap)
 		return;
 	size_t cap = sb->cap ? sb->cap : 64;
@@ -136,7 +136,7 @@ void strbuf_vaddf(struct strbuf *sb, const char *fmt, va_list ap)
 	int n = vsnprintf(sb->buf + sb->len, sb->cap - sb->len, fmt, copy);
 	va_end(copy);
 	if (n < 0)
-		out_of_memory();
+		xalloc_die();
 	if ((size_t)n >= sb->cap - sb->len) {
 		strbuf_grow(sb, (size_t)n);
 		vsnprintf(sb->buf + sb->len, sb->cap - sb->len, fmt, ap);

@@ -8,6 +8,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 
+/* Reports "out of memory" and exits with KG_EXIT_ENV; for allocations made elsewhere
+ * (cJSON's, say) that can fail. */
+NORETURN void xalloc_die(void);
+
 /* Each returns memory the caller frees with free(); none returns NULL. */
 void *xmalloc(size_t size);
 void *xcalloc(size_t count, size_t size);

@@ -9,6 +9,7 @@
 #include "jsonl.h"
 #include "log.h"
 #include "t1.h"
+#include "xalloc.h"
 
 struct options {
 	const char *spec_path; /* --spec */
@@ -95,7 +96,7 @@ static int emit_candidate(void *ctx, const struct pyval *values, const size_t *i
 	    !cJSON_AddStringToObject(candidate, "id", id) ||
 	    !cJSON_AddStringToObject(candidate, "proposer", "exhaustive") ||
 	    !cJSON_AddItemToObject(candidate, "config", t1_config_to_json(em->spec, indices)))
-		log_die(KG_EXIT_ENV, "out of memory");
+		xalloc_die();
 	int rc = jsonl_write(stdout, record);
 	cJSON_Delete(record);
 	return rc ? KG_EXIT_IO : 0;
