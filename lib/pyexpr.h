@@ -10,9 +10,10 @@
  * int and float. Anything else is refused at compile time with its position.
  *
  * Where Python integers would grow past 64 bits, evaluation fails with an "integer
- * overflow" error instead of returning a wrong value; everything else (floor division and
- * modulo of negatives, true division, float formatting, comparisons of ints with floats)
- * follows CPython exactly.
+ * overflow" error instead of returning a wrong value, and a complex result is an error;
+ * everything else (floor division and modulo of negatives, true division, float formatting,
+ * comparisons of ints with floats) follows CPython, except that int / int with an operand
+ * beyond 2**53 is rounded through long double and may differ from CPython in the last bit.
  *
  * Memory: values are immutable. Strings, lists and ranges live in a struct pyarena; a
  * value stays valid while the arena that made it, the compiled expression and the globals

@@ -194,3 +194,34 @@ count_fails() {
 		[ "${output#* }" = "$ours" ]
 	done
 }
+
+@test "the rest of the T1 schema is checked, field by field" {
+	spec_with '.ConfigurationSpace.TuningParameters[1] = 5'
+	count_fails 1 "ConfigurationSpace.TuningParameters[1]: must be an object, not a number"
+	spec_with '.ConfigurationSpace.Conditions[0] = "block_size_x > 0"'
+	count_fails 1 "ConfigurationSpace.Conditions[0]: must be an object, not a string"
+	spec_with '.ConfigurationSpace.Conditions[0].Parameters = ["tile", 3]'
+	count_fails 1 "ConfigurationSpace.Conditions[0].Parameters[1]: must be a string, not a number"
+	spec_with '.ConfigurationSpace.TuningParameters[1].Name = "ProblemSize"'
+	count_fails 1 "ConfigurationSpace.TuningParameters[1].Name: 'ProblemSize' is reserved for KernelSpecification.ProblemSize"
+	spec_with '.ConfigurationSpace.TuningParameters[1].Values = [1, {"a": 2}]'
+	count_fails 1 "ConfigurationSpace.TuningParameters[1].Values[1]: must be a number, string or boolean, not an object"
+	spec_with '.KernelSpecification.CompilerOptions = ["-O3", 3]'
+	count_fails 1 "KernelSpecification.CompilerOptions[1]: must be a string, not a number"
+	spec_with '.KernelSpecification.ProblemSize = {"x": 1}'
+	count_fails 1 "KernelSpecification.ProblemSize: must be a number, a string or an array, not an object"
+	spec_with '.KernelSpecification.ReferenceArguments = [{"Name": "ref", "FillType": "BinaryRaw"}]'
+	count_fails 1 "KernelSpecification.ReferenceArguments[0].TargetName: missing (required by T1)"
+	spec_with '.KernelSpecification.ReferenceArguments = [{"Name": "r", "TargetName": "c", "FillType": "BinaryRaw", "ValidationMethod": "Close"}]'
+	count_fails 1 "KernelSpecification.ReferenceArguments[0].ValidationMethod: 'Close' is not one of AbsoluteDifference, SideBySideComparison, SideBySideRelativeComparison"
+	spec_with '.Search = {"Attributes": []}'
+	count_fails 1 "Search.Name: missing (required by T1)"
+	spec_with '.Search = {"Name": "Random", "Attributes": [{"Name": "seed"}]}'
+	count_fails 1 "Search.Attributes[0].Value: missing (required by T1)"
+	spec_with '.Budget = [{"Type": "Hours", "BudgetValue": 1}]'
+	count_fails 1 "Budget[0].Type: 'Hours' is not one of TuningDuration, ConfigurationCount, ConfigurationFraction"
+	spec_with '.General = {"TimeUnit": "Minutes"}'
+	count_fails 1 "General.TimeUnit: 'Minutes' is not one of Nanoseconds, Microseconds, Milliseconds, Seconds"
+	spec_with '.KernelGraph = []'
+	count_fails 1 "KernelGraph: must be an object, not an array"
+}
