@@ -39,6 +39,26 @@ static void add(cJSON *obj, const char *key, cJSON *item)
 	}
 }
 
+/* Appends item to array, or dies, as add does. */
+static void append(cJSON *array, cJSON *item)
+{
+	if (!item || !cJSON_AddItemToArray(array, item)) {
+		cJSON_Delete(item);
+		xalloc_die();
+	}
+}
+
+/* cJSON's array constructors refuse an empty (NULL, 0) input; an empty array is wanted. */
+static cJSON *string_array(const char *const *items, size_t n)
+{
+	return n ? cJSON_CreateStringArray(items, (int)n) : cJSON_CreateArray();
+}
+
+static cJSON *number_array(const double *items, size_t n)
+{
+	return n ? cJSON_CreateDoubleArray(items, (int)n) : cJSON_CreateArray();
+}
+
 static void add_time(cJSON *times, const char *key, double ms)
 {
 	if (!isnan(ms))
@@ -61,10 +81,7 @@ cJSON *t4_new(void)
 void t4_add(cJSON *doc, const struct t4_result *r)
 {
 	cJSON *result = cJSON_CreateObject();
-	if (!result || !cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(doc, "results"), result)) {
-		cJSON_Delete(result);
-		xalloc_die();
-	}
+	append(cJSON_GetObjectItemCaseSensitive(doc, "results"), result);
 	char now[32];
 	if (!r->timestamp) {
 		time_t t = time(NULL);
@@ -75,24 +92,12 @@ void t4_add(cJSON *doc, const struct t4_result *r)
 	add(result, "timestamp", cJSON_CreateString(r->timestamp ? r->timestamp : now));
 	add(result, "configuration", cJSON_Duplicate(r->configuration, 1));
 
-	cJSON *objectives = cJSON_CreateArray();
-	add(result, "objectives", objectives);
-	for (size_t k = 0; k < r->nobjectives; k++) {
-		cJSON *name = cJSON_CreateString(r->objectives[k]);
-		if (!name || !cJSON_AddItemToArray(objectives, name))
-			xalloc_die();
-	}
+	add(result, "objectives", string_array(r->objectives, r->nobjectives));
 
 	cJSON *times = cJSON_CreateObject();
 	add(result, "times", times);
 	add_time(times, "compilation_time", r->compilation_ms);
-	cJSON *runtimes = cJSON_CreateArray();
-	add(times, "runtimes", runtimes);
-	for (size_t k = 0; k < r->nruntimes; k++) {
-		cJSON *sample = cJSON_CreateNumber(r->runtimes_ms[k]);
-		if (!sample || !cJSON_AddItemToArray(runtimes, sample))
-			xalloc_die();
-	}
+	add(times, "runtimes", number_array(r->runtimes_ms, r->nruntimes));
 	add_time(times, "framework", r->framework_ms);
 	add_time(times, "search_algorithm", r->search_algorithm_ms);
 	add_time(times, "validation", r->validation_ms);
@@ -104,10 +109,7 @@ void t4_add(cJSON *doc, const struct t4_result *r)
 	add(result, "measurements", measurements);
 	for (size_t k = 0; k < r->nmeasurements; k++) {
 		cJSON *m = cJSON_CreateObject();
-		if (!m || !cJSON_AddItemToArray(measurements, m)) {
-			cJSON_Delete(m);
-			xalloc_die();
-		}
+		append(measurements, m);
 		add(m, "name", cJSON_CreateString(r->measurements[k].name));
 		add(m, "value", cJSON_CreateNumber(r->measurements[k].value));
 		add(m, "unit", cJSON_CreateString(r->measurements[k].unit));

@@ -132,12 +132,7 @@ static int cmd_json(const char *path)
 static int cmd_sha256(const char *path)
 {
 	size_t len;
-	char *data;
-	if (strcmp(path, "-") == 0) {
-		data = file_read_all("/dev/stdin", &len);
-	} else {
-		data = file_read_all(path, &len);
-	}
+	char *data = file_read_all(strcmp(path, "-") == 0 ? "/dev/stdin" : path, &len);
 	if (!data)
 		log_die(KG_EXIT_IO, "cannot read '%s':", path);
 	char hex[SHA256_HEX_SIZE];
