@@ -224,4 +224,12 @@ count_fails() {
 	count_fails 1 "General.TimeUnit: 'Minutes' is not one of Nanoseconds, Microseconds, Milliseconds, Seconds"
 	spec_with '.KernelGraph = []'
 	count_fails 1 "KernelGraph: must be an object, not an array"
+	spec_with '.Budget = [5]'
+	count_fails 1 "Budget[0]: must be an object, not a number"
+	spec_with '.KernelSpecification.Arguments[1] = "n"'
+	count_fails 1 "KernelSpecification.Arguments[1]: must be an object, not a string"
+	spec_with '.KernelSpecification.Arguments[0].FillType = "Zeros"'
+	count_fails 1 "KernelSpecification.Arguments[0].FillType: 'Zeros' is not one of Constant, Random, Generator, Script, BinaryRaw, BinaryHDF"
+	spec_with '.ConfigurationSpace.Conditions = {}'
+	count_fails 1 "ConfigurationSpace.Conditions: must be an array, not an object"
 }
