@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <libgen.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -92,6 +93,70 @@ int file_write_atomic(const char *path, const void *data, size_t len)
 	free(tmp);
 	errno = saved_errno;
 	return rc;
+}
+
+int file_write(const char *path, const void *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	int rc = write_all(fd, data, len);
+	int saved_errno = errno;
+	if (close(fd) != 0 && rc == 0)
+		return -1;
+	errno = saved_errno;
+	return rc;
+}
+
+int file_copy(const char *src, const char *dst)
+{
+	size_t len;
+	char *data = file_read_all(src, &len);
+	if (!data)
+		return -1;
+	int rc = file_write(dst, data, len);
+	int saved_errno = errno;
+	free(data);
+	errno = saved_errno;
+	return rc;
+}
+
+int dir_create(const char *path)
+{
+	char *copy = xstrdup(path);
+	for (char *p = copy + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(copy, 0755) != 0 && errno != EEXIST) {
+			free(copy);
+			return -1;
+		}
+		*p = '/';
+	}
+	free(copy);
+	if (mkdir(path, 0755) != 0 && errno != EEXIST)
+		return -1;
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return -1;
+	if (!S_ISDIR(st.st_mode)) {
+		errno = ENOTDIR;
+		return -1;
+	}
+	return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	return (type == FTW_DP ? rmdir(path) : unlink(path)) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+int dir_remove_tree(const char *path)
+{
+	return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 int dirlock_acquire(struct dirlock *lock, const char *dir, int wait)

@@ -17,6 +17,22 @@ char *file_read_all(const char *path, size_t *len);
  * (the temporary file is removed); reports nothing. */
 int file_write_atomic(const char *path, const void *data, size_t len);
 
+/* Creates or truncates path and writes data, without fsync: for files inside a directory
+ * that is itself published by an atomic rename. Returns 0, or -1 with errno set. */
+int file_write(const char *path, const void *data, size_t len);
+
+/* Copies the regular file src to dst (created or truncated) with file_write's guarantees.
+ * Returns 0, or -1 with errno set. */
+int file_copy(const char *src, const char *dst);
+
+/* mkdir -p: creates path and any missing parents (mode 0755 less the umask). Returns 0 when
+ * the directory exists afterwards, or -1 with errno set. */
+int dir_create(const char *path);
+
+/* rm -rf: removes path and everything below it, never following symbolic links. Returns
+ * 0, or -1 with errno set after removing what it could. */
+int dir_remove_tree(const char *path);
+
 /* An exclusive lock on a directory, held through flock(2) on "<dir>/.lock". Other
  * processes that ask for it wait (or fail at once with wait = 0); the kernel drops it
  * when the holder exits, so a crashed holder never leaves the directory locked. */

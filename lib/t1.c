@@ -118,6 +118,11 @@ static int is_string_or_number(const cJSON *item)
 	return cJSON_IsString(item) || cJSON_IsNumber(item);
 }
 
+static int is_scalar(const cJSON *item)
+{
+	return cJSON_IsNumber(item) || cJSON_IsString(item) || cJSON_IsBool(item);
+}
+
 static int is_string_or_array(const cJSON *item)
 {
 	return cJSON_IsString(item) || cJSON_IsArray(item);
@@ -336,6 +341,10 @@ static int load_param(struct loader *L, const cJSON *obj, size_t index)
 		return fail(L, f, "must give a list, not %s", pyval_type_name(&v));
 	if (p->nvalues == 0)
 		return fail(L, f, "the list of values is empty");
+	const cJSON *def;
+	if (member(L, obj, field, "Default", OPTIONAL, is_scalar, "a number, a string or a boolean", &def))
+		return -1;
+	p->default_value = def;
 	p->values_json = xcalloc(p->nvalues, sizeof(*p->values_json));
 	for (size_t k = 0; k < p->nvalues; k++) {
 		const char *why = "";
@@ -736,6 +745,7 @@ struct walk {
 	struct pyval *values; /* the configuration being built, indexed like spec->names */
 	size_t *indices;      /* indices[i]: position of values[i] in params[i].values */
 	struct pyarena *scratch;
+	const size_t *fixed;  /* fixed[k]: the only value index params[k] may take, or T1_FREE; may be NULL */
 	t1_config_fn fn;      /* NULL when counting */
 	void *ctx;
 	uint64_t count;
@@ -816,38 +826,55 @@ static void walk_release(struct walk *w)
 	pyarena_free(w->scratch);
 }
 
-/* Reports a condition that could not be evaluated, with the values it read. */
-static int condition_error(struct walk *w, size_t c, const struct pyexpr_error *err)
+/* Appends " (with a=1, b=2)": the values a condition read, for messages. */
+static void describe_inputs(struct strbuf *sb, const struct t1_spec *s, const struct pyexpr *e, const struct pyval *values)
 {
-	const struct t1_spec *s = w->spec;
-	const struct pyexpr *e = s->conditions[c].expr;
 	const size_t *slots;
 	size_t nslots = pyexpr_globals_used(e, &slots);
-	struct strbuf where;
-	strbuf_init(&where);
 	for (size_t j = 0; j < nslots; j++) {
-		strbuf_addf(&where, "%s%s=", j ? ", " : " (with ", s->names[slots[j]]);
-		pyval_repr(&where, &w->values[slots[j]]);
+		strbuf_addf(sb, "%s%s=", j ? ", " : " (with ", s->names[slots[j]]);
+		pyval_repr(sb, &values[slots[j]]);
 	}
 	if (nslots)
-		strbuf_addch(&where, ')');
-	log_error("%s: %s: column %zu: %s in \"%s\"%s", s->path, s->conditions[c].field,
-		  pyexpr_error_column(pyexpr_source(e), err), err->message, pyexpr_source(e), where.buf);
-	strbuf_release(&where);
-	return -1;
+		strbuf_addch(sb, ')');
 }
 
-/* Evaluates the conditions listed; returns 1 if all hold, 0 if one does not, -1 on error. */
+/* Evaluates condition c; returns 1 if it holds, 0 if not, -1 with *err filled. */
+static int condition_holds(const struct t1_spec *s, size_t c, const struct pyval *values, struct pyarena *scratch,
+			   struct pyexpr_error *err)
+{
+	struct pyval result;
+	if (pyexpr_eval(s->conditions[c].expr, values, scratch, &result, err))
+		return -1;
+	int holds = pyval_truthy(&result);
+	pyarena_reset(scratch);
+	return holds;
+}
+
+static void condition_error(struct strbuf *sb, const struct t1_spec *s, size_t c, const struct pyval *values,
+			    const struct pyexpr_error *err)
+{
+	const struct pyexpr *e = s->conditions[c].expr;
+	strbuf_addf(sb, "%s: column %zu: %s in \"%s\"", s->conditions[c].field,
+		    pyexpr_error_column(pyexpr_source(e), err), err->message, pyexpr_source(e));
+	describe_inputs(sb, s, e, values);
+}
+
+/* Evaluates the conditions listed; returns 1 if all hold, 0 if one does not, -1 after
+ * reporting one that cannot be evaluated. */
 static int conditions_hold(struct walk *w, const size_t *conds, size_t n)
 {
 	for (size_t k = 0; k < n; k++) {
-		struct pyval result;
 		struct pyexpr_error err;
-		int rc = pyexpr_eval(w->spec->conditions[conds[k]].expr, w->values, w->scratch, &result, &err);
-		if (rc)
-			return condition_error(w, conds[k], &err);
-		int holds = pyval_truthy(&result);
-		pyarena_reset(w->scratch);
+		int holds = condition_holds(w->spec, conds[k], w->values, w->scratch, &err);
+		if (holds < 0) {
+			struct strbuf msg;
+			strbuf_init(&msg);
+			condition_error(&msg, w->spec, conds[k], w->values, &err);
+			log_error("%s: %s", w->spec->path, msg.buf);
+			strbuf_release(&msg);
+			return -1;
+		}
 		if (!holds)
 			return 0;
 	}
@@ -865,7 +892,10 @@ static void add_count(struct walk *w, uint64_t n)
 static int walk_level(struct walk *w, size_t level)
 {
 	const struct t1_param *p = &w->spec->params[w->order[level]];
+	size_t fixed = w->fixed ? w->fixed[w->order[level]] : T1_FREE;
 	for (size_t v = 0; v < p->nvalues; v++) {
+		if (fixed != T1_FREE && v != fixed)
+			continue;
 		w->values[w->order[level]] = p->values[v];
 		w->indices[w->order[level]] = v;
 		int holds = conditions_hold(w, w->checks[level], w->nchecks[level]);
@@ -942,4 +972,132 @@ cJSON *t1_config_to_json(const struct t1_spec *s, const size_t *indices)
 		if (!cJSON_AddRawToObject(config, s->params[k].name, s->params[k].values_json[indices[k]]))
 			xalloc_die();
 	return config;
+}
+
+/* Python's == between a JSON scalar and a value; containers never match. */
+static int json_equals_value(const cJSON *json, const struct pyval *v)
+{
+	struct pyval j;
+	if (cJSON_IsBool(json))
+		j = pyval_bool(cJSON_IsTrue(json));
+	else if (is_integer(json) && fabs(json->valuedouble) <= (double)JSON_INT_LIMIT)
+		j = pyval_int((int64_t)json->valuedouble);
+	else if (cJSON_IsNumber(json))
+		j = pyval_float(json->valuedouble);
+	else if (cJSON_IsString(json))
+		return v->kind == PY_STR && strcmp(v->u.s->bytes, json->valuestring) == 0;
+	else
+		return 0;
+	return pyval_equal(&j, v);
+}
+
+int t1_value_index(const struct t1_spec *s, size_t k, const cJSON *value, size_t *index)
+{
+	const struct t1_param *p = &s->params[k];
+	for (size_t v = 0; v < p->nvalues; v++) {
+		if (json_equals_value(value, &p->values[v])) {
+			*index = v;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+void t1_bind(const struct t1_spec *s, const size_t *indices, struct pyval *values)
+{
+	for (size_t k = 0; k < s->nparams; k++)
+		values[k] = s->params[k].values[indices[k]];
+	values[s->nparams] = s->problem_size;
+}
+
+int t1_check_conditions(const struct t1_spec *s, const struct pyval *values, struct strbuf *why)
+{
+	struct pyarena *scratch = pyarena_new();
+	int rc = 0;
+	for (size_t c = 0; c < s->nconditions && rc == 0; c++) {
+		struct pyexpr_error err;
+		int holds = condition_holds(s, c, values, scratch, &err);
+		if (holds < 0) {
+			condition_error(why, s, c, values, &err);
+			rc = 1;
+		} else if (!holds) {
+			strbuf_addf(why, "%s does not hold: \"%s\"", s->conditions[c].field,
+				    pyexpr_source(s->conditions[c].expr));
+			describe_inputs(why, s, s->conditions[c].expr, values);
+			rc = 1;
+		}
+	}
+	pyarena_free(scratch);
+	return rc;
+}
+
+struct first_config {
+	const struct t1_spec *spec;
+	size_t *indices;
+};
+
+static int take_first(void *ctx, const struct pyval *values, const size_t *indices)
+{
+	struct first_config *fc = ctx;
+	(void)values;
+	memcpy(fc->indices, indices, fc->spec->nparams * sizeof(*indices));
+	return 1;
+}
+
+int t1_first_config(const struct t1_spec *s, const size_t *fixed, size_t *indices)
+{
+	struct first_config fc = {.spec = s, .indices = indices};
+	struct walk w;
+	walk_init(&w, s);
+	w.fixed = fixed;
+	w.fn = take_first;
+	w.ctx = &fc;
+	int rc = walk_run(&w);
+	walk_release(&w);
+	return rc;
+}
+
+/* Evaluates one GlobalSize or LocalSize part (absent means 1) into a positive integer. */
+static int size_part(const struct t1_spec *s, const struct pyexpr *e, const char *field, const struct pyval *values,
+		     struct pyarena *scratch, int64_t *out, struct strbuf *why)
+{
+	struct pyval v;
+	struct pyexpr_error err;
+	if (!e) {
+		*out = 1;
+		return 0;
+	}
+	if (pyexpr_eval(e, values, scratch, &v, &err)) {
+		strbuf_addf(why, "KernelSpecification.%s: column %zu: %s in \"%s\"", field,
+			    pyexpr_error_column(pyexpr_source(e), &err), err.message, pyexpr_source(e));
+		describe_inputs(why, s, e, values);
+		return -1;
+	}
+	if ((v.kind != PY_INT && v.kind != PY_BOOL) || v.u.i < 1 || v.u.i > INT32_MAX) {
+		strbuf_addf(why, "KernelSpecification.%s: \"%s\" gives ", field, pyexpr_source(e));
+		pyval_repr(why, &v);
+		strbuf_addstr(why, ", not a positive integer below 2**31");
+		describe_inputs(why, s, e, values);
+		return -1;
+	}
+	*out = v.u.i;
+	return 0;
+}
+
+int t1_launch_geometry(const struct t1_spec *s, const struct pyval *values, int64_t grid[3], int64_t block[3],
+		       struct strbuf *why)
+{
+	static const char *const global_fields[] = {"GlobalSize.X", "GlobalSize.Y", "GlobalSize.Z"};
+	static const char *const local_fields[] = {"LocalSize.X", "LocalSize.Y", "LocalSize.Z"};
+	struct pyarena *scratch = pyarena_new();
+	int rc = 0;
+	for (int d = 0; d < 3 && rc == 0; d++) {
+		int64_t global;
+		rc = size_part(s, s->global_size[d], global_fields[d], values, scratch, &global, why) ||
+		     size_part(s, s->local_size[d], local_fields[d], values, scratch, &block[d], why);
+		if (rc == 0)
+			grid[d] = s->global_size_type == T1_GLOBAL_OPENCL ? (global + block[d] - 1) / block[d] : global;
+	}
+	pyarena_free(scratch);
+	return rc ? -1 : 0;
 }

@@ -26,6 +26,7 @@ struct t1_param {
 	const struct pyval *values; /* the evaluated Values, in order; never empty */
 	size_t nvalues;
 	char **values_json;	  /* values[i] as JSON text, rendered once for fast output */
+	const cJSON *default_value; /* the Default, if given (a common extension); inside t1_spec.json */
 };
 
 struct t1_condition {
@@ -87,5 +88,32 @@ int t1_count(const struct t1_spec *spec, uint64_t *count, int *saturated);
 /* The configuration given by value indices (as passed to t1_config_fn) as a JSON object
  * {name: value}, in parameter order. The caller frees it with cJSON_Delete. */
 cJSON *t1_config_to_json(const struct t1_spec *spec, const size_t *indices);
+
+/* Finds a JSON value among params[k].Values, comparing as Python's == does (256 == 256.0,
+ * True == 1). Returns 0 with *index set, or -1 when it is not one of the Values. */
+int t1_value_index(const struct t1_spec *spec, size_t k, const cJSON *value, size_t *index);
+
+/* Fills values[0..nnames-1] for the configuration given by indices, as t1_config_fn gets it. */
+void t1_bind(const struct t1_spec *spec, const size_t *indices, struct pyval *values);
+
+/* Checks every condition against values (from t1_bind). Returns 0 when all hold; otherwise
+ * 1 with why set to the first condition that does not hold or cannot be evaluated:
+ *   ConfigurationSpace.Conditions[0] does not hold: "a * b <= 64" (with a=32, b=4) */
+int t1_check_conditions(const struct t1_spec *spec, const struct pyval *values, struct strbuf *why);
+
+#define T1_FREE SIZE_MAX /* in t1_first_config's fixed[]: any value will do */
+
+/* The first valid configuration, in t1_enumerate's order, whose parameter k has the value
+ * fixed[k] (an index into its Values) wherever fixed[k] is not T1_FREE. Returns 1 with
+ * indices set, 0 when there is none, or -1 after reporting a condition that failed to
+ * evaluate. */
+int t1_first_config(const struct t1_spec *spec, const size_t *fixed, size_t *indices);
+
+/* The launch of a configuration: grid[d] blocks of block[d] threads in each dimension,
+ * from GlobalSize and LocalSize read through GlobalSizeType (OpenCL: GlobalSize counts
+ * threads and is rounded up to whole blocks). Returns 0, or -1 with why set when an
+ * expression fails or does not give a positive integer. */
+int t1_launch_geometry(const struct t1_spec *spec, const struct pyval *values, int64_t grid[3], int64_t block[3],
+		       struct strbuf *why);
 
 #endif

@@ -1,0 +1,435 @@
+#!/usr/bin/env bats
+# 20-kg-build.bats: kg-build with real NVRTC compiles: baselines, knob changes, diffs (good,
+# failing, hostile), full sources, compile errors, invalid configurations, transpositions, cache.
+
+load test_helper
+
+setup() {
+	export XDG_CACHE_HOME="$BATS_TEST_TMPDIR/cache"
+	cd "$BATS_TEST_TMPDIR"
+}
+
+# new_run DIR [JQ-FILTER]: a run directory holding the test kernel, its header and spec.json
+# (rewritten by JQ-FILTER when given).
+new_run() {
+	mkdir -p "$1"
+	cp "$FIXTURES"/build/* "$1/"
+	if [ -n "${2:-}" ]; then
+		jq "$2" "$FIXTURES/build/spec.json" >"$1/spec.json"
+	fi
+}
+
+# record RUN NODE CANDIDATE-JSON: one input record.
+record() {
+	jq -cn --arg run "$1" --arg node "$2" --argjson c "$3" \
+		'{v: 1, run: $run, candidate: $c} + (if $node == "" then {} else {node: $node} end)'
+}
+
+# build_baseline RUN: builds the spec's own kernel and prints its state.
+build_baseline() {
+	record "$1" "" '{"id":"baseline"}' | kg-build | jq -r .build.state
+}
+
+# patch_record RUN NODE ID DIFF: a candidate that carries DIFF as its patch.
+patch_record() {
+	jq -cn --arg run "$1" --arg node "$2" --arg id "$3" --arg patch "$4" \
+		'{v: 1, run: $run, node: $node, candidate: {id: $id, patch: $patch}}'
+}
+
+# snapshot: the checksum of every file under the test's directory but the cache and the
+# files bats and the test themselves write.
+snapshot() {
+	find . -path ./cache -prune -o -type f ! -name 'separate-stderr-*' ! -name input.jsonl -print0 |
+		sort -z | xargs -0 sha256sum
+}
+
+# A diff that doubles the scale factor in the kernel's line 10 (it says 8: an offset of 2).
+GOOD_DIFF='--- a/scale.cu
++++ b/scale.cu
+@@ -6,4 +6,4 @@
+ 	for (int k = 0; k < items_per_thread; k++, i += block_size_x)
+ 		if (i < n)
+-			y[i] = scale_op(x[i]);
++			y[i] = 2.0f * scale_op(x[i]);
+ }'
+
+@test "--help prints the usage on stdout and exits 0; --version the version" {
+	run_tool 0 kg-build --help
+	assert_line --index 0 "Usage: kg-build [OPTION]... [FILE]"
+	assert_stderr_empty
+	run_tool 0 kg-build --version
+	assert_output --regexp '^kg-build \(kernelgraph\) [0-9]+\.[0-9]+\.[0-9]+$'
+}
+
+@test "a baseline build compiles the spec's kernel with its defaults and keeps every artefact" {
+	new_run run
+	run_tool 0 kg-build < <(record run "" '{"id":"baseline"}')
+	assert_stderr_empty
+	build=$(jq -c .build <<<"$output")
+	state=$(jq -r .state <<<"$build")
+	[[ "$state" =~ ^[0-9a-f]{64}$ ]]
+	[ "$(jq -c '[.status, .config, .grid, .block, .arch, .function, .reused, .cached, .materialized]' <<<"$build")" = \
+		'["ok",{"block_size_x":128,"items_per_thread":1,"use_fma":false},[512,1,1],[128,1,1],"sm_90","scale",false,false,"parent"]' ]
+	[ "$(jq -c .options <<<"$build")" = \
+		'["-std=c++17","-Dblock_size_x=128","-Ditems_per_thread=1","-Duse_fma=0","--gpu-architecture=sm_90","-lineinfo","--ptxas-options=-v"]' ]
+	[ "$(jq -r .dir <<<"$build")" = "variants/$state" ]
+	for f in kernel.cu kernel.cubin kernel.ptx build.log build.json; do
+		[ -s "run/variants/$state/$f" ]
+	done
+	# A cubin is an ELF file; the log starts with the options NVRTC got.
+	[ "$(head -c 4 "run/variants/$state/kernel.cubin" | od -An -c | tr -d ' ')" = '177ELF' ]
+	grep -q -- '--gpu-architecture=sm_90' "run/variants/$state/build.log"
+	[ "$(jq '[.registers, .smem_bytes, .spill_bytes, .stack_bytes] | map(type == "number") | all' <<<"$build")" = true ]
+	[ "$(jq '.registers > 0 and .compile_ms > 0' <<<"$build")" = true ]
+	[ "$(jq -c '.ptx_profile | [.global_loads.scalar, .global_stores.scalar, .fma, .branches]' <<<"$build")" = '[1,1,1,1]' ]
+	cmp "run/variants/$state/kernel.cu" run/scale.cu
+}
+
+@test "a knob change completes the configuration from the parent and gets its own state" {
+	new_run run
+	base=$(build_baseline run)
+	run_tool 0 kg-build < <(record run "$base" '{"id":"c1","config":{"items_per_thread":4}}')
+	assert_stderr_empty
+	[ "$(jq -c '.build | [.status, .config, .grid, .materialized]' <<<"$output")" = \
+		'["ok",{"block_size_x":128,"items_per_thread":4,"use_fma":false},[128,1,1],"parent"]' ]
+	state=$(jq -r .build.state <<<"$output")
+	[ "$state" != "$base" ]
+	jq -e '.build.options | index("-Ditems_per_thread=4")' <<<"$output"
+	cmp "run/variants/$state/kernel.cu" "run/variants/$base/kernel.cu"
+}
+
+@test "a good diff is applied to the parent's kernel.cu and kept as candidate.diff" {
+	new_run run
+	base=$(build_baseline run)
+	run_tool 0 kg-build < <(patch_record run "$base" p1 "$GOOD_DIFF")
+	assert_stderr_empty
+	[ "$(jq -c '.build | [.status, .materialized, .patch]' <<<"$output")" = \
+		'["ok","patch",{"hunks":1,"offsets":[2],"fuzz":[0],"recounted":false}]' ]
+	state=$(jq -r .build.state <<<"$output")
+	grep -q 'y\[i\] = 2.0f \* scale_op(x\[i\]);' "run/variants/$state/kernel.cu"
+	[ "$(cat "run/variants/$state/candidate.diff")" = "$GOOD_DIFF" ]
+}
+
+@test "a diff that does not apply is patch_failed with patch's own message, and leaves no variant" {
+	new_run run
+	base=$(build_baseline run)
+	diff='--- a/kernel.cu
++++ b/kernel.cu
+@@ -8,3 +8,3 @@
+ 	for (int k = 0; k < items_per_thread; k++, i += block_size_x)
+-		if (i < m)
++		if (i < n && i >= 0)
+ 			y[i] = scale_op(x[i]);'
+	run_tool 0 kg-build < <(patch_record run "$base" p2 "$diff")
+	assert_stderr_empty
+	[ "$(jq -c '.build | [.status, .error]' <<<"$output")" = \
+		'["patch_failed","Hunk #1 FAILED at 8.\n1 out of 1 hunk FAILED"]' ]
+	[ "$(jq -r '.build.patch.message' <<<"$output")" = "$(jq -r .build.error <<<"$output")" ]
+	[ "$(ls run/variants)" = "$base" ]
+}
+
+@test "diff headers naming ../../ or absolute paths change nothing outside the variant" {
+	new_run run
+	base=$(build_baseline run)
+	echo 'do not touch' >victim
+	abs=$(pwd)/victim
+	before=$(snapshot)
+	for target in ../../victim "$abs" ../../../../../../etc/passwd; do
+		diff="--- $target
++++ $target
+@@ -8,4 +8,4 @@
+ 	for (int k = 0; k < items_per_thread; k++, i += block_size_x)
+ 		if (i < n)
+-			y[i] = scale_op(x[i]);
++			y[i] = 3.0f * scale_op(x[i]);
+ }"
+		patch_record run "$base" "evil" "$diff"
+	done >input.jsonl
+	run_tool 0 kg-build input.jsonl
+	assert_stderr_empty
+	[ "$(jq -r .build.status <<<"$output" | sort -u)" = ok ]
+	state=$(jq -r .build.state <<<"${lines[0]}")
+	[ "$(jq -r .build.state <<<"$output" | sort -u)" = "$state" ]
+	grep -q '3.0f \* scale_op' "run/variants/$state/kernel.cu"
+	[ "$(cat victim)" = 'do not touch' ]
+	# Every file that existed is unchanged; the only new files are in the new variant.
+	[ "$(snapshot | grep -v "variants/$state/")" = "$before" ]
+}
+
+@test "a diff touching several files, or with no hunks, is refused" {
+	new_run run
+	base=$(build_baseline run)
+	two='--- a/scale.cu
++++ b/scale.cu
+@@ -1,1 +1,1 @@
+-/* x */
++/* y */
+--- a/other.cu
++++ b/other.cu
+@@ -1,1 +1,1 @@
+-a
++b'
+	{
+		patch_record run "$base" two "$two"
+		patch_record run "$base" none 'just some prose, no diff'
+		patch_record run "$base" header $'--- a/x\n+++ b/x\n@@ -a +b @@\n-x\n+y'
+	} >input.jsonl
+	run_tool 0 kg-build input.jsonl
+	[ "$(jq -r .build.error <<<"${lines[0]}")" = "the diff changes 2 files; a candidate may change kernel.cu only" ]
+	[ "$(jq -r .build.error <<<"${lines[1]}")" = 'the diff has no hunks (no line starts with "@@")' ]
+	[ "$(jq -r .build.error <<<"${lines[2]}")" = 'line 3 of the diff: malformed hunk header "@@ -a +b @@"' ]
+	[ "$(jq -r .build.status <<<"$output" | sort -u)" = patch_failed ]
+}
+
+@test "hunk line counts are recomputed, bare @@ headers, CRLF and blank context lines are accepted" {
+	new_run run
+	base=$(build_baseline run)
+	wrong_counts=$'--- a/scale.cu\n+++ b/scale.cu\n@@ -8,9 +8,2 @@\n \tfor (int k = 0; k < items_per_thread; k++, i += block_size_x)\n \t\tif (i < n)\n-\t\t\ty[i] = scale_op(x[i]);\n+\t\t\ty[i] = 4.0f * scale_op(x[i]);\n }'
+	bare=$'@@\n \t\tif (i < n)\n-\t\t\ty[i] = scale_op(x[i]);\n+\t\t\ty[i] = 5.0f * scale_op(x[i]);\n }'
+	crlf=$(printf '%s' "$GOOD_DIFF" | sed 's/$/\r/')
+	blank=$'@@ -4,4 +4,5 @@\n\n extern "C" __global__ void scale(float *y, const float *x, int n)\n {\n+\t// a comment\n \tint i = blockIdx.x * (block_size_x * items_per_thread) + threadIdx.x;'
+	{
+		patch_record run "$base" counts "$wrong_counts"
+		patch_record run "$base" bare "$bare"
+		patch_record run "$base" crlf "$crlf"
+		patch_record run "$base" blank "$blank"
+	} >input.jsonl
+	run_tool 0 kg-build input.jsonl
+	assert_stderr_empty
+	[ "$(jq -c '[.candidate.id, .build.status, .build.patch.recounted]' <<<"$output" | tr -d '\n')" = \
+		'["counts","ok",true]["bare","ok",true]["crlf","ok",false]["blank","ok",false]' ]
+	grep -q '4.0f \* scale_op' "run/variants/$(jq -r .build.state <<<"${lines[0]}")/kernel.cu"
+	grep -q '5.0f \* scale_op' "run/variants/$(jq -r .build.state <<<"${lines[1]}")/kernel.cu"
+	# Line endings are normalized: the CRLF diff gives the same state as the LF one.
+	[ "$(jq -r .build.state <<<"${lines[2]}")" = "$(patch_record run "$base" lf "$GOOD_DIFF" | kg-build | jq -r .build.state)" ]
+	grep -q '// a comment' "run/variants/$(jq -r .build.state <<<"${lines[3]}")/kernel.cu"
+}
+
+@test "a full-source candidate is used as is; with a failing patch the source is the fallback" {
+	new_run run
+	base=$(build_baseline run)
+	src=$(sed 's/scale_op(x\[i\])/-scale_op(x[i])/' run/scale.cu)
+	{
+		jq -cn --arg s "$src" --arg b "$base" '{run: "run", node: $b, candidate: {id: "s1", source: $s}}'
+		jq -cn --arg s "$src" --arg b "$base" '{run: "run", node: $b, candidate: {id: "s2", source: $s, patch: "@@ -1,1 +1,1 @@\n-nothing like this\n+x"}}'
+	} >input.jsonl
+	run_tool 0 kg-build input.jsonl
+	assert_stderr_empty
+	[ "$(jq -c '[.build.status, .build.materialized, .build.reused]' <<<"$output" | tr -d '\n')" = \
+		'["ok","source",false]["ok","source_after_patch_failed",true]' ]
+	state=$(jq -r .build.state <<<"${lines[0]}")
+	grep -q -- '-scale_op(x\[i\])' "run/variants/$state/kernel.cu"
+}
+
+@test "build.ptx_profile counts vector widths, shared memory, async copies, barriers, loops, atomics" {
+	new_run run
+	run_tool 0 kg-build < <(jq -cn --rawfile s run/profile.cu '{run: "run", candidate: {id: "p", source: $s}}')
+	assert_stderr_empty
+	[ "$(jq -c '.build.ptx_profile | [.global_loads.v4, .global_stores.v4, .shared_stores.v4, .shared_loads.v4,
+		.shared_loads.scalar, .cp_async, .barriers, .loops >= 1, .atomics, .shuffles, .fma >= 1, .mma, .wgmma]' <<<"$output")" = \
+		'[1,1,1,1,1,1,1,true,1,1,true,0,0]' ]
+}
+
+@test "a kernel that does not compile is compile_failed with the compiler's message, and is not compiled twice" {
+	new_run run
+	base=$(build_baseline run)
+	diff='@@ -10,1 +10,1 @@
+-			y[i] = scale_op(x[i]);
++			y[i] = scale_op(x[i]) + undefined_thing;'
+	run_tool 0 kg-build < <(patch_record run "$base" bad "$diff")
+	assert_stderr_empty
+	[ "$(jq -r .build.status <<<"$output")" = compile_failed ]
+	jq -r .build.error <<<"$output" | grep -q '^NVRTC_ERROR_COMPILATION$'
+	jq -r .build.error <<<"$output" | grep -q 'identifier "undefined_thing" is undefined'
+	state=$(jq -r .build.state <<<"$output")
+	grep -q 'undefined_thing' "run/variants/$state/build.log"
+	[ ! -e "run/variants/$state/kernel.cubin" ]
+	run_tool 0 kg-build < <(patch_record run "$base" bad-again "$diff")
+	[ "$(jq -c '.build | [.status, .state == "'"$state"'", .reused]' <<<"$output")" = '["compile_failed",true,true]' ]
+}
+
+@test "invalid configurations name the parameter, the Default or the condition" {
+	new_run run
+	base=$(build_baseline run)
+	{
+		record run "$base" '{"id":"v","config":{"items_per_thread":3}}'
+		record run "$base" '{"id":"c","config":{"block_size_x":256,"items_per_thread":4}}'
+		record run "$base" '{"id":"u","config":{"tile":2}}'
+		record run "$base" '{"id":"t","config":{"block_size_x":"128"}}'
+	} >input.jsonl
+	run_tool 0 kg-build input.jsonl
+	assert_stderr_empty
+	[ "$(jq -r .build.status <<<"$output" | sort -u)" = invalid_config ]
+	[ "$(jq -r .build.error <<<"${lines[0]}")" = 'items_per_thread=3 (from the candidate) is not one of the Values of ConfigurationSpace.TuningParameters[1]' ]
+	[ "$(jq -r .build.error <<<"${lines[1]}")" = 'ConfigurationSpace.Conditions[0].Expression does not hold: "block_size_x * items_per_thread <= 512" (with block_size_x=256, items_per_thread=4)' ]
+	[ "$(jq -c .build.config <<<"${lines[1]}")" = '{"block_size_x":256,"items_per_thread":4,"use_fma":false}' ]
+	[ "$(jq -r .build.error <<<"${lines[2]}")" = "'tile' is not a tuning parameter of this kernel (its parameters: block_size_x items_per_thread use_fma)" ]
+	[ "$(jq -r .build.error <<<"${lines[3]}")" = 'block_size_x="128" (from the candidate) is not one of the Values of ConfigurationSpace.TuningParameters[0]' ]
+	[ "$(ls run/variants)" = "$base" ]
+
+	new_run bad-default '.ConfigurationSpace.TuningParameters[1].Default = 3'
+	run_tool 0 kg-build < <(record bad-default "" '{"id":"baseline"}')
+	[ "$(jq -r .build.error <<<"$output")" = 'ConfigurationSpace.TuningParameters[1].Default: items_per_thread=3 is not one of its Values' ]
+
+	new_run big-block '.KernelSpecification.LocalSize = {"X": "block_size_x", "Y": "16"}'
+	run_tool 0 kg-build < <(record big-block "" '{"id":"baseline","config":{"block_size_x":256}}')
+	[ "$(jq -r .build.error <<<"$output")" = 'LocalSize gives 4096 threads per block (256 x 16 x 1); CUDA allows at most 1024' ]
+
+	new_run zero-grid '.KernelSpecification.GlobalSize.X = "ProblemSize[0] // 1000000"'
+	run_tool 0 kg-build < <(record zero-grid "" '{"id":"baseline"}')
+	[ "$(jq -r .build.error <<<"$output")" = 'KernelSpecification.GlobalSize.X: "ProblemSize[0] // 1000000" gives 0, not a positive integer below 2**31 (with ProblemSize=[65536])' ]
+}
+
+@test "a kernel without extern \"C\" is found through its lowered name" {
+	new_run run '.KernelSpecification.KernelFile = "scale_cpp.cu"'
+	run_tool 0 kg-build < <(record run "" '{"id":"baseline"}')
+	assert_stderr_empty
+	[ "$(jq -c '.build | [.status, .function]' <<<"$output")" = '["ok","_Z5scalePfPKfi"]' ]
+	[ "$(jq '.build.registers > 0' <<<"$output")" = true ]
+}
+
+@test "two candidates that reach the same source and configuration share one state" {
+	new_run run
+	base=$(build_baseline run)
+	# A config change, and a whitespace-only diff with the same config change.
+	ws=$'@@ -6,1 +6,1 @@\n-{\n+{   \t'
+	{
+		record run "$base" '{"id":"knob","config":{"block_size_x":64}}'
+		jq -cn --arg b "$base" --arg p "$ws" '{run: "run", node: $b, candidate: {id: "ws", patch: $p, config: {block_size_x: 64}}}'
+	} >input.jsonl
+	run_tool 0 kg-build -j 2 input.jsonl
+	assert_stderr_empty
+	[ "$(jq -c '[.candidate.id, .build.status, .build.reused]' <<<"$output" | tr -d '\n')" = \
+		'["knob","ok",false]["ws","ok",true]' ]
+	[ "$(jq -r .build.state <<<"${lines[0]}")" = "$(jq -r .build.state <<<"${lines[1]}")" ]
+	[ "$(ls run/variants | wc -l)" -eq 2 ]
+	# Built again from its own variant, the first is reused from the run.
+	run_tool 0 kg-build < <(record run "$base" '{"id":"knob2","config":{"block_size_x":64}}')
+	[ "$(jq -c '.build | [.reused, .cached]' <<<"$output")" = '[true,false]' ]
+}
+
+@test "headers beside the kernel are part of the state" {
+	new_run a
+	new_run b
+	echo '// changed' >>b/scale_helper.cuh
+	[ "$(build_baseline a)" != "$(build_baseline b)" ]
+}
+
+@test "the compile cache serves another run without compiling; --no-cache bypasses it" {
+	new_run first
+	record first "" '{"id":"baseline"}' | kg-build >first.jsonl
+	new_run second
+	run_tool 0 kg-build < <(record second "" '{"id":"baseline"}')
+	assert_stderr_empty
+	[ "$(jq -c '.build | [.status, .cached, .reused]' <<<"$output")" = '["ok",true,false]' ]
+	[ "$(jq .build.compile_ms <<<"$output")" = "$(jq .build.compile_ms first.jsonl)" ]
+	state=$(jq -r .build.state <<<"$output")
+	cmp "second/variants/$state/kernel.cubin" "first/variants/$state/kernel.cubin"
+	ls cache/kernelgraph/nvrtc | grep -Eq '^[0-9a-f]{64}$'
+	new_run third
+	run_tool 0 kg-build --no-cache < <(record third "" '{"id":"baseline"}')
+	[ "$(jq .build.cached <<<"$output")" = false ]
+	new_run fourth
+	run_tool 0 kg-build --cache-dir "$BATS_TEST_TMPDIR/other" < <(record fourth "" '{"id":"baseline"}')
+	[ "$(jq .build.cached <<<"$output")" = false ]
+	[ "$(ls other/nvrtc)" = "$(ls cache/kernelgraph/nvrtc)" ]
+}
+
+@test "-j 4 writes the records in input order, passing others through unchanged" {
+	new_run run
+	{
+		for b in 64 128 256; do
+			for t in 1 2; do
+				record run "" "{\"id\":\"b$b-t$t\",\"config\":{\"block_size_x\":$b,\"items_per_thread\":$t}}"
+			done
+			echo '{"op":"note","text":"passes through","x":[1,2.5,null]}'
+		done
+	} >input.jsonl
+	run_tool 0 kg-build -j 4 input.jsonl
+	assert_stderr_empty
+	[ "${#lines[@]}" -eq 9 ]
+	[ "$(jq -r '.candidate.id // .op' <<<"$output" | tr '\n' ' ')" = 'b64-t1 b64-t2 note b128-t1 b128-t2 note b256-t1 b256-t2 note ' ]
+	[ "${lines[2]}" = '{"op":"note","text":"passes through","x":[1,2.5,null]}' ]
+	[ "$(jq -r '.build.status // empty' <<<"$output" | sort -u)" = ok ]
+}
+
+@test "records that cannot be handled are reported with their line and passed on; exit 1" {
+	new_run run
+	mkdir empty-run
+	{
+		echo '{"candidate":{"id":"no-run"}}'
+		echo 'not json'
+		record run "0123" '{"id":"short-node"}'
+		record run "$(printf 'a%.0s' {1..64})" '{"id":"missing-node"}'
+		echo '{"run":"run","candidate":{"patch":42}}'
+		echo '{"run":"run","candidate":{"config":[1]}}'
+		echo '{"run":"empty-run","candidate":{}}'
+		echo '{"run":"run","candidate":"x"}'
+		record run "" '{"id":"fine"}'
+	} >input.jsonl
+	run_tool 1 kg-build input.jsonl
+	assert_stderr "$(printf '%s\n' \
+		'kg-build: input.jsonl:1: run: missing (give the record a "run" or kg-build --run DIR)' \
+		'kg-build: input.jsonl:2: invalid JSON at column 1' \
+		"kg-build: input.jsonl:3: node: '0123' is not a state hash (64 hex digits)" \
+		"kg-build: input.jsonl:4: node: $(printf 'a%.0s' {1..64}) has no built variant in run/variants (kernel.cu is missing)" \
+		'kg-build: input.jsonl:5: candidate.patch: must be a string (a unified diff) or null' \
+		'kg-build: input.jsonl:6: candidate.config: must be an object of tuning parameters' \
+		"kg-build: cannot read 'empty-run/spec.json': No such file or directory" \
+		"kg-build: input.jsonl:7: run 'empty-run' has no usable spec.json (see above)" \
+		'kg-build: input.jsonl:8: candidate: must be an object')"
+	[ "${#lines[@]}" -eq 8 ]
+	[ "${lines[0]}" = '{"candidate":{"id":"no-run"}}' ]
+	[ "$(jq -r '.build.status // "none"' <<<"$output" | tr '\n' ' ')" = 'none none none none none none none ok ' ]
+	# --run supplies the run of records that have none.
+	run_tool 0 kg-build --run run < <(echo '{"candidate":{"id":"no-run"}}')
+	[ "$(jq -r .build.status <<<"$output")" = ok ]
+}
+
+@test "the architecture comes from --arch, then the spec, and must be one NVRTC supports" {
+	new_run run '.KernelGraph = {"Arch": "sm_80"}'
+	run_tool 0 kg-build < <(record run "" '{"id":"b"}')
+	[ "$(jq -r .build.arch <<<"$output")" = sm_80 ]
+	run_tool 0 kg-build --arch sm_90a < <(record run "" '{"id":"b"}')
+	[ "$(jq -r .build.arch <<<"$output")" = sm_90a ]
+	new_run opt '.KernelSpecification.CompilerOptions = ["-std=c++17", "--gpu-architecture", "compute_86"]'
+	run_tool 0 kg-build < <(record opt "" '{"id":"b"}')
+	[ "$(jq -c '.build | [.arch, .options[0:2]]' <<<"$output")" = '["sm_86",["-std=c++17","-Dblock_size_x=128"]]' ]
+	new_run old '.KernelGraph = {"Arch": "sm_35"}'
+	run_tool 1 kg-build < <(record old "" '{"id":"b"}')
+	[[ "$stderr" == "kg-build: <stdin>:1: KernelGraph.Arch: sm_35 is not supported by NVRTC "*" (it supports "*" 90 "* ]]
+	new_run junk '.KernelGraph = {"Arch": "hopper"}'
+	run_tool 1 kg-build < <(record junk "" '{"id":"b"}')
+	assert_stderr "kg-build: <stdin>:1: junk/spec.json: KernelGraph.Arch: 'hopper' is not an architecture like sm_90 or sm_90a"
+}
+
+@test "a compile past --timeout is compile_failed and kept neither in the run nor the cache" {
+	new_run run
+	run_tool 0 kg-build --timeout 0.001 < <(record run "" '{"id":"slow"}')
+	[ "$(jq -c '.build | [.status, .error, has("dir")]' <<<"$output")" = \
+		'["compile_failed","the compiler ran past the time limit and was killed",false]' ]
+	[ -z "$(ls run/variants)" ]
+	[ ! -d cache/kernelgraph/nvrtc ] || [ -z "$(ls cache/kernelgraph/nvrtc)" ]
+	run_tool 0 kg-build < <(record run "" '{"id":"slow"}')
+	[ "$(jq -r .build.status <<<"$output")" = ok ]
+}
+
+@test "temporary directories of killed builds are removed" {
+	new_run run
+	mkdir -p run/variants/.tmp-999999-abcdef
+	build_baseline run >/dev/null
+	[ ! -e run/variants/.tmp-999999-abcdef ]
+}
+
+@test "usage errors exit 2; missing NVRTC exits 3" {
+	run_tool 2 kg-build --jobs 0
+	assert_stderr "$(printf '%s\n' "kg-build: --jobs: '0': must be at least 1" "Try 'kg-build --help' for more information.")"
+	run_tool 2 kg-build --arch hopper
+	assert_stderr "$(printf '%s\n' "kg-build: --arch: 'hopper' is not an architecture like sm_90 or sm_90a" "Try 'kg-build --help' for more information.")"
+	run_tool 2 kg-build a b
+	assert_stderr "$(printf '%s\n' "kg-build: unexpected argument 'b'" "Try 'kg-build --help' for more information.")"
+	run_tool 2 kg-build no-such-file.jsonl
+	assert_stderr "kg-build: cannot open 'no-such-file.jsonl': No such file or directory"
+	KG_NVRTC_LIBRARY=/nonexistent/libnvrtc.so run_tool 3 kg-build </dev/null
+	assert_stderr "kg-build: cannot load NVRTC (install the CUDA toolkit, set CUDA_HOME or KG_NVRTC_LIBRARY): /nonexistent/libnvrtc.so: cannot open shared object file: No such file or directory (KG_NVRTC_LIBRARY)"
+}

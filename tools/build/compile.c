@@ -1,0 +1,526 @@
+/* compile.c: NVRTC and the CUDA driver through dlopen, so that kg-build starts (and can say
+ * plainly what is missing) on machines without them; compiles run in child processes. */
+#include "common.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda.h>
+#include <nvrtc.h>
+
+#include "compile.h"
+#include "fileio.h"
+#include "jsonl.h"
+
+#ifndef KG_CUDA_HOME
+#define KG_CUDA_HOME "/usr/local/cuda"
+#endif
+
+/* ---------------------------------------------------------------- NVRTC */
+
+static struct {
+	int tried, loaded;
+	char *error;
+	char version[32];
+	nvrtcResult (*Version)(int *, int *);
+	nvrtcResult (*GetNumSupportedArchs)(int *);
+	nvrtcResult (*GetSupportedArchs)(int *);
+	nvrtcResult (*CreateProgram)(nvrtcProgram *, const char *, const char *, int, const char *const *,
+				     const char *const *);
+	nvrtcResult (*AddNameExpression)(nvrtcProgram, const char *);
+	nvrtcResult (*CompileProgram)(nvrtcProgram, int, const char *const *);
+	nvrtcResult (*GetLoweredName)(nvrtcProgram, const char *, const char **);
+	nvrtcResult (*GetProgramLogSize)(nvrtcProgram, size_t *);
+	nvrtcResult (*GetProgramLog)(nvrtcProgram, char *);
+	nvrtcResult (*GetPTXSize)(nvrtcProgram, size_t *);
+	nvrtcResult (*GetPTX)(nvrtcProgram, char *);
+	nvrtcResult (*GetCUBINSize)(nvrtcProgram, size_t *);
+	nvrtcResult (*GetCUBIN)(nvrtcProgram, char *);
+	nvrtcResult (*DestroyProgram)(nvrtcProgram *);
+	const char *(*GetErrorString)(nvrtcResult);
+} nvrtc;
+
+static void *open_nvrtc_library(struct strbuf *tried)
+{
+	const char *explicit_path = getenv("KG_NVRTC_LIBRARY");
+	if (explicit_path && explicit_path[0]) {
+		void *h = dlopen(explicit_path, RTLD_NOW | RTLD_LOCAL);
+		if (!h)
+			strbuf_addf(tried, "%s (KG_NVRTC_LIBRARY)", dlerror());
+		return h;
+	}
+	const char *cuda_home = getenv("CUDA_HOME");
+	char *candidates[3];
+	candidates[0] = xasprintf("%s/lib64/libnvrtc.so.%d", cuda_home && cuda_home[0] ? cuda_home : KG_CUDA_HOME,
+				  CUDA_VERSION / 1000);
+	candidates[1] = xasprintf("libnvrtc.so.%d", CUDA_VERSION / 1000);
+	candidates[2] = xstrdup("libnvrtc.so");
+	void *h = NULL;
+	for (size_t k = 0; k < ARRAY_SIZE(candidates) && !h; k++) {
+		h = dlopen(candidates[k], RTLD_NOW | RTLD_LOCAL);
+		if (!h)
+			strbuf_addf(tried, "%s%s", tried->len ? "; " : "", dlerror());
+	}
+	for (size_t k = 0; k < ARRAY_SIZE(candidates); k++)
+		free(candidates[k]);
+	return h;
+}
+
+int nvrtc_open(struct strbuf *why)
+{
+	if (!nvrtc.tried) {
+		nvrtc.tried = 1;
+		struct strbuf tried;
+		strbuf_init(&tried);
+		void *h = open_nvrtc_library(&tried);
+		if (!h) {
+			nvrtc.error = xasprintf("cannot load NVRTC (install the CUDA toolkit, set CUDA_HOME or "
+						"KG_NVRTC_LIBRARY): %s", tried.buf);
+			strbuf_release(&tried);
+			goto done;
+		}
+		strbuf_release(&tried);
+		/* dlsym returns void *; POSIX guarantees it converts to a function pointer. */
+#define LOAD(field, symbol)                                                            \
+	if (!(*(void **)&nvrtc.field = dlsym(h, symbol))) {                            \
+		nvrtc.error = xasprintf("NVRTC has no %s: %s", symbol, dlerror());      \
+		goto done;                                                             \
+	}
+		LOAD(Version, "nvrtcVersion");
+		LOAD(GetNumSupportedArchs, "nvrtcGetNumSupportedArchs");
+		LOAD(GetSupportedArchs, "nvrtcGetSupportedArchs");
+		LOAD(CreateProgram, "nvrtcCreateProgram");
+		LOAD(AddNameExpression, "nvrtcAddNameExpression");
+		LOAD(CompileProgram, "nvrtcCompileProgram");
+		LOAD(GetLoweredName, "nvrtcGetLoweredName");
+		LOAD(GetProgramLogSize, "nvrtcGetProgramLogSize");
+		LOAD(GetProgramLog, "nvrtcGetProgramLog");
+		LOAD(GetPTXSize, "nvrtcGetPTXSize");
+		LOAD(GetPTX, "nvrtcGetPTX");
+		LOAD(GetCUBINSize, "nvrtcGetCUBINSize");
+		LOAD(GetCUBIN, "nvrtcGetCUBIN");
+		LOAD(DestroyProgram, "nvrtcDestroyProgram");
+		LOAD(GetErrorString, "nvrtcGetErrorString");
+#undef LOAD
+		int major = 0, minor = 0;
+		nvrtc.Version(&major, &minor);
+		snprintf(nvrtc.version, sizeof(nvrtc.version), "%d.%d", major, minor);
+		nvrtc.loaded = 1;
+	}
+done:
+	if (!nvrtc.loaded)
+		strbuf_addstr(why, nvrtc.error);
+	return nvrtc.loaded ? 0 : -1;
+}
+
+const char *nvrtc_version(void)
+{
+	return nvrtc.version;
+}
+
+int nvrtc_supports_arch(int number, struct strbuf *list)
+{
+	int n = 0;
+	if (nvrtc.GetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0)
+		return 1; /* cannot tell; let the compile say */
+	int *archs = xcalloc((size_t)n, sizeof(*archs));
+	int found = 0;
+	if (nvrtc.GetSupportedArchs(archs) == NVRTC_SUCCESS) {
+		for (int k = 0; k < n; k++) {
+			found |= archs[k] == number;
+			strbuf_addf(list, "%s%d", k ? " " : "", archs[k]);
+		}
+	} else {
+		found = 1;
+	}
+	free(archs);
+	return found;
+}
+
+/* ---------------------------------------------------------------- the GPU */
+
+int gpu_arch(char arch[16])
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return -1;
+	CUresult (*init)(unsigned int);
+	CUresult (*count)(int *);
+	CUresult (*get)(CUdevice *, int);
+	CUresult (*attribute)(int *, CUdevice_attribute, CUdevice);
+	*(void **)&init = dlsym(h, "cuInit");
+	*(void **)&count = dlsym(h, "cuDeviceGetCount");
+	*(void **)&get = dlsym(h, "cuDeviceGet");
+	*(void **)&attribute = dlsym(h, "cuDeviceGetAttribute");
+	int n = 0, major = 0, minor = 0;
+	CUdevice dev;
+	int rc = -1;
+	if (init && count && get && attribute && init(0) == CUDA_SUCCESS && count(&n) == CUDA_SUCCESS && n > 0 &&
+	    get(&dev, 0) == CUDA_SUCCESS &&
+	    attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == CUDA_SUCCESS &&
+	    attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == CUDA_SUCCESS) {
+		snprintf(arch, 16, "sm_%d%d", major, minor);
+		rc = 0;
+	}
+	/* The driver stays loaded: unloading it after cuInit is not supported. */
+	return rc;
+}
+
+/* ---------------------------------------------------------------- one compile, in a child */
+
+static double now_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The compiler's messages without ptxas's resource report, at most 4 KB of them. */
+static char *compiler_errors(const char *log, const char *status)
+{
+	enum { LIMIT = 4096 };
+	struct strbuf sb;
+	strbuf_init(&sb);
+	strbuf_addf(&sb, "%s", status);
+	size_t omitted = 0;
+	for (const char *p = log; *p;) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		if (len && strncmp(p, "ptxas info", 10) != 0 && strncmp(p, "ptxas         .", 16) != 0) {
+			if (sb.len + len < LIMIT) {
+				strbuf_addch(&sb, '\n');
+				strbuf_add(&sb, p, len);
+			} else {
+				omitted += len + 1;
+			}
+		}
+		p += len + (eol != NULL);
+	}
+	if (omitted)
+		strbuf_addf(&sb, "\n... (%zu more bytes in build.log)", omitted);
+	return strbuf_detach(&sb);
+}
+
+static int write_output(const char *dir, const char *name, const char *data, size_t len)
+{
+	char *path = xasprintf("%s/%s", dir, name);
+	int rc = file_write(path, data, len);
+	free(path);
+	return rc;
+}
+
+/* Writes the result line to fd and ends the child; _exit, so that stdio buffers the parent
+ * filled before fork are not written twice. */
+NORETURN static void child_exit(int fd, int ok, int definitive, double ms, const char *function, const char *error)
+{
+	cJSON *res = cJSON_CreateObject();
+	if (res) {
+		cJSON_AddBoolToObject(res, "ok", ok);
+		cJSON_AddBoolToObject(res, "definitive", definitive);
+		cJSON_AddNumberToObject(res, "compile_ms", ms);
+		if (function)
+			cJSON_AddStringToObject(res, "function", function);
+		if (error)
+			cJSON_AddStringToObject(res, "error", error);
+		char *text = cJSON_PrintUnformatted(res);
+		if (text && write(fd, text, strlen(text)) < 0)
+			_exit(1);
+	}
+	_exit(0);
+}
+
+NORETURN static void compile_child(const struct compile_job *job, int fd)
+{
+	nvrtcProgram prog;
+	nvrtcResult rc = nvrtc.CreateProgram(&prog, job->source, "kernel.cu", 0, NULL, NULL);
+	if (rc != NVRTC_SUCCESS)
+		child_exit(fd, 0, 0, 0, NULL, nvrtc.GetErrorString(rc));
+	nvrtc.AddNameExpression(prog, job->name_expression);
+	double t0 = now_seconds();
+	rc = nvrtc.CompileProgram(prog, (int)job->noptions, (const char *const *)job->options);
+	double ms = (now_seconds() - t0) * 1e3;
+
+	size_t size = 0;
+	char *log = NULL;
+	if (nvrtc.GetProgramLogSize(prog, &size) == NVRTC_SUCCESS && size > 0) {
+		log = xmalloc(size);
+		if (nvrtc.GetProgramLog(prog, log) != NVRTC_SUCCESS)
+			log[0] = '\0';
+	}
+	struct strbuf text;
+	strbuf_init(&text);
+	strbuf_addf(&text, "# NVRTC %s:", nvrtc.version);
+	for (size_t k = 0; k < job->noptions; k++)
+		strbuf_addf(&text, " %s", job->options[k]);
+	strbuf_addf(&text, "\n%s", log ? log : "");
+	if (write_output(job->dir, "build.log", text.buf, text.len) != 0)
+		child_exit(fd, 0, 0, ms, NULL, "cannot write build.log");
+
+	if (rc != NVRTC_SUCCESS)
+		child_exit(fd, 0, 1, ms, NULL, compiler_errors(log ? log : "", nvrtc.GetErrorString(rc)));
+	if (nvrtc.GetPTXSize(prog, &size) == NVRTC_SUCCESS && size > 1) {
+		char *ptx = xmalloc(size);
+		if (nvrtc.GetPTX(prog, ptx) == NVRTC_SUCCESS && write_output(job->dir, "kernel.ptx", ptx, size - 1) != 0)
+			child_exit(fd, 0, 0, ms, NULL, "cannot write kernel.ptx");
+	}
+	if (nvrtc.GetCUBINSize(prog, &size) != NVRTC_SUCCESS || size == 0)
+		child_exit(fd, 0, 0, ms, NULL, "NVRTC made no cubin (is the architecture a real one, sm_XX?)");
+	char *cubin = xmalloc(size);
+	if (nvrtc.GetCUBIN(prog, cubin) != NVRTC_SUCCESS || write_output(job->dir, "kernel.cubin", cubin, size) != 0)
+		child_exit(fd, 0, 0, ms, NULL, "cannot write kernel.cubin");
+	const char *lowered = NULL;
+	if (nvrtc.GetLoweredName(prog, job->name_expression, &lowered) != NVRTC_SUCCESS)
+		lowered = NULL;
+	child_exit(fd, 1, 1, ms, lowered, NULL);
+}
+
+/* ---------------------------------------------------------------- the pool */
+
+struct running {
+	struct compile_job job;
+	pid_t pid;
+	int fd;		    /* the result pipe */
+	struct strbuf out;  /* what the child wrote on it */
+	double deadline;    /* when it is killed */
+	int timed_out;
+};
+
+struct compile_pool {
+	size_t jobs;
+	double timeout_s;
+	struct running *running;
+	size_t nrunning;
+	struct compile_job *queue; /* jobs waiting for a slot, first at index 0 */
+	size_t nqueued, queue_cap;
+};
+
+struct compile_pool *compile_pool_new(size_t jobs, double timeout_s)
+{
+	struct compile_pool *pool = xcalloc(1, sizeof(*pool));
+	pool->jobs = jobs ? jobs : 1;
+	pool->timeout_s = timeout_s;
+	pool->running = xcalloc(pool->jobs, sizeof(*pool->running));
+	return pool;
+}
+
+static void job_release(struct compile_job *job)
+{
+	free(job->dir);
+	free(job->source);
+	free(job->name_expression);
+	for (size_t k = 0; k < job->noptions; k++)
+		free(job->options[k]);
+	free(job->options);
+}
+
+void compile_pool_free(struct compile_pool *pool)
+{
+	if (!pool)
+		return;
+	for (size_t k = 0; k < pool->nrunning; k++) {
+		kill(pool->running[k].pid, SIGKILL);
+		waitpid(pool->running[k].pid, NULL, 0);
+		close(pool->running[k].fd);
+		strbuf_release(&pool->running[k].out);
+		job_release(&pool->running[k].job);
+	}
+	for (size_t k = 0; k < pool->nqueued; k++)
+		job_release(&pool->queue[k]);
+	free(pool->running);
+	free(pool->queue);
+	free(pool);
+}
+
+/* Forks a compiler for job. Returns 0, or -1 with errno set. */
+static int start(struct compile_pool *pool, const struct compile_job *job)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return -1;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		int saved_errno = errno;
+		close(fds[0]);
+		close(fds[1]);
+		errno = saved_errno;
+		return -1;
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		compile_child(job, fds[1]);
+	}
+	close(fds[1]);
+	struct running *r = &pool->running[pool->nrunning++];
+	memset(r, 0, sizeof(*r));
+	r->job = *job;
+	r->pid = pid;
+	r->fd = fds[0];
+	strbuf_init(&r->out);
+	r->deadline = now_seconds() + pool->timeout_s;
+	return 0;
+}
+
+void compile_pool_submit(struct compile_pool *pool, struct compile_job *job)
+{
+	if (pool->nqueued == pool->queue_cap) {
+		pool->queue_cap = pool->queue_cap ? 2 * pool->queue_cap : 8;
+		pool->queue = xreallocarray(pool->queue, pool->queue_cap, sizeof(*pool->queue));
+	}
+	pool->queue[pool->nqueued++] = *job;
+	/* A job that cannot start now stays queued; compile_pool_wait retries and reports it. */
+	while (pool->nrunning < pool->jobs && pool->nqueued > 0 && start(pool, &pool->queue[0]) == 0)
+		memmove(pool->queue, pool->queue + 1, --pool->nqueued * sizeof(*pool->queue));
+}
+
+int compile_pool_busy(const struct compile_pool *pool)
+{
+	return pool->nrunning > 0 || pool->nqueued > 0;
+}
+
+/* Turns what a finished child left into a result. */
+static void collect(struct running *r, int status, struct compile_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	cJSON *line = r->out.len ? cJSON_Parse(r->out.buf) : NULL;
+	if (r->timed_out) {
+		res->error = xasprintf("the compiler ran past the time limit and was killed");
+	} else if (!line) {
+		res->error = WIFSIGNALED(status)
+				     ? xasprintf("the compiler crashed (signal %d, %s)", WTERMSIG(status), strsignal(WTERMSIG(status)))
+				     : xasprintf("the compiler process ended with status %d and no result", WEXITSTATUS(status));
+	} else {
+		const cJSON *ok = cJSON_GetObjectItemCaseSensitive(line, "ok");
+		const cJSON *ms = cJSON_GetObjectItemCaseSensitive(line, "compile_ms");
+		const cJSON *function = cJSON_GetObjectItemCaseSensitive(line, "function");
+		const cJSON *error = cJSON_GetObjectItemCaseSensitive(line, "error");
+		res->ok = cJSON_IsTrue(ok);
+		res->definitive = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(line, "definitive"));
+		res->compile_ms = cJSON_IsNumber(ms) ? ms->valuedouble : 0;
+		res->function = cJSON_IsString(function) ? xstrdup(function->valuestring) : NULL;
+		res->error = cJSON_IsString(error) ? xstrdup(error->valuestring) : NULL;
+		if (!res->ok && !res->error)
+			res->error = xstrdup("the compile failed");
+	}
+	cJSON_Delete(line);
+}
+
+int compile_pool_wait(struct compile_pool *pool, void **tag, struct compile_result *res)
+{
+	while (pool->nrunning < pool->jobs && pool->nqueued > 0) {
+		struct compile_job job = pool->queue[0];
+		memmove(pool->queue, pool->queue + 1, --pool->nqueued * sizeof(*pool->queue));
+		if (start(pool, &job) != 0) {
+			memset(res, 0, sizeof(*res));
+			res->error = xasprintf("cannot start a compiler process: %s", strerror(errno));
+			*tag = job.tag;
+			job_release(&job);
+			return 0;
+		}
+	}
+	if (pool->nrunning == 0)
+		return -1;
+	for (;;) {
+		struct pollfd fds[pool->nrunning];
+		double now = now_seconds(), next = now + 3600;
+		for (size_t k = 0; k < pool->nrunning; k++) {
+			fds[k] = (struct pollfd){.fd = pool->running[k].fd, .events = POLLIN};
+			if (!pool->running[k].timed_out && pool->running[k].deadline < next)
+				next = pool->running[k].deadline;
+		}
+		int timeout_ms = next <= now ? 0 : (int)((next - now) * 1e3) + 1;
+		if (poll(fds, pool->nrunning, timeout_ms) < 0)
+			continue; /* EINTR, or no memory for now: try again */
+		now = now_seconds();
+		for (size_t k = 0; k < pool->nrunning; k++) {
+			struct running *r = &pool->running[k];
+			if (!r->timed_out && r->deadline <= now) {
+				r->timed_out = 1;
+				kill(r->pid, SIGKILL);
+			}
+			if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			char chunk[4096];
+			ssize_t got = read(r->fd, chunk, sizeof(chunk));
+			if (got > 0) {
+				strbuf_add(&r->out, chunk, (size_t)got);
+				continue;
+			}
+			if (got < 0 && errno == EINTR)
+				continue;
+			int status = 0;
+			while (waitpid(r->pid, &status, 0) < 0 && errno == EINTR)
+				;
+			close(r->fd);
+			collect(r, status, res);
+			*tag = r->job.tag;
+			strbuf_release(&r->out);
+			job_release(&r->job);
+			pool->running[k] = pool->running[--pool->nrunning];
+			return 0;
+		}
+	}
+}
+
+void compile_result_release(struct compile_result *res)
+{
+	free(res->function);
+	free(res->error);
+	memset(res, 0, sizeof(*res));
+}
+
+/* ---------------------------------------------------------------- ptxas's report */
+
+static long number_before(const char *line, const char *eol, const char *unit)
+{
+	const char *p = strstr(line, unit);
+	if (!p || p > eol)
+		return 0;
+	while (p > line && p[-1] == ' ')
+		p--;
+	while (p > line && p[-1] >= '0' && p[-1] <= '9')
+		p--;
+	return strtol(p, NULL, 10);
+}
+
+void ptxas_report_parse(const char *log, const char *function, struct ptxas_report *r)
+{
+	memset(r, 0, sizeof(*r));
+	char current[512] = "";
+	int taking = 0;
+	for (const char *p = log; p && *p;) {
+		const char *eol = strchr(p, '\n');
+		if (!eol)
+			eol = p + strlen(p);
+		const char *q;
+		if ((q = strstr(p, "Function properties for ")) && q < eol) {
+			q += strlen("Function properties for ");
+			snprintf(current, sizeof(current), "%.*s", (int)(eol - q), q);
+			taking = !r->found && (!function || strcmp(current, function) == 0);
+		} else if ((q = strstr(p, "Compiling entry function '")) && q < eol) {
+			q += strlen("Compiling entry function '");
+			const char *end = memchr(q, '\'', (size_t)(eol - q));
+			snprintf(current, sizeof(current), "%.*s", (int)((end ? end : eol) - q), q);
+			taking = !r->found && (!function || strcmp(current, function) == 0);
+		} else if (taking && (q = strstr(p, "bytes stack frame")) && q < eol) {
+			r->stack_bytes = number_before(p, eol, "bytes stack frame");
+			r->spill_stores = number_before(p, eol, "bytes spill stores");
+			r->spill_loads = number_before(p, eol, "bytes spill loads");
+		} else if (taking && (q = strstr(p, "Used ")) && q < eol) {
+			r->registers = number_before(p, eol, "registers");
+			r->smem_bytes = number_before(p, eol, "bytes smem");
+			r->cmem_bytes = number_before(p, eol, "bytes cmem[0]");
+			r->found = 1;
+			taking = 0;
+		}
+		p = *eol ? eol + 1 : eol;
+	}
+}

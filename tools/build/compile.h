@@ -1,0 +1,68 @@
+/* compile.h: NVRTC, loaded at run time, and a pool of compiler processes.
+ * Each compile runs in a child process: a compiler crash or hang costs one record, not the run. */
+#ifndef KG_BUILD_COMPILE_H
+#define KG_BUILD_COMPILE_H
+
+#include "common.h"
+
+#include <stddef.h>
+
+#include "xalloc.h"
+
+/* Loads NVRTC: $KG_NVRTC_LIBRARY if set, else libnvrtc from $CUDA_HOME/lib64 (CUDA_HOME
+ * defaults to the toolkit kg-build was built with), else from the loader's search path.
+ * Returns 0, or -1 with why set. Later calls return the first call's result. */
+int nvrtc_open(struct strbuf *why);
+/* "13.0"; valid after nvrtc_open succeeded. */
+const char *nvrtc_version(void);
+/* Whether NVRTC can generate code for sm_<number>; otherwise fills list with the numbers
+ * it supports ("75 80 86 ..."). */
+int nvrtc_supports_arch(int number, struct strbuf *list);
+
+/* The architecture of the first visible GPU as "sm_90", through the CUDA driver when one is
+ * installed. Returns 0, or -1 when there is no driver or no GPU. */
+int gpu_arch(char arch[16]);
+
+struct compile_job {
+	char *dir;	       /* kernel.ptx, kernel.cubin and build.log are written here */
+	char *source;	       /* the program text */
+	char *name_expression; /* "&kernel_name": finds the kernel with or without extern "C" */
+	char **options;	       /* NVRTC options, in order */
+	size_t noptions;
+	void *tag;	       /* the caller's, handed back by compile_pool_wait */
+};
+
+struct compile_result {
+	int ok;		    /* NVRTC produced a cubin */
+	int definitive;	    /* NVRTC itself gave the verdict: not a crash, a timeout or a failed fork */
+	double compile_ms;  /* wall time of nvrtcCompileProgram */
+	char *function;	    /* the kernel's lowered (mangled) name; NULL when not found */
+	char *error;	    /* why it failed: the compiler's errors, a crash or a timeout; NULL when ok */
+};
+
+void compile_result_release(struct compile_result *res);
+
+struct compile_pool;
+
+/* Runs up to jobs compiles at once; each that runs longer than timeout_s is killed. */
+struct compile_pool *compile_pool_new(size_t jobs, double timeout_s);
+void compile_pool_free(struct compile_pool *pool);
+/* Starts job now if a slot is free, else queues it. The pool takes job's allocations. */
+void compile_pool_submit(struct compile_pool *pool, struct compile_job *job);
+/* Whether some submitted job has not been handed back yet. */
+int compile_pool_busy(const struct compile_pool *pool);
+/* Waits until a job ends and hands back its tag and result. Returns 0, or -1 when no job
+ * was submitted and not yet handed back. */
+int compile_pool_wait(struct compile_pool *pool, void **tag, struct compile_result *res);
+
+/* What ptxas reported for one kernel (NVRTC's log with --ptxas-options=-v). */
+struct ptxas_report {
+	int found; /* whether the log has a report for the function */
+	long registers, smem_bytes, cmem_bytes, stack_bytes, spill_stores, spill_loads;
+};
+
+/* Reads the report for function (a lowered name) from log; the first function's report
+ * when function is NULL. */
+void ptxas_report_parse(const char *log, const char *function, struct ptxas_report *report);
+
+#endif

@@ -1,0 +1,1238 @@
+/* main.c (kg-build): turns each candidate into a compiled variant of its run: configuration
+ * checked against the T1 space, source materialized with GNU patch, state hashed, NVRTC run. */
+#include "common.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "cli.h"
+#include "compile.h"
+#include "fileio.h"
+#include "jsonl.h"
+#include "log.h"
+#include "materialize.h"
+#include "parse.h"
+#include "ptx_profile.h"
+#include "sha256.h"
+#include "t1.h"
+#include "xalloc.h"
+
+#ifndef KG_CUDA_HOME
+#define KG_CUDA_HOME "/usr/local/cuda"
+#endif
+
+#define DEFAULT_ARCH "sm_90"
+#define STATE_VERSION "kg-state-1" /* bump when anything hashed below changes meaning */
+
+struct options {
+	const char *run_dir;   /* --run: for records without "run" */
+	const char *arch;      /* --arch */
+	const char *cache_dir; /* --cache-dir */
+	int no_cache;	       /* --no-cache */
+	size_t jobs;	       /* -j */
+	double timeout_s;      /* --timeout */
+};
+
+static void usage(FILE *fp)
+{
+	fputs("Usage: kg-build [OPTION]... [FILE]\n"
+	      "Build each record's candidate into a variant of its run: complete and check the\n"
+	      "configuration, apply the diff with GNU patch, hash the state, compile with NVRTC.\n"
+	      "Reads FILE (or stdin) and writes every record to stdout, in input order, with a\n"
+	      "\"build\" object added to those that carry a \"candidate\".\n"
+	      "\n"
+	      "  -r, --run DIR        the run directory of records that have no \"run\"\n"
+	      "  -a, --arch ARCH      target architecture, e.g. sm_90 or sm_90a (default: the spec's\n"
+	      "                       KernelGraph.Arch or -arch option, else the GPU's, else " DEFAULT_ARCH ")\n"
+	      "  -j, --jobs N         compile up to N records at once (default 1)\n"
+	      "  -t, --timeout SEC    kill a compile that runs longer (default 600)\n"
+	      "      --cache-dir DIR  the compile cache (default $XDG_CACHE_HOME/kernelgraph)\n"
+	      "      --no-cache       neither read nor fill the compile cache\n"
+	      "  -q, --quiet          print errors only\n"
+	      "  -v, --verbose        say more on stderr (twice: debug)\n"
+	      "  -h, --help           print this help and exit\n"
+	      "  -V, --version        print the version and exit\n"
+	      "\n"
+	      "A record's \"candidate\" may carry \"patch\" (a unified diff against kernel.cu),\n"
+	      "\"source\" (the whole kernel; used as well when the patch fails) and \"config\"\n"
+	      "(tuning parameters; the rest come from the parent node, then the spec's Default\n"
+	      "values, then the first valid configuration). \"node\" names the parent variant,\n"
+	      "RUN/variants/NODE; without it the spec's own kernel file is built (the baseline).\n"
+	      "The run directory holds spec.json and the kernel file it names.\n"
+	      "\n"
+	      "build.status is ok, invalid_config, patch_failed or compile_failed; paths in\n"
+	      "\"build\" are relative to the run directory.\n"
+	      "\n"
+	      "Exit status: 0 every record handled; 1 some record could not be (bad JSON, no run,\n"
+	      "a missing parent), reported and passed on unchanged; 2 usage error; 3 NVRTC or GNU\n"
+	      "patch cannot be run; 4 input or output failed.\n",
+	      fp);
+}
+
+/* Validates "sm_90", "sm_90a", "sm_100f": the forms that give a cubin. */
+static int parse_arch(const char *text, int *number)
+{
+	if (strncmp(text, "sm_", 3) != 0 || !(text[3] >= '1' && text[3] <= '9'))
+		return -1;
+	char *end;
+	long n = strtol(text + 3, &end, 10);
+	if (n > 9999 || !(*end == '\0' || ((*end == 'a' || *end == 'f') && end[1] == '\0')))
+		return -1;
+	*number = (int)n;
+	return 0;
+}
+
+static void parse_options(int argc, char **argv, struct options *opt)
+{
+	enum { OPT_CACHE_DIR = 256, OPT_NO_CACHE };
+	static const struct option longopts[] = {
+		{"arch", required_argument, NULL, 'a'},
+		{"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
+		{"help", no_argument, NULL, 'h'},
+		{"jobs", required_argument, NULL, 'j'},
+		{"no-cache", no_argument, NULL, OPT_NO_CACHE},
+		{"quiet", no_argument, NULL, 'q'},
+		{"run", required_argument, NULL, 'r'},
+		{"timeout", required_argument, NULL, 't'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	int c, number;
+	uint64_t jobs;
+	const char *why;
+	opterr = 0;
+	opt->jobs = 1;
+	opt->timeout_s = 600;
+	while ((c = getopt_long(argc, argv, ":a:hj:qr:t:vV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'a':
+			if (parse_arch(optarg, &number))
+				cli_usage_error("--arch: '%s' is not an architecture like sm_90 or sm_90a", optarg);
+			opt->arch = optarg;
+			break;
+		case OPT_CACHE_DIR: opt->cache_dir = optarg; break;
+		case 'h': usage(stdout); exit(cli_finish(KG_EXIT_OK));
+		case 'j':
+			if ((why = parse_uint64(optarg, 256, &jobs)) || jobs < 1)
+				cli_usage_error("--jobs: '%s': %s", optarg, why ? why : "must be at least 1");
+			opt->jobs = (size_t)jobs;
+			break;
+		case OPT_NO_CACHE: opt->no_cache = 1; break;
+		case 'q': log_quieter(); break;
+		case 'r': opt->run_dir = optarg; break;
+		case 't':
+			if ((why = parse_double(optarg, 0.001, 86400, &opt->timeout_s)))
+				cli_usage_error("--timeout: '%s': %s", optarg, why);
+			break;
+		case 'v': log_louder(); break;
+		case 'V': cli_print_version(); exit(cli_finish(KG_EXIT_OK));
+		default: cli_option_error(c, argv);
+		}
+	}
+	if (argc - optind > 1)
+		cli_usage_error("unexpected argument '%s'", argv[optind + 1]);
+}
+
+/* ---------------------------------------------------------------- runs */
+
+/* A run directory, loaded the first time a record names it. */
+struct run {
+	char *dir;
+	char *error;	       /* why it cannot be used; NULL when it can */
+	struct t1_spec *spec;
+	char *baseline_source; /* the spec's kernel file, normalized */
+	char *include_dir;     /* the kernel file's folder, for its own headers */
+	char headers[SHA256_HEX_SIZE]; /* digest of the headers in include_dir */
+	char arch[16];
+	char **base_options;   /* the spec's CompilerOptions, less any architecture option */
+	size_t nbase_options;
+	char *problem_size;    /* repr of ProblemSize, for the state hash */
+	struct run *next;
+};
+
+static int is_header_name(const char *name)
+{
+	static const char *const suffixes[] = {".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc"};
+	const char *dot = strrchr(name, '.');
+	for (size_t k = 0; dot && k < ARRAY_SIZE(suffixes); k++)
+		if (strcmp(dot, suffixes[k]) == 0)
+			return 1;
+	return 0;
+}
+
+/* A kernel may include headers from its folder: their contents are part of every key. */
+static void digest_headers(struct run *run)
+{
+	struct dirent **names;
+	int n = scandir(run->include_dir, &names, NULL, alphasort);
+	struct sha256 h;
+	sha256_init(&h);
+	for (int k = 0; k < n; k++) {
+		if (is_header_name(names[k]->d_name)) {
+			char *path = xasprintf("%s/%s", run->include_dir, names[k]->d_name);
+			size_t len;
+			char *text = file_read_all(path, &len);
+			if (text) {
+				sha256_update(&h, names[k]->d_name, strlen(names[k]->d_name) + 1);
+				sha256_update(&h, text, len);
+				sha256_update(&h, "", 1);
+			}
+			free(text);
+			free(path);
+		}
+		free(names[k]);
+	}
+	if (n >= 0)
+		free(names);
+	sha256_final_hex(&h, run->headers);
+}
+
+/* An architecture option in CompilerOptions ("-arch=sm_80", "--gpu-architecture sm_80"):
+ * returns how many items it spans (1 or 2) and its value, or 0. */
+static int arch_option(char *const *items, size_t n, size_t k, const char **value)
+{
+	static const char *const names[] = {"-arch", "--gpu-architecture", "--gpu-architecture=", "-arch="};
+	const char *item = items[k];
+	for (size_t j = 0; j < 2; j++) {
+		size_t len = strlen(names[j]);
+		if (strncmp(item, names[j], len) == 0 && item[len] == '=') {
+			*value = item + len + 1;
+			return 1;
+		}
+		if (strcmp(item, names[j]) == 0) {
+			*value = k + 1 < n ? items[k + 1] : "";
+			return 2;
+		}
+	}
+	return 0;
+}
+
+/* The architecture: --arch, else the spec's, else the GPU's, else the default. compute_XX
+ * in a spec becomes sm_XX, since a cubin is needed. */
+static int choose_arch(struct run *run, const struct options *opt, const char *spec_arch, const char *spec_field)
+{
+	char gpu[16];
+	const char *source;
+	if (opt->arch) {
+		snprintf(run->arch, sizeof(run->arch), "%s", opt->arch);
+		source = "--arch";
+	} else if (spec_arch) {
+		if (strncmp(spec_arch, "compute_", 8) == 0)
+			snprintf(run->arch, sizeof(run->arch), "sm_%s", spec_arch + 8);
+		else
+			snprintf(run->arch, sizeof(run->arch), "%s", spec_arch);
+		source = spec_field;
+	} else if (gpu_arch(gpu) == 0) {
+		snprintf(run->arch, sizeof(run->arch), "%s", gpu);
+		source = "the GPU";
+	} else {
+		snprintf(run->arch, sizeof(run->arch), "%s", DEFAULT_ARCH);
+		source = "the default; no GPU found";
+	}
+	int number;
+	if (parse_arch(run->arch, &number)) {
+		run->error = xasprintf("%s/spec.json: %s: '%s' is not an architecture like sm_90 or sm_90a", run->dir,
+				       spec_field, spec_arch);
+		return -1;
+	}
+	struct strbuf supported;
+	strbuf_init(&supported);
+	if (!nvrtc_supports_arch(number, &supported)) {
+		run->error = xasprintf("%s: %s is not supported by NVRTC %s (it supports %s)", source, run->arch,
+				       nvrtc_version(), supported.buf);
+		strbuf_release(&supported);
+		return -1;
+	}
+	strbuf_release(&supported);
+	log_info("%s: building for %s (%s)", run->dir, run->arch, source);
+	return 0;
+}
+
+static int setup_compiler_options(struct run *run, const struct options *opt)
+{
+	const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(run->spec->json, "KernelSpecification");
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(kernel, "CompilerOptions");
+	const cJSON *extension = cJSON_GetObjectItemCaseSensitive(run->spec->json, "KernelGraph");
+	const cJSON *arch = cJSON_GetObjectItemCaseSensitive(extension, "Arch");
+	const char *spec_arch = NULL, *spec_field = "KernelGraph.Arch";
+	if (arch && !cJSON_IsString(arch)) {
+		run->error = xasprintf("%s/spec.json: KernelGraph.Arch: must be a string like \"sm_90\"", run->dir);
+		return -1;
+	}
+	if (arch)
+		spec_arch = arch->valuestring;
+
+	size_t n = (size_t)cJSON_GetArraySize(list), k = 0;
+	char **items = xcalloc(n + 1, sizeof(*items));
+	const cJSON *item;
+	cJSON_ArrayForEach(item, list)
+		items[k++] = item->valuestring; /* t1_load checked that each is a string */
+	run->base_options = xcalloc(n + 1, sizeof(*run->base_options));
+	for (k = 0; k < n;) {
+		const char *value;
+		int span = arch_option(items, n, k, &value);
+		if (span) {
+			if (!spec_arch) {
+				spec_arch = value;
+				spec_field = "KernelSpecification.CompilerOptions";
+			}
+			k += (size_t)span;
+			continue;
+		}
+		run->base_options[run->nbase_options++] = xstrdup(items[k++]);
+	}
+	int rc = choose_arch(run, opt, spec_arch, spec_field);
+	free(items);
+	return rc;
+}
+
+/* Removes what kg-build processes killed mid-build left behind (".tmp-PID-*"). */
+static void remove_stale_temporaries(const char *variants)
+{
+	DIR *d = opendir(variants);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		long pid;
+		if (sscanf(e->d_name, ".tmp-%ld-", &pid) != 1 || pid <= 0 || pid == (long)getpid())
+			continue;
+		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		char *path = xasprintf("%s/%s", variants, e->d_name);
+		dir_remove_tree(path);
+		free(path);
+	}
+	closedir(d);
+}
+
+static struct run *load_run(const char *dir, const struct options *opt)
+{
+	struct run *run = xcalloc(1, sizeof(*run));
+	run->dir = xstrdup(dir);
+	char *spec_path = xasprintf("%s/spec.json", dir);
+	int unreadable;
+	run->spec = t1_load(spec_path, &unreadable);
+	if (!run->spec) {
+		run->error = xasprintf("run '%s' has no usable spec.json (see above)", dir);
+		goto done;
+	}
+	size_t len;
+	char *text = file_read_all(run->spec->kernel_path, &len);
+	if (!text) {
+		run->error = xasprintf("%s: KernelSpecification.KernelFile: cannot read '%s': %s", spec_path,
+				       run->spec->kernel_path, strerror(errno));
+		goto done;
+	}
+	run->baseline_source = source_normalize(text, len);
+	free(text);
+	char resolved[PATH_MAX];
+	if (!realpath(run->spec->kernel_path, resolved)) {
+		run->error = xasprintf("cannot resolve '%s': %s", run->spec->kernel_path, strerror(errno));
+		goto done;
+	}
+	run->include_dir = xstrdup(dirname(resolved));
+	digest_headers(run);
+	struct strbuf ps;
+	strbuf_init(&ps);
+	pyval_repr(&ps, &run->spec->problem_size);
+	run->problem_size = strbuf_detach(&ps);
+	if (setup_compiler_options(run, opt))
+		goto done;
+	char *variants = xasprintf("%s/variants", dir);
+	if (dir_create(variants) != 0)
+		run->error = xasprintf("cannot create '%s': %s", variants, strerror(errno));
+	else
+		remove_stale_temporaries(variants);
+	free(variants);
+done:
+	free(spec_path);
+	return run;
+}
+
+static void free_runs(struct run *run)
+{
+	while (run) {
+		struct run *next = run->next;
+		for (size_t k = 0; k < run->nbase_options; k++)
+			free(run->base_options[k]);
+		free(run->base_options);
+		t1_free(run->spec);
+		free(run->dir);
+		free(run->error);
+		free(run->baseline_source);
+		free(run->include_dir);
+		free(run->problem_size);
+		free(run);
+		run = next;
+	}
+}
+
+/* ---------------------------------------------------------------- records in flight */
+
+enum entry_stage {
+	STAGE_READY,	 /* can be written */
+	STAGE_COMPILING, /* waiting for its compile */
+	STAGE_FOLLOWING, /* waiting for an earlier record that builds the same state */
+};
+
+struct entry {
+	cJSON *record;
+	enum entry_stage stage;
+	struct run *run;
+	cJSON *variant;	 /* the variant's build object, as kept in build.json; NULL: pass through */
+	cJSON *own;	 /* this candidate's own fields: materialized, patch */
+	int reused;	 /* the variant existed before this record */
+	char state[SHA256_HEX_SIZE];
+	char *tmp_dir;	 /* where the variant is assembled before it is renamed into place */
+	char *cache_key;
+	struct entry *leader; /* STAGE_FOLLOWING: the record that builds the state */
+};
+
+struct builder {
+	const struct options *opt;
+	struct run *runs;
+	struct build_cache cache;
+	struct compile_pool *pool;
+	struct entry **window; /* records read and not yet written, in input order */
+	size_t nwindow, window_cap;
+	const char *input_name;
+	int status; /* the exit status so far */
+};
+
+static void set_status(struct builder *b, int status)
+{
+	/* The most serious failure wins: I/O, then environment, then input. */
+	static const int rank[] = {[KG_EXIT_OK] = 0, [KG_EXIT_INPUT] = 1, [KG_EXIT_USAGE] = 1,
+				   [KG_EXIT_ENV] = 2, [KG_EXIT_IO] = 3};
+	if (rank[status] > rank[b->status])
+		b->status = status;
+}
+
+static struct run *find_run(struct builder *b, const char *dir)
+{
+	for (struct run *run = b->runs; run; run = run->next)
+		if (strcmp(run->dir, dir) == 0)
+			return run;
+	struct run *run = load_run(dir, b->opt);
+	run->next = b->runs;
+	b->runs = run;
+	return run;
+}
+
+static cJSON *new_object(void)
+{
+	cJSON *obj = cJSON_CreateObject();
+	if (!obj)
+		xalloc_die();
+	return obj;
+}
+
+static void add_string(cJSON *obj, const char *key, const char *value)
+{
+	if (!cJSON_AddStringToObject(obj, key, value))
+		xalloc_die();
+}
+
+static void add_number(cJSON *obj, const char *key, double value)
+{
+	if (!cJSON_AddNumberToObject(obj, key, value))
+		xalloc_die();
+}
+
+static void add_item(cJSON *obj, const char *key, cJSON *item)
+{
+	if (!item || !cJSON_AddItemToObject(obj, key, item))
+		xalloc_die();
+}
+
+static cJSON *int_triple(const int64_t v[3])
+{
+	cJSON *array = cJSON_CreateArray();
+	for (int d = 0; array && d < 3; d++)
+		if (!cJSON_AddItemToArray(array, cJSON_CreateNumber((double)v[d])))
+			xalloc_die();
+	return array;
+}
+
+/* A failed build: {"status": ..., "error": ...}, with the configuration when known. */
+static cJSON *failed_build(const char *status, const char *error, const cJSON *config)
+{
+	cJSON *build = new_object();
+	add_string(build, "status", status);
+	add_string(build, "error", error);
+	if (config)
+		add_item(build, "config", cJSON_Duplicate(config, 1));
+	return build;
+}
+
+/* Reports a record that cannot be handled; it is passed on unchanged. */
+static int record_error(struct builder *b, long line, const char *fmt, ...) PRINTF_LIKE(3, 4);
+
+static int record_error(struct builder *b, long line, const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	set_status(b, KG_EXIT_INPUT);
+	return log_error("%s:%ld: %s", b->input_name, line, msg);
+}
+
+/* ---------------------------------------------------------------- configuration */
+
+static char *json_text(const cJSON *item)
+{
+	char *text = cJSON_PrintUnformatted(item);
+	if (!text)
+		xalloc_die();
+	char *copy = xstrdup(text);
+	cJSON_free(text);
+	return copy;
+}
+
+/* Completes the candidate's configuration from the parent's, then the Defaults, then the
+ * first valid configuration, and checks it. Returns 0, or 1 with why set. */
+static int resolve_config(const struct t1_spec *spec, const cJSON *wanted, const cJSON *parent, size_t *indices,
+			  cJSON *merged, struct strbuf *why)
+{
+	const cJSON *item;
+	cJSON_ArrayForEach(item, wanted) {
+		size_t k;
+		for (k = 0; k < spec->nparams && strcmp(spec->params[k].name, item->string) != 0; k++)
+			;
+		if (k == spec->nparams) {
+			strbuf_addf(why, "'%s' is not a tuning parameter of this kernel (its parameters:", item->string);
+			for (k = 0; k < spec->nparams; k++)
+				strbuf_addf(why, " %s", spec->params[k].name);
+			strbuf_addch(why, ')');
+			return 1;
+		}
+	}
+	size_t *fixed = xcalloc(spec->nparams + 1, sizeof(*fixed));
+	int any_free = 0, rc = 0;
+	for (size_t k = 0; k < spec->nparams && rc == 0; k++) {
+		const struct t1_param *p = &spec->params[k];
+		const cJSON *value = cJSON_GetObjectItemCaseSensitive(wanted, p->name);
+		const char *from = "candidate";
+		if (!value) {
+			value = cJSON_GetObjectItemCaseSensitive(parent, p->name);
+			from = "parent";
+		}
+		if (!value) {
+			value = p->default_value;
+			from = "Default";
+		}
+		fixed[k] = T1_FREE;
+		if (value)
+			add_item(merged, p->name, cJSON_Duplicate(value, 1));
+		if (!value) {
+			any_free = 1;
+		} else if (t1_value_index(spec, k, value, &fixed[k]) != 0) {
+			char *text = json_text(value);
+			if (strcmp(from, "Default") == 0)
+				strbuf_addf(why, "ConfigurationSpace.TuningParameters[%zu].Default: %s=%s is not one of its Values",
+					    k, p->name, text);
+			else
+				strbuf_addf(why, "%s=%s (from the %s) is not one of the Values of ConfigurationSpace.TuningParameters[%zu]",
+					    p->name, text, from, k);
+			free(text);
+			rc = 1;
+		}
+	}
+	if (rc == 0 && any_free) {
+		int found = t1_first_config(spec, fixed, indices);
+		if (found <= 0) {
+			strbuf_addstr(why, found < 0 ? "a condition cannot be evaluated (see above)"
+						     : "no valid configuration has the values given:");
+			for (size_t k = 0; found == 0 && k < spec->nparams; k++)
+				if (fixed[k] != T1_FREE)
+					strbuf_addf(why, " %s=%s", spec->params[k].name, spec->params[k].values_json[fixed[k]]);
+			rc = 1;
+		}
+	} else if (rc == 0) {
+		memcpy(indices, fixed, spec->nparams * sizeof(*indices));
+		struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
+		t1_bind(spec, indices, values);
+		rc = t1_check_conditions(spec, values, why);
+		free(values);
+	}
+	free(fixed);
+	return rc;
+}
+
+/* -DNAME=VALUE as C sees it: booleans become 1 and 0, strings go in unquoted (they name
+ * types or functions). */
+static char *define_option(const struct t1_param *p, size_t index)
+{
+	const struct pyval *v = &p->values[index];
+	if (v->kind == PY_BOOL)
+		return xasprintf("-D%s=%d", p->name, (int)v->u.i);
+	if (v->kind == PY_STR)
+		return xasprintf("-D%s=%s", p->name, v->u.s->bytes);
+	return xasprintf("-D%s=%s", p->name, p->values_json[index]);
+}
+
+/* ---------------------------------------------------------------- state and options */
+
+struct build_plan {
+	cJSON *config;
+	int64_t grid[3], block[3];
+	char **options; /* what the state and cache keys see: no include paths */
+	size_t noptions;
+};
+
+static void plan_release(struct build_plan *plan)
+{
+	cJSON_Delete(plan->config);
+	for (size_t k = 0; k < plan->noptions; k++)
+		free(plan->options[k]);
+	free(plan->options);
+}
+
+static void hash_field(struct sha256 *h, const char *name, const char *value)
+{
+	sha256_update(h, name, strlen(name) + 1);
+	sha256_update(h, value, strlen(value) + 1);
+}
+
+static void state_hash(const struct run *run, const char *source, const struct build_plan *plan,
+		       char out[SHA256_HEX_SIZE])
+{
+	struct sha256 h;
+	char *config = json_text(plan->config);
+	char geometry[256];
+	snprintf(geometry, sizeof(geometry), "%lld,%lld,%lld/%lld,%lld,%lld", (long long)plan->grid[0],
+		 (long long)plan->grid[1], (long long)plan->grid[2], (long long)plan->block[0],
+		 (long long)plan->block[1], (long long)plan->block[2]);
+	sha256_init(&h);
+	hash_field(&h, "version", STATE_VERSION "/" SOURCE_NORMALIZATION);
+	hash_field(&h, "source", source);
+	hash_field(&h, "headers", run->headers);
+	hash_field(&h, "kernel", run->spec->kernel_name);
+	hash_field(&h, "problem_size", run->problem_size);
+	hash_field(&h, "config", config);
+	hash_field(&h, "geometry", geometry);
+	for (size_t k = 0; k < plan->noptions; k++)
+		hash_field(&h, "option", plan->options[k]);
+	hash_field(&h, "arch", run->arch);
+	sha256_final_hex(&h, out);
+	free(config);
+}
+
+static void compile_key(const struct run *run, const char *source, const struct build_plan *plan,
+			char out[SHA256_HEX_SIZE])
+{
+	struct sha256 h;
+	sha256_init(&h);
+	hash_field(&h, "version", "kg-nvrtc-1");
+	hash_field(&h, "nvrtc", nvrtc_version());
+	hash_field(&h, "kernel", run->spec->kernel_name);
+	for (size_t k = 0; k < plan->noptions; k++)
+		hash_field(&h, "option", plan->options[k]);
+	hash_field(&h, "headers", run->headers);
+	hash_field(&h, "source", source);
+	sha256_final_hex(&h, out);
+}
+
+/* Fills plan for the configuration at indices; returns 0, or 1 with why set. */
+static int make_plan(const struct run *run, const size_t *indices, struct build_plan *plan, struct strbuf *why)
+{
+	const struct t1_spec *spec = run->spec;
+	struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
+	t1_bind(spec, indices, values);
+	int rc = t1_launch_geometry(spec, values, plan->grid, plan->block, why) ? 1 : 0;
+	free(values);
+	if (rc)
+		return 1;
+	int64_t threads = plan->block[0] * plan->block[1] * plan->block[2];
+	if (threads > 1024) {
+		strbuf_addf(why, "LocalSize gives %lld threads per block (%lld x %lld x %lld); CUDA allows at most 1024",
+			    (long long)threads, (long long)plan->block[0], (long long)plan->block[1],
+			    (long long)plan->block[2]);
+		return 1;
+	}
+	plan->options = xcalloc(run->nbase_options + spec->nparams + 4, sizeof(*plan->options));
+	for (size_t k = 0; k < run->nbase_options; k++)
+		plan->options[plan->noptions++] = xstrdup(run->base_options[k]);
+	for (size_t k = 0; k < spec->nparams; k++)
+		plan->options[plan->noptions++] = define_option(&spec->params[k], indices[k]);
+	plan->options[plan->noptions++] = xasprintf("--gpu-architecture=%s", run->arch);
+	plan->options[plan->noptions++] = xstrdup("-lineinfo");
+	/* ptxas's report gives registers, shared memory and spills without a GPU. */
+	plan->options[plan->noptions++] = xstrdup("--ptxas-options=-v");
+	return 0;
+}
+
+/* The options NVRTC gets: the plan's, then the include paths. */
+static char **full_options(const struct run *run, const struct build_plan *plan, size_t *n)
+{
+	const char *cuda_home = getenv("CUDA_HOME");
+	if (!cuda_home || !cuda_home[0])
+		cuda_home = KG_CUDA_HOME;
+	char **options = xcalloc(plan->noptions + 3, sizeof(*options));
+	*n = 0;
+	for (size_t k = 0; k < plan->noptions; k++)
+		options[(*n)++] = xstrdup(plan->options[k]);
+	options[(*n)++] = xasprintf("-I%s", run->include_dir);
+	char *include = xasprintf("%s/include", cuda_home), *cccl = xasprintf("%s/include/cccl", cuda_home);
+	struct stat st;
+	if (stat(include, &st) == 0)
+		options[(*n)++] = xasprintf("-I%s", include);
+	if (stat(cccl, &st) == 0) /* CUB, Thrust and libcu++ moved here in CUDA 13 */
+		options[(*n)++] = xasprintf("-I%s", cccl);
+	free(include);
+	free(cccl);
+	return options;
+}
+
+/* ---------------------------------------------------------------- the variant directory */
+
+static char *variant_path(const struct run *run, const char *state, const char *file)
+{
+	return file ? xasprintf("%s/variants/%s/%s", run->dir, state, file) : xasprintf("%s/variants/%s", run->dir, state);
+}
+
+/* The build object kept in variants/STATE/build.json, or NULL when there is none. */
+static cJSON *read_variant(const struct run *run, const char *state)
+{
+	char *path = variant_path(run, state, "build.json");
+	size_t len;
+	char *text = file_read_all(path, &len);
+	cJSON *build = text ? json_parse_document(path, text, len) : NULL;
+	free(text);
+	free(path);
+	if (build && !cJSON_IsObject(build)) {
+		cJSON_Delete(build);
+		return NULL;
+	}
+	return build;
+}
+
+static int make_tmp_dir(struct entry *e)
+{
+	e->tmp_dir = xasprintf("%s/variants/.tmp-%ld-XXXXXX", e->run->dir, (long)getpid());
+	if (mkdtemp(e->tmp_dir)) {
+		/* mkdtemp's 0700 would hide variants from the other users of a shared run. */
+		mode_t mask = umask(0);
+		umask(mask);
+		chmod(e->tmp_dir, 0755 & ~mask);
+		return 0;
+	}
+	log_error("cannot create '%s':", e->tmp_dir);
+	free(e->tmp_dir);
+	e->tmp_dir = NULL;
+	return -1;
+}
+
+static int write_in_tmp(struct entry *e, const char *name, const char *text)
+{
+	char *path = xasprintf("%s/%s", e->tmp_dir, name);
+	int rc = file_write(path, text, strlen(text));
+	if (rc)
+		log_error("cannot write '%s':", path);
+	free(path);
+	return rc;
+}
+
+static void drop_tmp_dir(struct entry *e)
+{
+	if (e->tmp_dir) {
+		dir_remove_tree(e->tmp_dir);
+		free(e->tmp_dir);
+		e->tmp_dir = NULL;
+	}
+}
+
+/* Reads what the compile left in the temporary directory into the variant's build object. */
+static void describe_compile(struct entry *e, const struct compile_result *res, int cached)
+{
+	cJSON *v = e->variant;
+	char *dir = xasprintf("variants/%s", e->state);
+	char *log_path = xasprintf("%s/build.log", e->tmp_dir), *ptx_path = xasprintf("%s/kernel.ptx", e->tmp_dir);
+	size_t len;
+	char *log = file_read_all(log_path, &len), *ptx = file_read_all(ptx_path, &len);
+
+	cJSON_ReplaceItemInObjectCaseSensitive(v, "status", cJSON_CreateString(res->ok ? "ok" : "compile_failed"));
+	if (!res->ok)
+		add_string(v, "error", res->error ? res->error : "the compile failed");
+	char *p = xasprintf("%s/kernel.cu", dir);
+	add_string(v, "kernel_file", p);
+	free(p);
+	p = xasprintf("%s/build.log", dir);
+	add_string(v, "log", p);
+	free(p);
+	if (res->ok) {
+		p = xasprintf("%s/kernel.cubin", dir);
+		add_string(v, "cubin", p);
+		free(p);
+		p = xasprintf("%s/kernel.ptx", dir);
+		add_string(v, "ptx", p);
+		free(p);
+		if (res->function)
+			add_string(v, "function", res->function);
+		struct ptxas_report r;
+		ptxas_report_parse(log ? log : "", res->function, &r);
+		if (r.found) {
+			add_number(v, "registers", (double)r.registers);
+			add_number(v, "smem_bytes", (double)r.smem_bytes);
+			add_number(v, "cmem_bytes", (double)r.cmem_bytes);
+			add_number(v, "stack_bytes", (double)r.stack_bytes);
+			add_number(v, "spill_stores", (double)r.spill_stores);
+			add_number(v, "spill_loads", (double)r.spill_loads);
+			add_number(v, "spill_bytes", (double)(r.spill_stores + r.spill_loads));
+		}
+	}
+	add_number(v, "compile_ms", (double)(long long)(res->compile_ms * 10 + 0.5) / 10);
+	if (!cJSON_AddBoolToObject(v, "cached", cached))
+		xalloc_die();
+	if (res->ok && ptx)
+		add_item(v, "ptx_profile", ptx_profile(ptx));
+	free(log);
+	free(ptx);
+	free(log_path);
+	free(ptx_path);
+	free(dir);
+}
+
+/* Moves the assembled variant to variants/STATE. When another process got there first, its
+ * variant (the same state) is taken instead. Returns 0, or -1 after reporting. */
+static int publish_variant(struct entry *e)
+{
+	char *json = cJSON_PrintUnformatted(e->variant);
+	if (!json)
+		xalloc_die();
+	int rc = write_in_tmp(e, "build.json", json);
+	cJSON_free(json);
+	if (rc)
+		return -1;
+	char *final = variant_path(e->run, e->state, NULL);
+	if (rename(e->tmp_dir, final) == 0) {
+		free(e->tmp_dir);
+		e->tmp_dir = NULL;
+	} else if (errno == EEXIST || errno == ENOTEMPTY) {
+		cJSON *theirs = read_variant(e->run, e->state);
+		if (theirs) {
+			cJSON_Delete(e->variant);
+			e->variant = theirs;
+			e->reused = 1;
+		} else {
+			rc = log_error("'%s' exists but has no readable build.json", final);
+		}
+	} else {
+		rc = log_error("cannot rename '%s' to '%s':", e->tmp_dir, final);
+	}
+	free(final);
+	drop_tmp_dir(e);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- one record */
+
+static int is_state_hash(const char *s)
+{
+	size_t n = 0;
+	for (; s[n]; n++)
+		if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+			return 0;
+	return n == 64;
+}
+
+/* The optional string member key of obj: 0 with *out set (NULL when absent or null), or
+ * -1 when it has another type. */
+static int optional_string(const cJSON *obj, const char *key, const char **out)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+	*out = NULL;
+	if (!item || cJSON_IsNull(item))
+		return 0;
+	if (!cJSON_IsString(item))
+		return -1;
+	*out = item->valuestring;
+	return 0;
+}
+
+struct parent {
+	char *source;  /* normalized */
+	cJSON *config; /* NULL for the baseline */
+};
+
+/* Loads the node a candidate applies to. Returns 0, or -1 after reporting. */
+static int load_parent(struct builder *b, long line, struct run *run, const char *node, struct parent *parent)
+{
+	parent->source = NULL;
+	parent->config = NULL;
+	if (!node) {
+		parent->source = xstrdup(run->baseline_source);
+		return 0;
+	}
+	if (!is_state_hash(node)) {
+		record_error(b, line, "node: '%s' is not a state hash (64 hex digits)", node);
+		return -1;
+	}
+	cJSON *build = read_variant(run, node);
+	char *path = variant_path(run, node, "kernel.cu");
+	size_t len;
+	char *text = file_read_all(path, &len);
+	const cJSON *config = cJSON_GetObjectItemCaseSensitive(build, "config");
+	if (!text || !cJSON_IsObject(config)) {
+		record_error(b, line, "node: %s has no built variant in %s/variants (%s is %s)", node, run->dir,
+			     text ? "build.json" : "kernel.cu", text ? "missing or has no config" : "missing");
+		free(text);
+		free(path);
+		cJSON_Delete(build);
+		return -1;
+	}
+	parent->source = source_normalize(text, len);
+	parent->config = cJSON_Duplicate(config, 1);
+	free(text);
+	free(path);
+	cJSON_Delete(build);
+	return 0;
+}
+
+/* The variant's source: the parent's, the patched parent's, or the candidate's own.
+ * Returns the normalized text, or NULL with e->variant set to a failed build (or left
+ * NULL after an environment error was reported). */
+static char *materialize(struct builder *b, struct entry *e, const char *parent_source, const char *patch,
+			 const char *source)
+{
+	if (!patch) {
+		add_string(e->own, "materialized", source ? "source" : "parent");
+		return source_normalize(source ? source : parent_source, strlen(source ? source : parent_source));
+	}
+	if (make_tmp_dir(e) || write_in_tmp(e, "kernel.cu", parent_source) || write_in_tmp(e, "candidate.diff", patch)) {
+		set_status(b, KG_EXIT_IO);
+		return NULL;
+	}
+	struct patch_report r;
+	patch_apply(e->tmp_dir, "kernel.cu", patch, &r);
+	cJSON *report = new_object();
+	add_number(report, "hunks", (double)r.hunks);
+	if (r.offsets) {
+		add_item(report, "offsets", r.offsets);
+		add_item(report, "fuzz", r.fuzz);
+		r.offsets = r.fuzz = NULL;
+	}
+	if (!cJSON_AddBoolToObject(report, "recounted", r.recounted))
+		xalloc_die();
+	if (r.message)
+		add_string(report, "message", r.message);
+	add_item(e->own, "patch", report);
+
+	char *result = NULL;
+	if (r.outcome == PATCH_NO_TOOL) {
+		log_error("%s", r.message);
+		set_status(b, KG_EXIT_ENV);
+	} else if (r.outcome == PATCH_APPLIED) {
+		char *path = xasprintf("%s/kernel.cu", e->tmp_dir);
+		size_t len;
+		char *text = file_read_all(path, &len);
+		if (text)
+			result = source_normalize(text, len);
+		else
+			log_error("cannot read '%s':", path);
+		free(text);
+		free(path);
+		add_string(e->own, "materialized", "patch");
+	} else if (source) {
+		add_string(e->own, "materialized", "source_after_patch_failed");
+		result = source_normalize(source, strlen(source));
+	} else {
+		e->variant = failed_build("patch_failed", r.message, NULL);
+	}
+	patch_report_release(&r);
+	return result;
+}
+
+/* Takes the variant over from an existing build.json or compile cache entry, or submits
+ * the compile. */
+static void schedule(struct builder *b, struct entry *e, const char *source, const struct build_plan *plan)
+{
+	cJSON *existing = read_variant(e->run, e->state);
+	if (existing) {
+		e->variant = existing;
+		e->reused = 1;
+		drop_tmp_dir(e);
+		return;
+	}
+	for (size_t k = 0; k < b->nwindow; k++) {
+		struct entry *other = b->window[k];
+		if (other->stage == STAGE_COMPILING && other->run == e->run && strcmp(other->state, e->state) == 0) {
+			e->stage = STAGE_FOLLOWING;
+			e->leader = other;
+			drop_tmp_dir(e);
+			return;
+		}
+	}
+	if (!e->tmp_dir && make_tmp_dir(e)) {
+		set_status(b, KG_EXIT_IO);
+		return;
+	}
+	if (write_in_tmp(e, "kernel.cu", source)) {
+		set_status(b, KG_EXIT_IO);
+		drop_tmp_dir(e);
+		return;
+	}
+	e->variant = new_object();
+	add_string(e->variant, "status", "compiling");
+	add_string(e->variant, "state", e->state);
+	char *dir = xasprintf("variants/%s", e->state);
+	add_string(e->variant, "dir", dir);
+	free(dir);
+	add_string(e->variant, "arch", e->run->arch);
+	add_item(e->variant, "config", cJSON_Duplicate(plan->config, 1));
+	add_item(e->variant, "grid", int_triple(plan->grid));
+	add_item(e->variant, "block", int_triple(plan->block));
+	cJSON *options = cJSON_CreateStringArray((const char *const *)plan->options, (int)plan->noptions);
+	add_item(e->variant, "options", options);
+	add_string(e->variant, "nvrtc", nvrtc_version());
+
+	char key[SHA256_HEX_SIZE];
+	compile_key(e->run, source, plan, key);
+	e->cache_key = xstrdup(key);
+	struct compile_result res;
+	if (cache_fetch(&b->cache, key, e->tmp_dir, &res)) {
+		log_debug("%s: compile cache hit %s", e->state, key);
+		describe_compile(e, &res, 1);
+		compile_result_release(&res);
+		if (publish_variant(e))
+			set_status(b, KG_EXIT_IO);
+		return;
+	}
+	struct compile_job job = {
+		.dir = xstrdup(e->tmp_dir),
+		.source = xstrdup(source),
+		.name_expression = xasprintf("&%s", e->run->spec->kernel_name),
+		.tag = e,
+	};
+	job.options = full_options(e->run, plan, &job.noptions);
+	e->stage = STAGE_COMPILING;
+	compile_pool_submit(b->pool, &job);
+}
+
+/* Works out everything about a record short of compiling it. Returns 0, or -1 when the
+ * record cannot be handled (reported; it passes through unchanged). */
+static int prepare(struct builder *b, struct entry *e, long line)
+{
+	const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(e->record, "candidate");
+	if (!candidate || cJSON_IsNull(candidate))
+		return 0; /* not ours: passes through */
+	const char *run_dir, *node, *patch, *source;
+	const cJSON *config = cJSON_GetObjectItemCaseSensitive(candidate, "config");
+	if (!cJSON_IsObject(candidate))
+		return record_error(b, line, "candidate: must be an object");
+	if (optional_string(e->record, "run", &run_dir))
+		return record_error(b, line, "run: must be a string (a run directory)");
+	if (optional_string(e->record, "node", &node))
+		return record_error(b, line, "node: must be a string (a state hash) or null");
+	if (optional_string(candidate, "patch", &patch))
+		return record_error(b, line, "candidate.patch: must be a string (a unified diff) or null");
+	if (optional_string(candidate, "source", &source))
+		return record_error(b, line, "candidate.source: must be a string (a whole kernel file) or null");
+	if (config && !cJSON_IsNull(config) && !cJSON_IsObject(config))
+		return record_error(b, line, "candidate.config: must be an object of tuning parameters");
+	if (!run_dir && !(run_dir = b->opt->run_dir))
+		return record_error(b, line, "run: missing (give the record a \"run\" or kg-build --run DIR)");
+	e->run = find_run(b, run_dir);
+	if (e->run->error)
+		return record_error(b, line, "%s", e->run->error);
+
+	struct parent parent;
+	if (load_parent(b, line, e->run, node, &parent))
+		return -1;
+	struct build_plan plan = {0};
+	struct strbuf why;
+	strbuf_init(&why);
+	size_t *indices = xcalloc(e->run->spec->nparams + 1, sizeof(*indices));
+	e->own = new_object();
+	cJSON *merged = new_object();
+	if (resolve_config(e->run->spec, cJSON_IsObject(config) ? config : NULL, parent.config, indices, merged, &why) == 0) {
+		plan.config = t1_config_to_json(e->run->spec, indices);
+		if (make_plan(e->run, indices, &plan, &why) == 0) {
+			char *text = materialize(b, e, parent.source, patch, source);
+			if (text) {
+				state_hash(e->run, text, &plan, e->state);
+				schedule(b, e, text, &plan);
+				free(text);
+			}
+		} else {
+			e->variant = failed_build("invalid_config", why.buf, plan.config);
+		}
+	} else {
+		e->variant = failed_build("invalid_config", why.buf, merged);
+	}
+	cJSON_Delete(merged);
+	if (e->stage != STAGE_COMPILING)
+		drop_tmp_dir(e);
+	plan_release(&plan);
+	strbuf_release(&why);
+	free(indices);
+	free(parent.source);
+	cJSON_Delete(parent.config);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- output */
+
+/* The record's "build": the variant's object, then this candidate's own fields. */
+static void attach_build(struct entry *e)
+{
+	if (!e->variant)
+		return;
+	cJSON *build = cJSON_Duplicate(e->variant, 1);
+	if (!build)
+		xalloc_die();
+	if (cJSON_GetObjectItemCaseSensitive(build, "state") && !cJSON_AddBoolToObject(build, "reused", e->reused))
+		xalloc_die();
+	cJSON *item;
+	cJSON_ArrayForEach(item, e->own)
+		add_item(build, item->string, cJSON_Duplicate(item, 1));
+	if (cJSON_HasObjectItem(e->record, "build"))
+		cJSON_ReplaceItemInObjectCaseSensitive(e->record, "build", build);
+	else
+		add_item(e->record, "build", build);
+}
+
+static void free_entry(struct entry *e)
+{
+	drop_tmp_dir(e);
+	cJSON_Delete(e->record);
+	cJSON_Delete(e->variant);
+	cJSON_Delete(e->own);
+	free(e->cache_key);
+	free(e);
+}
+
+static void flush_ready(struct builder *b)
+{
+	size_t done = 0;
+	while (done < b->nwindow && b->window[done]->stage == STAGE_READY) {
+		struct entry *e = b->window[done++];
+		attach_build(e);
+		if (jsonl_write(stdout, e->record) != 0) {
+			log_error("cannot write the output:");
+			set_status(b, KG_EXIT_IO);
+		}
+		free_entry(e);
+	}
+	if (done == 0)
+		return;
+	memmove(b->window, b->window + done, (b->nwindow - done) * sizeof(*b->window));
+	b->nwindow -= done;
+	fflush(stdout);
+}
+
+/* A compile ended: the variant is published and records waiting on it become ready. */
+static void finish_compile(struct builder *b, struct entry *e, struct compile_result *res)
+{
+	describe_compile(e, res, 0);
+	if (res->definitive) {
+		cache_store(&b->cache, e->cache_key, e->tmp_dir, res);
+		if (publish_variant(e))
+			set_status(b, KG_EXIT_IO);
+	} else {
+		/* A crash or a timeout may not happen again (a longer --timeout, a fixed
+		 * toolkit): keep no variant, so that the next build tries again. */
+		drop_tmp_dir(e);
+		cJSON_DeleteItemFromObjectCaseSensitive(e->variant, "dir");
+		cJSON_DeleteItemFromObjectCaseSensitive(e->variant, "kernel_file");
+		cJSON_DeleteItemFromObjectCaseSensitive(e->variant, "log");
+	}
+	e->stage = STAGE_READY;
+	for (size_t k = 0; k < b->nwindow; k++) {
+		struct entry *f = b->window[k];
+		if (f->stage == STAGE_FOLLOWING && f->leader == e) {
+			f->variant = cJSON_Duplicate(e->variant, 1);
+			f->reused = 1;
+			f->stage = STAGE_READY;
+		}
+	}
+}
+
+static void add_to_window(struct builder *b, struct entry *e)
+{
+	if (b->nwindow == b->window_cap) {
+		b->window_cap = b->window_cap ? 2 * b->window_cap : 16;
+		b->window = xreallocarray(b->window, b->window_cap, sizeof(*b->window));
+	}
+	b->window[b->nwindow++] = e;
+}
+
+static void build_all(struct builder *b, struct jsonl_reader *reader)
+{
+	/* Reading ahead lets patching and hashing overlap the compiles. */
+	size_t max_window = 4 * b->opt->jobs + 4;
+	int eof = 0;
+	for (;;) {
+		flush_ready(b);
+		if (!eof && b->nwindow < max_window) {
+			cJSON *record;
+			switch (jsonl_next(reader, &record)) {
+			case JSONL_RECORD: {
+				struct entry *e = xcalloc(1, sizeof(*e));
+				e->record = record;
+				add_to_window(b, e);
+				prepare(b, e, reader->line);
+				break;
+			}
+			case JSONL_BAD_LINE: set_status(b, KG_EXIT_INPUT); break;
+			case JSONL_IO_ERROR: set_status(b, KG_EXIT_IO); eof = 1; break;
+			case JSONL_EOF: eof = 1; break;
+			}
+			continue;
+		}
+		void *tag;
+		struct compile_result res;
+		if (compile_pool_wait(b->pool, &tag, &res) != 0)
+			break;
+		finish_compile(b, tag, &res);
+		compile_result_release(&res);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct options opt = {0};
+	log_init("kg-build");
+	parse_options(argc, argv, &opt);
+
+	struct strbuf why;
+	strbuf_init(&why);
+	if (nvrtc_open(&why) != 0) {
+		log_error("%s", why.buf);
+		strbuf_release(&why);
+		return KG_EXIT_ENV;
+	}
+	strbuf_release(&why);
+
+	struct jsonl_reader reader;
+	if (jsonl_reader_open(&reader, optind < argc ? argv[optind] : "-") != 0)
+		return KG_EXIT_USAGE;
+	struct builder b = {.opt = &opt, .input_name = reader.name};
+	cache_init(&b.cache, opt.cache_dir, opt.no_cache);
+	b.pool = compile_pool_new(opt.jobs, opt.timeout_s);
+
+	build_all(&b, &reader);
+
+	compile_pool_free(b.pool);
+	for (size_t k = 0; k < b.nwindow; k++)
+		free_entry(b.window[k]);
+	free(b.window);
+	free_runs(b.runs);
+	cache_release(&b.cache);
+	jsonl_reader_release(&reader);
+	return cli_finish(b.status);
+}

@@ -1,0 +1,341 @@
+/* materialize.c: source normalization, and diffs rewritten to touch one file then applied
+ * by GNU patch, whose own words explain every failure. */
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "materialize.h"
+
+char *source_normalize(const char *text, size_t len)
+{
+	struct strbuf out;
+	strbuf_init(&out);
+	size_t kept = 0; /* out.len up to the last line that was not blank */
+	size_t i = 0;
+	while (i < len) {
+		size_t end = i;
+		while (end < len && text[end] != '\n' && text[end] != '\r')
+			end++;
+		size_t stop = end;
+		while (stop > i && (text[stop - 1] == ' ' || text[stop - 1] == '\t' || text[stop - 1] == '\f' ||
+				    text[stop - 1] == '\v'))
+			stop--;
+		strbuf_add(&out, text + i, stop - i);
+		strbuf_addch(&out, '\n');
+		if (stop > i)
+			kept = out.len;
+		i = end + (end < len);
+		if (end + 1 < len && text[end] == '\r' && text[end + 1] == '\n')
+			i++;
+	}
+	out.len = kept;
+	out.buf[kept] = '\0';
+	return strbuf_detach(&out);
+}
+
+/* ---------------------------------------------------------------- the diff, rewritten */
+
+struct line {
+	const char *text;
+	size_t len;
+};
+
+static int starts_with(const struct line *l, const char *prefix)
+{
+	size_t n = strlen(prefix);
+	return l->len >= n && memcmp(l->text, prefix, n) == 0;
+}
+
+static size_t split_lines(const char *text, struct line **out)
+{
+	size_t n = 0, cap = 16;
+	struct line *lines = xcalloc(cap, sizeof(*lines));
+	const char *p = text;
+	while (*p) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+		if (n == cap)
+			lines = xreallocarray(lines, cap *= 2, sizeof(*lines));
+		lines[n].text = p;
+		lines[n].len = len && p[len - 1] == '\r' ? len - 1 : len;
+		n++;
+		p += len + (nl != NULL);
+	}
+	*out = lines;
+	return n;
+}
+
+static int is_file_header(const struct line *lines, size_t i, size_t n)
+{
+	return starts_with(&lines[i], "--- ") && i + 1 < n && starts_with(&lines[i + 1], "+++ ");
+}
+
+/* Whether a line can belong to a hunk's body; an empty line is a blank context line whose
+ * leading space was lost (editors and LLMs strip it). */
+static int is_body_line(const struct line *lines, size_t i, size_t n)
+{
+	const struct line *l = &lines[i];
+	if (l->len == 0)
+		return 1;
+	if (starts_with(l, "@@") || is_file_header(lines, i, n))
+		return 0;
+	return l->text[0] == ' ' || l->text[0] == '+' || l->text[0] == '-' || l->text[0] == '\\';
+}
+
+/* Parses "@@ -A[,B] +C[,D] @@"; a bare "@@" (no numbers) places the hunk at line 1 and lets
+ * patch find it by its context. Returns 0, or -1 when the numbers are malformed. */
+static int parse_hunk_header(const struct line *l, long *old_start, long *old_count, long *new_start,
+			     long *new_count, int *has_counts)
+{
+	char *header = xstrndup(l->text, l->len);
+	const char *p = header + 2;
+	while (*p == ' ')
+		p++;
+	*has_counts = 0;
+	*old_start = *new_start = 1;
+	*old_count = *new_count = -1;
+	int rc = 0;
+	if (*p == '\0' || strncmp(p, "@@", 2) == 0) {
+		free(header);
+		return 0;
+	}
+	char *end;
+	if (*p != '-' || !(p[1] >= '0' && p[1] <= '9')) {
+		rc = -1;
+	} else {
+		*old_start = strtol(p + 1, &end, 10);
+		*old_count = *end == ',' ? strtol(end + 1, &end, 10) : 1;
+		for (p = end; *p == ' '; p++)
+			;
+		if (*p != '+' || !(p[1] >= '0' && p[1] <= '9')) {
+			rc = -1;
+		} else {
+			*new_start = strtol(p + 1, &end, 10);
+			*new_count = *end == ',' ? strtol(end + 1, &end, 10) : 1;
+			*has_counts = 1;
+		}
+	}
+	free(header);
+	return rc;
+}
+
+/* Rewrites diff into headers for kernel.cu and hunks whose line counts match their bodies.
+ * Returns 0, or -1 with *why set (allocated). */
+static int rewrite_diff(const char *diff, const char *name, struct strbuf *out, size_t *nhunks, int *recounted,
+			char **why)
+{
+	struct line *lines;
+	size_t n = split_lines(diff, &lines);
+	size_t files = 0;
+	*nhunks = 0;
+	*recounted = 0;
+	strbuf_addf(out, "--- a/%s\n+++ b/%s\n", name, name);
+	for (size_t i = 0; i < n;) {
+		if (is_file_header(lines, i, n)) {
+			files++;
+			i += 2;
+			continue;
+		}
+		if (!starts_with(&lines[i], "@@")) {
+			i++; /* prose, "diff --git", "index ...": nothing patch needs */
+			continue;
+		}
+		long old_start, old_count, new_start, new_count;
+		int has_counts;
+		if (parse_hunk_header(&lines[i], &old_start, &old_count, &new_start, &new_count, &has_counts)) {
+			*why = xasprintf("line %zu of the diff: malformed hunk header \"%.*s\"", i + 1, (int)lines[i].len,
+					 lines[i].text);
+			free(lines);
+			return -1;
+		}
+		size_t first = i + 1, end = first;
+		while (end < n && is_body_line(lines, end, n))
+			end++;
+		/* Blank lines after the body separate hunks, unless the header counts them. */
+		long olds = 0, news = 0;
+		for (size_t j = first; j < end; j++) {
+			char c = lines[j].len ? lines[j].text[0] : ' ';
+			olds += c == ' ' || c == '-';
+			news += c == ' ' || c == '+';
+		}
+		while (end > first && lines[end - 1].len == 0 && !(olds == old_count && news == new_count)) {
+			end--;
+			olds--;
+			news--;
+		}
+		if (!has_counts || olds != old_count || news != new_count)
+			*recounted = 1;
+		strbuf_addf(out, "@@ -%ld,%ld +%ld,%ld @@\n", old_start, olds, new_start, news);
+		for (size_t j = first; j < end; j++) {
+			if (lines[j].len == 0)
+				strbuf_addch(out, ' ');
+			strbuf_add(out, lines[j].text, lines[j].len);
+			strbuf_addch(out, '\n');
+		}
+		++*nhunks;
+		i = end;
+	}
+	free(lines);
+	if (files > 1) {
+		*why = xasprintf("the diff changes %zu files; a candidate may change %s only", files, name);
+		return -1;
+	}
+	if (*nhunks == 0) {
+		*why = xasprintf("the diff has no hunks (no line starts with \"@@\")");
+		return -1;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- running patch */
+
+/* Runs argv in dir with stdin from /dev/null, collecting stdout and stderr together.
+ * Returns the exit status, 127 when the program could not be run (out says why), or -1
+ * when no process could be started (errno set). */
+static int run_in(const char *dir, char *const argv[], struct strbuf *out)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return -1;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		int saved_errno = errno;
+		close(fds[0]);
+		close(fds[1]);
+		errno = saved_errno;
+		return -1;
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDONLY);
+		if (null < 0 || dup2(null, 0) < 0 || dup2(fds[1], 1) < 0 || dup2(fds[1], 2) < 0 || chdir(dir) != 0)
+			_exit(126);
+		unsetenv("POSIXLY_CORRECT"); /* which would make patch keep backups and ignore options */
+		execvp(argv[0], argv);
+		dprintf(2, "cannot run '%s': %s", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(fds[1]);
+	char chunk[4096];
+	ssize_t got;
+	while ((got = read(fds[0], chunk, sizeof(chunk))) != 0) {
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		strbuf_add(out, chunk, (size_t)got);
+	}
+	close(fds[0]);
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
+/* Reads "Hunk #2 succeeded at 30 with fuzz 1 (offset -3 lines)." into the per-hunk arrays. */
+static void read_hunk_reports(const char *output, struct patch_report *r)
+{
+	long *offsets = xcalloc(r->hunks, sizeof(*offsets));
+	long *fuzz = xcalloc(r->hunks, sizeof(*fuzz));
+	for (const char *p = strstr(output, "Hunk #"); p; p = strstr(p + 1, "Hunk #")) {
+		char *end;
+		long k = strtol(p + 6, &end, 10);
+		const char *eol = strchr(end, '\n');
+		if (k < 1 || (size_t)k > r->hunks)
+			continue;
+		const char *f = strstr(end, "with fuzz "), *o = strstr(end, "(offset ");
+		if (f && (!eol || f < eol))
+			fuzz[k - 1] = strtol(f + 10, NULL, 10);
+		if (o && (!eol || o < eol))
+			offsets[k - 1] = strtol(o + 8, NULL, 10);
+	}
+	r->offsets = cJSON_CreateArray();
+	r->fuzz = cJSON_CreateArray();
+	if (!r->offsets || !r->fuzz)
+		xalloc_die();
+	for (size_t k = 0; k < r->hunks; k++)
+		if (!cJSON_AddItemToArray(r->offsets, cJSON_CreateNumber((double)offsets[k])) ||
+		    !cJSON_AddItemToArray(r->fuzz, cJSON_CreateNumber((double)fuzz[k])))
+			xalloc_die();
+	free(offsets);
+	free(fuzz);
+}
+
+/* patch's output without its "patching file" line and trailing newlines. */
+static char *patch_message(const char *output)
+{
+	struct strbuf sb;
+	strbuf_init(&sb);
+	for (const char *p = output; *p;) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		if (strncmp(p, "patching file ", 14) != 0 && len > 0) {
+			if (sb.len)
+				strbuf_addch(&sb, '\n');
+			strbuf_add(&sb, p, len);
+		}
+		p += len + (eol != NULL);
+	}
+	return strbuf_detach(&sb);
+}
+
+void patch_apply(const char *dir, const char *name, const char *diff, struct patch_report *r)
+{
+	static const char diff_name[] = ".candidate.patch";
+	memset(r, 0, sizeof(*r));
+	struct strbuf rewritten, output;
+	strbuf_init(&rewritten);
+	strbuf_init(&output);
+	char *diff_path = xasprintf("%s/%s", dir, diff_name);
+	r->outcome = PATCH_REJECTED;
+	if (rewrite_diff(diff, name, &rewritten, &r->hunks, &r->recounted, &r->message))
+		goto done;
+	if (file_write(diff_path, rewritten.buf, rewritten.len) != 0) {
+		r->outcome = PATCH_NO_TOOL;
+		r->message = xasprintf("cannot write '%s': %s", diff_path, strerror(errno));
+		goto done;
+	}
+	char input[64];
+	snprintf(input, sizeof(input), "--input=%s", diff_name);
+	char *argv[] = {"patch", "--batch", "--forward", "--no-backup-if-mismatch", "--reject-file=-", "--get=0",
+			input, (char *)name, NULL};
+	int status = run_in(dir, argv, &output);
+	unlink(diff_path);
+	if (status < 0 || status == 126 || status == 127) {
+		r->outcome = PATCH_NO_TOOL;
+		r->message = status < 0 ? xasprintf("cannot run 'patch': %s", strerror(errno)) : patch_message(output.buf);
+		goto done;
+	}
+	read_hunk_reports(output.buf, r);
+	if (status == 0) {
+		r->outcome = PATCH_APPLIED;
+	} else {
+		r->message = patch_message(output.buf);
+		if (!r->message[0]) {
+			free(r->message);
+			r->message = xasprintf("patch exited with status %d", status);
+		}
+	}
+done:
+	free(diff_path);
+	strbuf_release(&rewritten);
+	strbuf_release(&output);
+}
+
+void patch_report_release(struct patch_report *r)
+{
+	cJSON_Delete(r->offsets);
+	cJSON_Delete(r->fuzz);
+	free(r->message);
+	memset(r, 0, sizeof(*r));
+}

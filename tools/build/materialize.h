@@ -1,0 +1,46 @@
+/* materialize.h: the source of a variant, from its parent's source and a candidate's diff.
+ * Diffs are applied by GNU patch to one file only, whatever file names the diff carries. */
+#ifndef KG_BUILD_MATERIALIZE_H
+#define KG_BUILD_MATERIALIZE_H
+
+#include "common.h"
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "xalloc.h"
+
+/* The version of source_normalize's rules; part of every state hash, so that changing the
+ * rules can never make two different sources collide with old states. */
+#define SOURCE_NORMALIZATION "kg-source-1"
+
+/* The source as states are keyed and compiled: "\r\n" and lone "\r" become "\n",
+ * whitespace at the end of each line and blank lines at the end of the file are removed,
+ * and the text ends with one "\n". The caller frees the result. */
+char *source_normalize(const char *text, size_t len);
+
+enum patch_outcome {
+	PATCH_APPLIED,	 /* every hunk applied; the file holds the result */
+	PATCH_REJECTED,	 /* the diff is unusable or a hunk did not apply; see message */
+	PATCH_NO_TOOL,	 /* GNU patch could not be run; see message */
+};
+
+struct patch_report {
+	enum patch_outcome outcome;
+	size_t hunks;	  /* hunks in the diff */
+	int recounted;	  /* some hunk header had wrong line counts, which were recomputed */
+	cJSON *offsets;	  /* per hunk: lines it moved from where the diff placed it (patch's "offset") */
+	cJSON *fuzz;	  /* per hunk: lines of context patch ignored to place it (patch's "fuzz") */
+	char *message;	  /* what went wrong, in patch's own words where patch ran; NULL when applied */
+};
+
+/* Applies diff to the file dir/name with GNU patch, running in dir. Only the hunks of the
+ * diff are used: file names in its headers ("../../etc/passwd", absolute paths, git
+ * renames) are ignored, so nothing but dir/name can change. A diff with sections for more
+ * than one file, or no hunks, is rejected. Fills *report; the caller frees it with
+ * patch_report_release. */
+void patch_apply(const char *dir, const char *name, const char *diff, struct patch_report *report);
+void patch_report_release(struct patch_report *report);
+
+#endif
