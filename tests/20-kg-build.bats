@@ -43,15 +43,16 @@ snapshot() {
 		sort -z | xargs -0 sha256sum
 }
 
-# A diff that doubles the scale factor in the kernel's line 10 (it says 8: an offset of 2).
-GOOD_DIFF='--- a/scale.cu
-+++ b/scale.cu
-@@ -6,4 +6,4 @@
- 	for (int k = 0; k < items_per_thread; k++, i += block_size_x)
- 		if (i < n)
--			y[i] = scale_op(x[i]);
-+			y[i] = 2.0f * scale_op(x[i]);
- }'
+# factor_diff FROM TO FACTOR [LINE]: a diff, with FROM and TO as its file names, that scales
+# the result in the kernel's line 10 by FACTOR; its hunk says it starts at LINE (default 8).
+factor_diff() {
+	printf '%s\n' "--- $1" "+++ $2" "@@ -${4:-8},4 +${4:-8},4 @@" \
+		' 	for (int k = 0; k < items_per_thread; k++, i += block_size_x)' ' 		if (i < n)' \
+		'-			y[i] = scale_op(x[i]);' "+			y[i] = $3 * scale_op(x[i]);" ' }'
+}
+
+# A diff that doubles the result; it places its hunk 2 lines early, which patch reports.
+GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 
 @test "--help prints the usage on stdout and exits 0; --version the version" {
 	run_tool 0 kg-build --help
@@ -135,15 +136,7 @@ GOOD_DIFF='--- a/scale.cu
 	abs=$(pwd)/victim
 	before=$(snapshot)
 	for target in ../../victim "$abs" ../../../../../../etc/passwd; do
-		diff="--- $target
-+++ $target
-@@ -8,4 +8,4 @@
- 	for (int k = 0; k < items_per_thread; k++, i += block_size_x)
- 		if (i < n)
--			y[i] = scale_op(x[i]);
-+			y[i] = 3.0f * scale_op(x[i]);
- }"
-		patch_record run "$base" "evil" "$diff"
+		patch_record run "$base" "evil" "$(factor_diff "$target" "$target" 3.0f)"
 	done >input.jsonl
 	run_tool 0 kg-build input.jsonl
 	assert_stderr_empty
@@ -286,6 +279,13 @@ GOOD_DIFF='--- a/scale.cu
 	assert_stderr_empty
 	[ "$(jq -c '.build | [.status, .function]' <<<"$output")" = '["ok","_Z5scalePfPKfi"]' ]
 	[ "$(jq '.build.registers > 0' <<<"$output")" = true ]
+}
+
+@test "kernels can include CUB: the toolkit's CCCL headers are on the include path" {
+	new_run run
+	run_tool 0 kg-build < <(jq -cn --rawfile s run/cub_reduce.cu '{run: "run", candidate: {id: "cub", source: $s}}')
+	assert_stderr_empty
+	[ "$(jq -r .build.status <<<"$output")" = ok ]
 }
 
 @test "two candidates that reach the same source and configuration share one state" {

@@ -4,7 +4,6 @@
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -19,6 +18,7 @@
 #include "compile.h"
 #include "fileio.h"
 #include "jsonl.h"
+#include "process.h"
 
 #ifndef KG_CUDA_HOME
 #define KG_CUDA_HOME "/usr/local/cuda"
@@ -52,7 +52,7 @@ static void *open_nvrtc_library(struct strbuf *tried)
 {
 	const char *explicit_path = getenv("KG_NVRTC_LIBRARY");
 	if (explicit_path && explicit_path[0]) {
-		void *h = dlopen(explicit_path, RTLD_NOW | RTLD_LOCAL);
+		void *h = dlopen(explicit_path, RTLD_LAZY | RTLD_LOCAL);
 		if (!h)
 			strbuf_addf(tried, "%s (KG_NVRTC_LIBRARY)", dlerror());
 		return h;
@@ -65,7 +65,7 @@ static void *open_nvrtc_library(struct strbuf *tried)
 	candidates[2] = xstrdup("libnvrtc.so");
 	void *h = NULL;
 	for (size_t k = 0; k < ARRAY_SIZE(candidates) && !h; k++) {
-		h = dlopen(candidates[k], RTLD_NOW | RTLD_LOCAL);
+		h = dlopen(candidates[k], RTLD_LAZY | RTLD_LOCAL);
 		if (!h)
 			strbuf_addf(tried, "%s%s", tried->len ? "; " : "", dlerror());
 	}
@@ -149,7 +149,7 @@ int nvrtc_supports_arch(int number, struct strbuf *list)
 
 int gpu_arch(char arch[16])
 {
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
 	if (!h)
 		return -1;
 	CUresult (*init)(unsigned int);
@@ -327,7 +327,7 @@ void compile_pool_free(struct compile_pool *pool)
 		return;
 	for (size_t k = 0; k < pool->nrunning; k++) {
 		kill(pool->running[k].pid, SIGKILL);
-		waitpid(pool->running[k].pid, NULL, 0);
+		process_wait(pool->running[k].pid);
 		close(pool->running[k].fd);
 		strbuf_release(&pool->running[k].out);
 		job_release(&pool->running[k].job);
@@ -342,28 +342,17 @@ void compile_pool_free(struct compile_pool *pool)
 /* Forks a compiler for job. Returns 0, or -1 with errno set. */
 static int start(struct compile_pool *pool, const struct compile_job *job)
 {
-	int fds[2];
-	if (pipe2(fds, O_CLOEXEC) != 0)
+	int fd;
+	pid_t pid = process_fork_piped(&fd);
+	if (pid < 0)
 		return -1;
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid < 0) {
-		int saved_errno = errno;
-		close(fds[0]);
-		close(fds[1]);
-		errno = saved_errno;
-		return -1;
-	}
-	if (pid == 0) {
-		close(fds[0]);
-		compile_child(job, fds[1]);
-	}
-	close(fds[1]);
+	if (pid == 0)
+		compile_child(job, fd);
 	struct running *r = &pool->running[pool->nrunning++];
 	memset(r, 0, sizeof(*r));
 	r->job = *job;
 	r->pid = pid;
-	r->fd = fds[0];
+	r->fd = fd;
 	strbuf_init(&r->out);
 	r->deadline = now_seconds() + pool->timeout_s;
 	return 0;
@@ -456,9 +445,7 @@ int compile_pool_wait(struct compile_pool *pool, void **tag, struct compile_resu
 			}
 			if (got < 0 && errno == EINTR)
 				continue;
-			int status = 0;
-			while (waitpid(r->pid, &status, 0) < 0 && errno == EINTR)
-				;
+			int status = process_wait(r->pid);
 			close(r->fd);
 			collect(r, status, res);
 			*tag = r->job.tag;

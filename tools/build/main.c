@@ -2,12 +2,8 @@
  * checked against the T1 space, source materialized with GNU patch, state hashed, NVRTC run. */
 #include "common.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
-#include <limits.h>
-#include <libgen.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +19,7 @@
 #include "materialize.h"
 #include "parse.h"
 #include "ptx_profile.h"
+#include "run.h"
 #include "sha256.h"
 #include "t1.h"
 #include "xalloc.h"
@@ -31,7 +28,6 @@
 #define KG_CUDA_HOME "/usr/local/cuda"
 #endif
 
-#define DEFAULT_ARCH "sm_90"
 #define STATE_VERSION "kg-state-1" /* bump when anything hashed below changes meaning */
 
 struct options {
@@ -53,7 +49,7 @@ static void usage(FILE *fp)
 	      "\n"
 	      "  -r, --run DIR        the run directory of records that have no \"run\"\n"
 	      "  -a, --arch ARCH      target architecture, e.g. sm_90 or sm_90a (default: the spec's\n"
-	      "                       KernelGraph.Arch or -arch option, else the GPU's, else " DEFAULT_ARCH ")\n"
+	      "                       KernelGraph.Arch or -arch option, else the GPU's, else " RUN_DEFAULT_ARCH ")\n"
 	      "  -j, --jobs N         compile up to N records at once (default 1)\n"
 	      "  -t, --timeout SEC    kill a compile that runs longer (default 600)\n"
 	      "      --cache-dir DIR  the compile cache (default $XDG_CACHE_HOME/kernelgraph)\n"
@@ -77,19 +73,6 @@ static void usage(FILE *fp)
 	      "a missing parent), reported and passed on unchanged; 2 usage error; 3 NVRTC or GNU\n"
 	      "patch cannot be run; 4 input or output failed.\n",
 	      fp);
-}
-
-/* Validates "sm_90", "sm_90a", "sm_100f": the forms that give a cubin. */
-static int parse_arch(const char *text, int *number)
-{
-	if (strncmp(text, "sm_", 3) != 0 || !(text[3] >= '1' && text[3] <= '9'))
-		return -1;
-	char *end;
-	long n = strtol(text + 3, &end, 10);
-	if (n > 9999 || !(*end == '\0' || ((*end == 'a' || *end == 'f') && end[1] == '\0')))
-		return -1;
-	*number = (int)n;
-	return 0;
 }
 
 static void parse_options(int argc, char **argv, struct options *opt)
@@ -117,7 +100,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	while ((c = getopt_long(argc, argv, ":a:hj:qr:t:vV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'a':
-			if (parse_arch(optarg, &number))
+			if (arch_parse(optarg, &number))
 				cli_usage_error("--arch: '%s' is not an architecture like sm_90 or sm_90a", optarg);
 			opt->arch = optarg;
 			break;
@@ -142,241 +125,6 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	}
 	if (argc - optind > 1)
 		cli_usage_error("unexpected argument '%s'", argv[optind + 1]);
-}
-
-/* ---------------------------------------------------------------- runs */
-
-/* A run directory, loaded the first time a record names it. */
-struct run {
-	char *dir;
-	char *error;	       /* why it cannot be used; NULL when it can */
-	struct t1_spec *spec;
-	char *baseline_source; /* the spec's kernel file, normalized */
-	char *include_dir;     /* the kernel file's folder, for its own headers */
-	char headers[SHA256_HEX_SIZE]; /* digest of the headers in include_dir */
-	char arch[16];
-	char **base_options;   /* the spec's CompilerOptions, less any architecture option */
-	size_t nbase_options;
-	char *problem_size;    /* repr of ProblemSize, for the state hash */
-	struct run *next;
-};
-
-static int is_header_name(const char *name)
-{
-	static const char *const suffixes[] = {".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc"};
-	const char *dot = strrchr(name, '.');
-	for (size_t k = 0; dot && k < ARRAY_SIZE(suffixes); k++)
-		if (strcmp(dot, suffixes[k]) == 0)
-			return 1;
-	return 0;
-}
-
-/* A kernel may include headers from its folder: their contents are part of every key. */
-static void digest_headers(struct run *run)
-{
-	struct dirent **names;
-	int n = scandir(run->include_dir, &names, NULL, alphasort);
-	struct sha256 h;
-	sha256_init(&h);
-	for (int k = 0; k < n; k++) {
-		if (is_header_name(names[k]->d_name)) {
-			char *path = xasprintf("%s/%s", run->include_dir, names[k]->d_name);
-			size_t len;
-			char *text = file_read_all(path, &len);
-			if (text) {
-				sha256_update(&h, names[k]->d_name, strlen(names[k]->d_name) + 1);
-				sha256_update(&h, text, len);
-				sha256_update(&h, "", 1);
-			}
-			free(text);
-			free(path);
-		}
-		free(names[k]);
-	}
-	if (n >= 0)
-		free(names);
-	sha256_final_hex(&h, run->headers);
-}
-
-/* An architecture option in CompilerOptions ("-arch=sm_80", "--gpu-architecture sm_80"):
- * returns how many items it spans (1 or 2) and its value, or 0. */
-static int arch_option(char *const *items, size_t n, size_t k, const char **value)
-{
-	static const char *const names[] = {"-arch", "--gpu-architecture", "--gpu-architecture=", "-arch="};
-	const char *item = items[k];
-	for (size_t j = 0; j < 2; j++) {
-		size_t len = strlen(names[j]);
-		if (strncmp(item, names[j], len) == 0 && item[len] == '=') {
-			*value = item + len + 1;
-			return 1;
-		}
-		if (strcmp(item, names[j]) == 0) {
-			*value = k + 1 < n ? items[k + 1] : "";
-			return 2;
-		}
-	}
-	return 0;
-}
-
-/* The architecture: --arch, else the spec's, else the GPU's, else the default. compute_XX
- * in a spec becomes sm_XX, since a cubin is needed. */
-static int choose_arch(struct run *run, const struct options *opt, const char *spec_arch, const char *spec_field)
-{
-	char gpu[16];
-	const char *source;
-	if (opt->arch) {
-		snprintf(run->arch, sizeof(run->arch), "%s", opt->arch);
-		source = "--arch";
-	} else if (spec_arch) {
-		if (strncmp(spec_arch, "compute_", 8) == 0)
-			snprintf(run->arch, sizeof(run->arch), "sm_%s", spec_arch + 8);
-		else
-			snprintf(run->arch, sizeof(run->arch), "%s", spec_arch);
-		source = spec_field;
-	} else if (gpu_arch(gpu) == 0) {
-		snprintf(run->arch, sizeof(run->arch), "%s", gpu);
-		source = "the GPU";
-	} else {
-		snprintf(run->arch, sizeof(run->arch), "%s", DEFAULT_ARCH);
-		source = "the default; no GPU found";
-	}
-	int number;
-	if (parse_arch(run->arch, &number)) {
-		run->error = xasprintf("%s/spec.json: %s: '%s' is not an architecture like sm_90 or sm_90a", run->dir,
-				       spec_field, spec_arch);
-		return -1;
-	}
-	struct strbuf supported;
-	strbuf_init(&supported);
-	if (!nvrtc_supports_arch(number, &supported)) {
-		run->error = xasprintf("%s: %s is not supported by NVRTC %s (it supports %s)", source, run->arch,
-				       nvrtc_version(), supported.buf);
-		strbuf_release(&supported);
-		return -1;
-	}
-	strbuf_release(&supported);
-	log_info("%s: building for %s (%s)", run->dir, run->arch, source);
-	return 0;
-}
-
-static int setup_compiler_options(struct run *run, const struct options *opt)
-{
-	const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(run->spec->json, "KernelSpecification");
-	const cJSON *list = cJSON_GetObjectItemCaseSensitive(kernel, "CompilerOptions");
-	const cJSON *extension = cJSON_GetObjectItemCaseSensitive(run->spec->json, "KernelGraph");
-	const cJSON *arch = cJSON_GetObjectItemCaseSensitive(extension, "Arch");
-	const char *spec_arch = NULL, *spec_field = "KernelGraph.Arch";
-	if (arch && !cJSON_IsString(arch)) {
-		run->error = xasprintf("%s/spec.json: KernelGraph.Arch: must be a string like \"sm_90\"", run->dir);
-		return -1;
-	}
-	if (arch)
-		spec_arch = arch->valuestring;
-
-	size_t n = (size_t)cJSON_GetArraySize(list), k = 0;
-	char **items = xcalloc(n + 1, sizeof(*items));
-	const cJSON *item;
-	cJSON_ArrayForEach(item, list)
-		items[k++] = item->valuestring; /* t1_load checked that each is a string */
-	run->base_options = xcalloc(n + 1, sizeof(*run->base_options));
-	for (k = 0; k < n;) {
-		const char *value;
-		int span = arch_option(items, n, k, &value);
-		if (span) {
-			if (!spec_arch) {
-				spec_arch = value;
-				spec_field = "KernelSpecification.CompilerOptions";
-			}
-			k += (size_t)span;
-			continue;
-		}
-		run->base_options[run->nbase_options++] = xstrdup(items[k++]);
-	}
-	int rc = choose_arch(run, opt, spec_arch, spec_field);
-	free(items);
-	return rc;
-}
-
-/* Removes what kg-build processes killed mid-build left behind (".tmp-PID-*"). */
-static void remove_stale_temporaries(const char *variants)
-{
-	DIR *d = opendir(variants);
-	if (!d)
-		return;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		long pid;
-		if (sscanf(e->d_name, ".tmp-%ld-", &pid) != 1 || pid <= 0 || pid == (long)getpid())
-			continue;
-		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-			continue;
-		char *path = xasprintf("%s/%s", variants, e->d_name);
-		dir_remove_tree(path);
-		free(path);
-	}
-	closedir(d);
-}
-
-static struct run *load_run(const char *dir, const struct options *opt)
-{
-	struct run *run = xcalloc(1, sizeof(*run));
-	run->dir = xstrdup(dir);
-	char *spec_path = xasprintf("%s/spec.json", dir);
-	int unreadable;
-	run->spec = t1_load(spec_path, &unreadable);
-	if (!run->spec) {
-		run->error = xasprintf("run '%s' has no usable spec.json (see above)", dir);
-		goto done;
-	}
-	size_t len;
-	char *text = file_read_all(run->spec->kernel_path, &len);
-	if (!text) {
-		run->error = xasprintf("%s: KernelSpecification.KernelFile: cannot read '%s': %s", spec_path,
-				       run->spec->kernel_path, strerror(errno));
-		goto done;
-	}
-	run->baseline_source = source_normalize(text, len);
-	free(text);
-	char resolved[PATH_MAX];
-	if (!realpath(run->spec->kernel_path, resolved)) {
-		run->error = xasprintf("cannot resolve '%s': %s", run->spec->kernel_path, strerror(errno));
-		goto done;
-	}
-	run->include_dir = xstrdup(dirname(resolved));
-	digest_headers(run);
-	struct strbuf ps;
-	strbuf_init(&ps);
-	pyval_repr(&ps, &run->spec->problem_size);
-	run->problem_size = strbuf_detach(&ps);
-	if (setup_compiler_options(run, opt))
-		goto done;
-	char *variants = xasprintf("%s/variants", dir);
-	if (dir_create(variants) != 0)
-		run->error = xasprintf("cannot create '%s': %s", variants, strerror(errno));
-	else
-		remove_stale_temporaries(variants);
-	free(variants);
-done:
-	free(spec_path);
-	return run;
-}
-
-static void free_runs(struct run *run)
-{
-	while (run) {
-		struct run *next = run->next;
-		for (size_t k = 0; k < run->nbase_options; k++)
-			free(run->base_options[k]);
-		free(run->base_options);
-		t1_free(run->spec);
-		free(run->dir);
-		free(run->error);
-		free(run->baseline_source);
-		free(run->include_dir);
-		free(run->problem_size);
-		free(run);
-		run = next;
-	}
 }
 
 /* ---------------------------------------------------------------- records in flight */
@@ -425,7 +173,7 @@ static struct run *find_run(struct builder *b, const char *dir)
 	for (struct run *run = b->runs; run; run = run->next)
 		if (strcmp(run->dir, dir) == 0)
 			return run;
-	struct run *run = load_run(dir, b->opt);
+	struct run *run = run_load(dir, b->opt->arch);
 	run->next = b->runs;
 	b->runs = run;
 	return run;
@@ -1231,7 +979,7 @@ int main(int argc, char **argv)
 	for (size_t k = 0; k < b.nwindow; k++)
 		free_entry(b.window[k]);
 	free(b.window);
-	free_runs(b.runs);
+	run_free_all(b.runs);
 	cache_release(&b.cache);
 	jsonl_reader_release(&reader);
 	return cli_finish(b.status);

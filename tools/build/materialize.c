@@ -11,6 +11,7 @@
 
 #include "fileio.h"
 #include "materialize.h"
+#include "process.h"
 
 char *source_normalize(const char *text, size_t len)
 {
@@ -200,43 +201,24 @@ static int rewrite_diff(const char *diff, const char *name, struct strbuf *out, 
  * when no process could be started (errno set). */
 static int run_in(const char *dir, char *const argv[], struct strbuf *out)
 {
-	int fds[2];
-	if (pipe2(fds, O_CLOEXEC) != 0)
+	int fd;
+	pid_t pid = process_fork_piped(&fd);
+	if (pid < 0)
 		return -1;
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid < 0) {
-		int saved_errno = errno;
-		close(fds[0]);
-		close(fds[1]);
-		errno = saved_errno;
-		return -1;
-	}
 	if (pid == 0) {
 		int null = open("/dev/null", O_RDONLY);
-		if (null < 0 || dup2(null, 0) < 0 || dup2(fds[1], 1) < 0 || dup2(fds[1], 2) < 0 || chdir(dir) != 0)
+		if (null < 0 || dup2(null, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || chdir(dir) != 0)
 			_exit(126);
 		unsetenv("POSIXLY_CORRECT"); /* which would make patch keep backups and ignore options */
 		execvp(argv[0], argv);
 		dprintf(2, "cannot run '%s': %s", argv[0], strerror(errno));
 		_exit(127);
 	}
-	close(fds[1]);
-	char chunk[4096];
-	ssize_t got;
-	while ((got = read(fds[0], chunk, sizeof(chunk))) != 0) {
-		if (got < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		strbuf_add(out, chunk, (size_t)got);
-	}
-	close(fds[0]);
-	int status;
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
+	process_read_all(fd, out);
+	close(fd);
+	int status = process_wait(pid);
+	if (status < 0)
+		return -1;
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return WEXITSTATUS(status);

@@ -1,0 +1,42 @@
+/* run.h: the run directories kg-build builds into, each loaded once: RUN/spec.json, the
+ * kernel file it names, and what every variant of the run shares. */
+#ifndef KG_BUILD_RUN_H
+#define KG_BUILD_RUN_H
+
+#include "common.h"
+
+#include <stddef.h>
+
+#include "sha256.h"
+#include "t1.h"
+
+#define RUN_DEFAULT_ARCH "sm_90"
+
+/* A run directory, loaded the first time a record names it. */
+struct run {
+	char *dir;
+	char *error;	       /* why it cannot be used; NULL when it can */
+	struct t1_spec *spec;
+	char *baseline_source; /* the spec's kernel file, normalized */
+	char *include_dir;     /* the kernel file's folder, for its own headers */
+	char headers[SHA256_HEX_SIZE]; /* digest of the headers in include_dir */
+	char arch[16];
+	char **base_options;   /* the spec's CompilerOptions, less any architecture option */
+	size_t nbase_options;
+	char *problem_size;    /* repr of ProblemSize, for the state hash */
+	struct run *next;
+};
+
+/* Loads dir. The architecture is arch_option (--arch) when given, else the spec's
+ * (KernelGraph.Arch, or an architecture option in CompilerOptions), else the GPU's, else
+ * RUN_DEFAULT_ARCH. Never fails: a run that cannot be used has error set. Also creates
+ * dir/variants and removes what killed builds left there. */
+struct run *run_load(const char *dir, const char *arch_option);
+/* Frees run and every run linked after it. */
+void run_free_all(struct run *run);
+
+/* Validates "sm_90", "sm_90a", "sm_100f": the forms that give a cubin. Returns 0 with
+ * *number set (90), or -1. */
+int arch_parse(const char *text, int *number);
+
+#endif
