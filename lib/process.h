@@ -7,6 +7,8 @@
 
 #include <sys/types.h>
 
+#include "xalloc.h"
+
 /* Forks with a pipe from the child to the parent, after flushing stdio so that no buffered
  * output is written twice. Returns the child's pid in the parent, with *fd the pipe's read
  * end; 0 in the child, with *fd its write end; or -1 with errno set. Both ends are
@@ -18,7 +20,6 @@ pid_t process_fork_piped(int *fd);
 int process_wait(pid_t pid);
 
 /* Appends everything readable from fd until end of file; returns 0, or -1 with errno set. */
-struct strbuf;
 int process_read_all(int fd, struct strbuf *out);
 
 #endif
