@@ -37,10 +37,12 @@ ALL_CFLAGS   = -std=c11 $(WARNINGS) $(SAN_FLAGS) $(CFLAGS)
 ALL_LDFLAGS  = $(SAN_FLAGS) $(LDFLAGS)
 BASE_LIBS    = $(CJSON_LIBS) $(CRYPTO_LIBS) -lm
 
-# kg-build reaches NVRTC and the CUDA driver through dlopen: it needs their headers to build,
+# kg-build and kg-bench reach NVRTC, the CUDA driver, CUPTI and NVML through dlopen: it needs their headers to build,
 # and starts (to say what is missing) on machines without them.
 $(BUILD)/tools/build/%.o: ALL_CPPFLAGS += -isystem $(CUDA_HOME)/include -DKG_CUDA_HOME='"$(CUDA_HOME)"'
+$(BUILD)/tools/bench/%.o: ALL_CPPFLAGS += -isystem $(CUDA_HOME)/include -DKG_CUDA_HOME='"$(CUDA_HOME)"'
 LIBS_build = -ldl
+LIBS_bench = -ldl
 
 # A tool exists once tools/<name>/main.c does; each links the shared library and
 # what its own LIBS_<name> adds (libcurl, NVRTC, CUDA, CUPTI).

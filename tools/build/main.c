@@ -771,6 +771,35 @@ static void schedule(struct builder *b, struct entry *e, const char *source, con
 	compile_pool_submit(b->pool, &job);
 }
 
+/* Whether a record builds the run's baseline: the spec's own kernel file, unchanged, with
+ * the configuration a candidate without one gets. kg-bench times every candidate against it. */
+static int is_baseline(struct run *run, const char *node, const char *patch, const char *source, const cJSON *config)
+{
+	if (node || patch || source)
+		return 0;
+	if (!run->default_config) {
+		const struct t1_spec *spec = run->spec;
+		size_t *indices = xcalloc(spec->nparams + 1, sizeof(*indices));
+		cJSON *merged = new_object();
+		struct strbuf why;
+		strbuf_init(&why);
+		if (resolve_config(spec, NULL, NULL, indices, merged, &why) == 0) {
+			cJSON *json = t1_config_to_json(spec, indices);
+			run->default_config = json_text(json);
+			cJSON_Delete(json);
+		} else {
+			run->default_config = xstrdup("");
+		}
+		strbuf_release(&why);
+		cJSON_Delete(merged);
+		free(indices);
+	}
+	char *text = json_text(config);
+	int same = strcmp(text, run->default_config) == 0;
+	free(text);
+	return same;
+}
+
 /* Works out everything about a record short of compiling it. Returns 0, or -1 when the
  * record cannot be handled (reported; it passes through unchanged). */
 static int prepare(struct builder *b, struct entry *e, long line)
@@ -813,6 +842,9 @@ static int prepare(struct builder *b, struct entry *e, long line)
 			char *text = materialize(b, e, parent.source, patch, source);
 			if (text) {
 				state_hash(e->run, text, &plan, e->state);
+				if (is_baseline(e->run, node, patch, source, plan.config) &&
+				    !cJSON_AddBoolToObject(e->own, "baseline", 1))
+					xalloc_die();
 				schedule(b, e, text, &plan);
 				free(text);
 			}

@@ -243,6 +243,7 @@ void run_free_all(struct run *run)
 		free(run->baseline_source);
 		free(run->include_dir);
 		free(run->problem_size);
+		free(run->default_config);
 		free(run);
 		run = next;
 	}

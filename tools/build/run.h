@@ -24,6 +24,8 @@ struct run {
 	char **base_options;   /* the spec's CompilerOptions, less any architecture option */
 	size_t nbase_options;
 	char *problem_size;    /* repr of ProblemSize, for the state hash */
+	char *default_config;  /* the baseline's configuration as JSON text ("" when invalid);
+				  filled by kg-build's main when first needed */
 	struct run *next;
 };
 

@@ -1,0 +1,505 @@
+/* kargs.c: T1 Arguments read into sized, typed buffers; fills (Constant, Random, Generator,
+ * BinaryRaw); NaN poisoning; and the element-wise comparison that decides correctness. */
+#include "common.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fileio.h"
+#include "kargs.h"
+
+static const struct {
+	const char *name;
+	enum karg_base base;
+	size_t bytes;
+} base_types[] = {
+	{"bool", KARG_BOOL, 1}, {"int8", KARG_I8, 1}, {"uint8", KARG_U8, 1}, {"int16", KARG_I16, 2},
+	{"uint16", KARG_U16, 2}, {"int32", KARG_I32, 4}, {"uint32", KARG_U32, 4}, {"int64", KARG_I64, 8},
+	{"uint64", KARG_U64, 8}, {"half", KARG_F16, 2}, {"float", KARG_F32, 4}, {"double", KARG_F64, 8},
+	{"custom", KARG_CUSTOM, 0},
+};
+
+const char *karg_base_name(enum karg_base base)
+{
+	for (size_t k = 0; k < ARRAY_SIZE(base_types); k++)
+		if (base_types[k].base == base)
+			return base_types[k].name;
+	return "?";
+}
+
+static size_t base_bytes(enum karg_base base)
+{
+	for (size_t k = 0; k < ARRAY_SIZE(base_types); k++)
+		if (base_types[k].base == base)
+			return base_types[k].bytes;
+	return 0;
+}
+
+static int is_float_base(enum karg_base base)
+{
+	return base == KARG_F16 || base == KARG_F32 || base == KARG_F64;
+}
+
+/* "float4" is float with 4 lanes; the loader already checked the name against T1's list. */
+static void parse_type(const char *type, struct karg *a)
+{
+	a->lanes = 1;
+	for (size_t k = 0; k < ARRAY_SIZE(base_types); k++) {
+		size_t len = strlen(base_types[k].name);
+		if (strncmp(type, base_types[k].name, len) != 0)
+			continue;
+		if (type[len] == '\0' || (base_types[k].base >= KARG_F16 && base_types[k].base <= KARG_F64)) {
+			a->base = base_types[k].base;
+			if (type[len])
+				a->lanes = (size_t)strtoul(type + len, NULL, 10);
+			return;
+		}
+	}
+}
+
+size_t karg_bytes(const struct karg *a)
+{
+	return a->elem_bytes * a->count;
+}
+
+int karg_is_output(const struct karg *a)
+{
+	return (a->memory == KARG_VECTOR || a->memory == KARG_SYMBOL) && a->access != KARG_READ;
+}
+
+/* ---------------------------------------------------------------- loading */
+
+static const char *string_member(const cJSON *obj, const char *key)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+	return cJSON_IsString(item) ? item->valuestring : NULL;
+}
+
+static int number_member(const cJSON *obj, const char *key, double *out)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (!cJSON_IsNumber(item))
+		return 0;
+	*out = item->valuedouble;
+	return 1;
+}
+
+/* Size: an integer, or an expression with each tuning parameter bound to all its values. */
+static int load_size(const struct t1_spec *spec, const cJSON *arg, struct karg *a, struct strbuf *why)
+{
+	const cJSON *size = cJSON_GetObjectItemCaseSensitive(arg, "Size");
+	if (!size) {
+		if (a->memory == KARG_SCALAR) {
+			a->count = 1;
+			return 0;
+		}
+		strbuf_addf(why, "%s: %s: Size: missing (a %s argument needs one)", spec->path, a->field,
+			    a->memory == KARG_VECTOR ? "Vector" : a->memory == KARG_LOCAL ? "Local" : "Symbol");
+		return -1;
+	}
+	if (cJSON_IsNumber(size)) {
+		a->count = (size_t)size->valuedouble;
+		return 0;
+	}
+	struct pyexpr_error err;
+	struct pyexpr *e = pyexpr_compile(size->valuestring, spec->names, spec->nnames, &err);
+	struct pyarena *arena = pyarena_new();
+	struct pyval *values = xcalloc(spec->nnames, sizeof(*values)), v;
+	for (size_t k = 0; k < spec->nparams; k++)
+		values[k] = pyval_list(arena, spec->params[k].values, spec->params[k].nvalues);
+	values[spec->nparams] = spec->problem_size;
+	int rc = 0;
+	if (!e || pyexpr_eval(e, values, arena, &v, &err) != 0) {
+		strbuf_addf(why, "%s: %s.Size: column %zu: %s in \"%s\"", spec->path, a->field,
+			    pyexpr_error_column(size->valuestring, &err), err.message, size->valuestring);
+		rc = -1;
+	} else if (v.kind != PY_INT || v.u.i < 0) {
+		strbuf_addf(why, "%s: %s.Size: \"%s\" gives ", spec->path, a->field, size->valuestring);
+		pyval_repr(why, &v);
+		strbuf_addstr(why, ", not a count of elements");
+		rc = -1;
+	} else {
+		a->count = (size_t)v.u.i;
+	}
+	free(values);
+	pyarena_free(arena);
+	pyexpr_free(e);
+	return rc;
+}
+
+static int load_fill(const struct t1_spec *spec, const cJSON *arg, struct karg *a, struct strbuf *why)
+{
+	static const char *const fills[] = {"Constant", "Random", "Generator", "BinaryRaw"};
+	const char *fill = string_member(arg, "FillType");
+	const char *source = string_member(arg, "DataSource");
+	double seed;
+	a->fill = KARG_FILL_CONSTANT;
+	for (size_t k = 0; fill && k < ARRAY_SIZE(fills); k++)
+		if (strcmp(fill, fills[k]) == 0)
+			a->fill = (enum karg_fill)k;
+	if (fill && strcmp(fill, fills[a->fill]) != 0) {
+		strbuf_addf(why, "%s: %s.FillType: %s is not supported (Constant, Random, Generator, BinaryRaw)",
+			    spec->path, a->field, fill);
+		return -1;
+	}
+	a->has_fill_value = number_member(arg, "FillValue", &a->fill_value);
+	if (number_member(arg, "RandomSeed", &seed))
+		a->seed = (uint64_t)seed;
+	if (a->fill == KARG_FILL_GENERATOR || a->fill == KARG_FILL_BINARY) {
+		if (!source) {
+			strbuf_addf(why, "%s: %s.DataSource: missing (FillType %s needs it)", spec->path, a->field, fill);
+			return -1;
+		}
+	}
+	if (a->fill == KARG_FILL_GENERATOR) {
+		static const char *const names[] = {"i", "ProblemSize"};
+		struct pyexpr_error err;
+		a->generator = pyexpr_compile(source, names, ARRAY_SIZE(names), &err);
+		if (!a->generator) {
+			strbuf_addf(why, "%s: %s.DataSource: column %zu: %s in \"%s\"", spec->path, a->field,
+				    pyexpr_error_column(source, &err), err.message, source);
+			return -1;
+		}
+	} else if (a->fill == KARG_FILL_BINARY) {
+		if (source[0] == '/') {
+			a->data_path = xstrdup(source);
+		} else {
+			char *copy = xstrdup(spec->path);
+			a->data_path = xasprintf("%s/%s", dirname(copy), source);
+			free(copy);
+		}
+	}
+	return 0;
+}
+
+/* KernelGraph.Tolerance {"atol", "rtol"} applies to every output; otherwise by type, as
+ * KernelBench's current defaults (1e-4 for float, 1e-2 for half). */
+static void load_tolerance(const struct t1_spec *spec, const cJSON *arg, struct karg *a)
+{
+	const cJSON *ext = cJSON_GetObjectItemCaseSensitive(spec->json, "KernelGraph");
+	const cJSON *tol = cJSON_GetObjectItemCaseSensitive(ext, "Tolerance");
+	const cJSON *own = cJSON_GetObjectItemCaseSensitive(arg, "Tolerance");
+	a->abs_tol = a->rel_tol = a->base == KARG_F16 ? 1e-2 : a->base == KARG_F64 ? 1e-8 : is_float_base(a->base) ? 1e-4 : 0;
+	number_member(tol, "atol", &a->abs_tol);
+	number_member(tol, "rtol", &a->rel_tol);
+	number_member(own, "atol", &a->abs_tol);
+	number_member(own, "rtol", &a->rel_tol);
+}
+
+int kargs_load(const struct t1_spec *spec, struct kargs *out, struct strbuf *why)
+{
+	static const char *const memories[] = {"Scalar", "Vector", "Local", "Symbol"};
+	const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(spec->json, "KernelSpecification");
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(kernel, "Arguments"), *arg;
+	double shared;
+	memset(out, 0, sizeof(*out));
+	out->args = xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(*out->args));
+	if (number_member(kernel, "SharedMemory", &shared) && shared > 0)
+		out->dynamic_smem = (size_t)shared;
+	cJSON_ArrayForEach(arg, list) {
+		struct karg *a = &out->args[out->n];
+		const char *name = string_member(arg, "Name"), *memory = string_member(arg, "MemoryType");
+		const char *access = string_member(arg, "AccessType");
+		double type_size = 0, output = 0;
+		a->field = xasprintf("KernelSpecification.Arguments[%zu]", out->n);
+		a->name = name ? xstrdup(name) : xasprintf("argument %zu", out->n);
+		a->seed = out->n + 1;
+		a->problem_size = &spec->problem_size;
+		out->n++;
+		parse_type(string_member(arg, "Type"), a);
+		for (size_t k = 0; k < ARRAY_SIZE(memories); k++)
+			if (strcmp(memory, memories[k]) == 0)
+				a->memory = (enum karg_memory)k;
+		a->access = !access ? KARG_READ_WRITE
+			    : strcmp(access, "ReadOnly") == 0 ? KARG_READ
+			    : strcmp(access, "WriteOnly") == 0 ? KARG_WRITE : KARG_READ_WRITE;
+		/* Kernel Tuner's "Output": 1 marks an output that has no AccessType. */
+		if (!access && number_member(arg, "Output", &output) && output == 0)
+			a->access = KARG_READ;
+		a->elem_bytes = base_bytes(a->base) * a->lanes;
+		if (a->base == KARG_CUSTOM) {
+			if (!number_member(arg, "TypeSize", &type_size) || type_size < 1) {
+				strbuf_addf(why, "%s: %s.TypeSize: missing (a custom Type needs its size in bytes)",
+					    spec->path, a->field);
+				kargs_release(out);
+				return -1;
+			}
+			a->elem_bytes = (size_t)type_size;
+		}
+		if (a->memory == KARG_SYMBOL && !name) {
+			strbuf_addf(why, "%s: %s.Name: missing (a Symbol is found by its name)", spec->path, a->field);
+			kargs_release(out);
+			return -1;
+		}
+		if (load_size(spec, arg, a, why) || load_fill(spec, arg, a, why)) {
+			kargs_release(out);
+			return -1;
+		}
+		load_tolerance(spec, arg, a);
+		if (a->memory == KARG_LOCAL)
+			out->dynamic_smem += karg_bytes(a);
+	}
+	return 0;
+}
+
+void kargs_release(struct kargs *kargs)
+{
+	for (size_t k = 0; k < kargs->n; k++) {
+		free(kargs->args[k].name);
+		free(kargs->args[k].field);
+		free(kargs->args[k].data_path);
+		pyexpr_free(kargs->args[k].generator);
+	}
+	free(kargs->args);
+	memset(kargs, 0, sizeof(*kargs));
+}
+
+/* ---------------------------------------------------------------- data */
+
+uint16_t half_from_float(float f)
+{
+	uint32_t x;
+	memcpy(&x, &f, sizeof(x));
+	uint32_t sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu, mant = x & 0x7fffffu;
+	if (exp == 0xff) /* infinity, or NaN (kept quiet) */
+		return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
+	int e = (int)exp - 127 + 15;
+	if (e >= 31)
+		return (uint16_t)(sign | 0x7c00u);
+	if (e <= 0) { /* subnormal or zero */
+		if (e < -10)
+			return (uint16_t)sign;
+		mant |= 0x800000u;
+		uint32_t shift = (uint32_t)(14 - e);
+		uint32_t half = mant >> shift, rest = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+		if (rest > mid || (rest == mid && (half & 1)))
+			half++;
+		return (uint16_t)(sign | half);
+	}
+	uint32_t half = ((uint32_t)e << 10) | (mant >> 13), rest = mant & 0x1fffu;
+	if (rest > 0x1000u || (rest == 0x1000u && (half & 1)))
+		half++; /* may carry into the exponent, up to infinity: still correct */
+	return (uint16_t)(sign | half);
+}
+
+float half_to_float(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, x;
+	if (exp == 0x1f) {
+		x = sign | 0x7f800000u | (mant << 13);
+	} else if (exp == 0) {
+		if (mant == 0) {
+			x = sign;
+		} else { /* subnormal: normalize */
+			int e = -1;
+			do {
+				e++;
+				mant <<= 1;
+			} while (!(mant & 0x400u));
+			x = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+		}
+	} else {
+		x = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+	}
+	float f;
+	memcpy(&f, &x, sizeof(f));
+	return f;
+}
+
+/* splitmix64: small, fast, and the same stream on every machine. */
+static uint64_t next_random(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static void store(enum karg_base base, unsigned char *p, double v)
+{
+	switch (base) {
+	case KARG_BOOL: *p = v != 0; break;
+	case KARG_I8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); break; }
+	case KARG_U8: *p = (uint8_t)v; break;
+	case KARG_I16: { int16_t x = (int16_t)v; memcpy(p, &x, 2); break; }
+	case KARG_U16: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
+	case KARG_I32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
+	case KARG_U32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
+	case KARG_I64: { int64_t x = (int64_t)v; memcpy(p, &x, 8); break; }
+	case KARG_U64: { uint64_t x = (uint64_t)v; memcpy(p, &x, 8); break; }
+	case KARG_F16: { uint16_t x = half_from_float((float)v); memcpy(p, &x, 2); break; }
+	case KARG_F32: { float x = (float)v; memcpy(p, &x, 4); break; }
+	case KARG_F64: memcpy(p, &v, 8); break;
+	case KARG_CUSTOM: *p = (unsigned char)v; break;
+	}
+}
+
+static double load(enum karg_base base, const unsigned char *p)
+{
+	switch (base) {
+	case KARG_BOOL: return *p != 0;
+	case KARG_I8: { int8_t x; memcpy(&x, p, 1); return x; }
+	case KARG_U8: return *p;
+	case KARG_I16: { int16_t x; memcpy(&x, p, 2); return x; }
+	case KARG_U16: { uint16_t x; memcpy(&x, p, 2); return x; }
+	case KARG_I32: { int32_t x; memcpy(&x, p, 4); return x; }
+	case KARG_U32: { uint32_t x; memcpy(&x, p, 4); return x; }
+	case KARG_I64: { int64_t x; memcpy(&x, p, 8); return (double)x; }
+	case KARG_U64: { uint64_t x; memcpy(&x, p, 8); return (double)x; }
+	case KARG_F16: { uint16_t x; memcpy(&x, p, 2); return half_to_float(x); }
+	case KARG_F32: { float x; memcpy(&x, p, 4); return x; }
+	case KARG_F64: { double x; memcpy(&x, p, 8); return x; }
+	case KARG_CUSTOM: return *p;
+	}
+	return 0;
+}
+
+/* Random values: floats uniform in [-v, v) (v = FillValue, or 1); integers uniform in
+ * [0, v] (v = FillValue, or 100); booleans 0 or 1. Never all zero. */
+static double random_value(const struct karg *a, uint64_t *state)
+{
+	uint64_t r = next_random(state);
+	if (is_float_base(a->base)) {
+		double v = a->has_fill_value ? fabs(a->fill_value) : 1.0;
+		return ((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0) * v;
+	}
+	if (a->base == KARG_BOOL)
+		return (double)(r & 1);
+	double top = a->has_fill_value ? fabs(a->fill_value) : 100;
+	return (double)(r % ((uint64_t)top + 1));
+}
+
+static int fill_binary(const struct karg *a, void *host, struct strbuf *why)
+{
+	size_t len;
+	char *data = file_read_all(a->data_path, &len);
+	if (!data) {
+		strbuf_addf(why, "%s.DataSource: cannot read '%s': %s", a->field, a->data_path, strerror(errno));
+		return -1;
+	}
+	int rc = 0;
+	if (len != karg_bytes(a)) {
+		strbuf_addf(why, "%s.DataSource: '%s' holds %zu bytes; %s needs %zu (%zu elements of %zu bytes)",
+			    a->field, a->data_path, len, a->name, karg_bytes(a), a->count, a->elem_bytes);
+		rc = -1;
+	} else {
+		memcpy(host, data, len);
+	}
+	free(data);
+	return rc;
+}
+
+static int fill_generated(const struct karg *a, void *host, struct strbuf *why)
+{
+	struct pyarena *arena = pyarena_new();
+	unsigned char *p = host;
+	size_t lane_bytes = a->elem_bytes / a->lanes, n = a->count * a->lanes;
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct pyval globals[2] = {pyval_int((int64_t)i), *a->problem_size}, v;
+		struct pyexpr_error err;
+		if (pyexpr_eval(a->generator, globals, arena, &v, &err) != 0) {
+			strbuf_addf(why, "%s.DataSource: column %zu: %s in \"%s\" (with i=%zu)", a->field,
+				    pyexpr_error_column(pyexpr_source(a->generator), &err), err.message,
+				    pyexpr_source(a->generator), i);
+			rc = -1;
+		} else if (v.kind != PY_INT && v.kind != PY_BOOL && v.kind != PY_FLOAT) {
+			strbuf_addf(why, "%s.DataSource: \"%s\" gives %s, not a number (with i=%zu)", a->field,
+				    pyexpr_source(a->generator), pyval_type_name(&v), i);
+			rc = -1;
+		} else {
+			store(a->base, p + i * lane_bytes, v.kind == PY_FLOAT ? v.u.f : (double)v.u.i);
+		}
+		pyarena_reset(arena);
+	}
+	pyarena_free(arena);
+	return rc;
+}
+
+int karg_fill(const struct karg *a, uint64_t input_set, void *host, struct strbuf *why)
+{
+	if (a->memory == KARG_LOCAL)
+		return 0;
+	if (a->base == KARG_CUSTOM && a->fill != KARG_FILL_BINARY) {
+		memset(host, 0, karg_bytes(a));
+		return 0;
+	}
+	unsigned char *p = host;
+	size_t lane_bytes = a->elem_bytes / a->lanes, n = a->count * a->lanes;
+	switch (a->fill) {
+	case KARG_FILL_CONSTANT:
+		for (size_t i = 0; i < n; i++)
+			store(a->base, p + i * lane_bytes, a->has_fill_value ? a->fill_value : 0);
+		return 0;
+	case KARG_FILL_RANDOM: {
+		uint64_t state = a->seed * 0x9e3779b97f4a7c15ull ^ (input_set + 1) * 0xd1b54a32d192ed03ull;
+		for (size_t i = 0; i < n; i++)
+			store(a->base, p + i * lane_bytes, random_value(a, &state));
+		return 0;
+	}
+	case KARG_FILL_GENERATOR:
+		return fill_generated(a, host, why);
+	case KARG_FILL_BINARY:
+		return fill_binary(a, host, why);
+	}
+	return 0;
+}
+
+void karg_poison(const struct karg *a, void *host)
+{
+	unsigned char *p = host;
+	size_t lane_bytes = a->elem_bytes / a->lanes, n = a->count * a->lanes;
+	if (!is_float_base(a->base)) {
+		memset(host, 0xA5, karg_bytes(a));
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		store(a->base, p + i * lane_bytes, NAN);
+}
+
+/* ---------------------------------------------------------------- comparison */
+
+void karg_compare(const struct karg *a, const void *out, const void *ref, struct karg_diff *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->passed = 1;
+	const unsigned char *o = out, *r = ref;
+	if (a->base == KARG_CUSTOM) {
+		for (size_t i = 0; i < karg_bytes(a); i++)
+			if (o[i] != r[i] && d->bad++ == 0)
+				d->first_bad = i / a->elem_bytes;
+		d->passed = d->bad == 0;
+		return;
+	}
+	size_t lane_bytes = a->elem_bytes / a->lanes, n = a->count * a->lanes;
+	int floating = is_float_base(a->base);
+	for (size_t i = 0; i < n; i++) {
+		double x = load(a->base, o + i * lane_bytes), y = load(a->base, r + i * lane_bytes);
+		double err = fabs(x - y);
+		int ok;
+		if (!floating)
+			ok = x == y;
+		else if (isnan(y))
+			ok = isnan(x); /* the baseline made a NaN here: so may the candidate */
+		else if (!isfinite(y))
+			ok = x == y;
+		else
+			ok = isfinite(x) && err <= a->abs_tol + a->rel_tol * fabs(y);
+		if (isfinite(y) && fabs(y) > d->ref_max)
+			d->ref_max = fabs(y);
+		if (isfinite(err)) {
+			if (err > d->max_abs_err)
+				d->max_abs_err = err;
+			if (y != 0 && err / fabs(y) > d->max_rel_err)
+				d->max_rel_err = err / fabs(y);
+		} else if (!ok) {
+			d->max_abs_err = d->max_rel_err = INFINITY;
+		}
+		if (!ok && d->bad++ == 0)
+			d->first_bad = i / a->lanes;
+	}
+	d->passed = d->bad == 0;
+}

@@ -1,0 +1,90 @@
+/* kargs.h: a kernel's arguments as a T1 spec declares them (KernelSpecification.Arguments):
+ * their types and sizes, the data that fills them, and how an output is compared with its
+ * reference. No GPU here: kg-bench copies what this builds to the device and back. */
+#ifndef KG_KARGS_H
+#define KG_KARGS_H
+
+#include "common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "t1.h"
+#include "xalloc.h"
+
+enum karg_base {
+	KARG_BOOL, KARG_I8, KARG_U8, KARG_I16, KARG_U16, KARG_I32, KARG_U32, KARG_I64, KARG_U64,
+	KARG_F16, KARG_F32, KARG_F64, KARG_CUSTOM,
+};
+
+enum karg_memory { KARG_SCALAR, KARG_VECTOR, KARG_LOCAL, KARG_SYMBOL };
+enum karg_access { KARG_READ, KARG_WRITE, KARG_READ_WRITE };
+enum karg_fill { KARG_FILL_CONSTANT, KARG_FILL_RANDOM, KARG_FILL_GENERATOR, KARG_FILL_BINARY };
+
+struct karg {
+	char *name;		  /* Name, or "argument K" */
+	char *field;		  /* "KernelSpecification.Arguments[K]", for messages */
+	enum karg_base base;	  /* the element type, or of each lane of a vector type */
+	size_t lanes;		  /* 1; or 2, 4, 8, 16 for float4 and the like */
+	size_t elem_bytes;	  /* bytes of one element: base size x lanes, or TypeSize */
+	size_t count;		  /* elements: Size (1 for a scalar) */
+	enum karg_memory memory;  /* Scalar: passed by value; Vector: a device buffer; Local: dynamic
+				     shared memory of count elements; Symbol: a __constant__ or
+				     __device__ variable of that name, written before each launch */
+	enum karg_access access;  /* ReadOnly, WriteOnly or ReadWrite; ReadWrite when absent */
+	enum karg_fill fill;
+	double fill_value;	  /* Constant: the value; Random: the largest magnitude */
+	int has_fill_value;
+	uint64_t seed;		  /* RandomSeed, or the argument's position */
+	struct pyexpr *generator; /* Generator: DataSource, an expression in i (and ProblemSize) */
+	char *data_path;	  /* BinaryRaw: DataSource, resolved against the spec's folder */
+	const struct pyval *problem_size; /* the spec's, for Generator expressions */
+	double abs_tol, rel_tol;  /* tolerances of the comparison (KernelGraph.Tolerance, or by type) */
+};
+
+struct kargs {
+	struct karg *args;
+	size_t n;
+	size_t dynamic_smem; /* bytes of the Local arguments, plus KernelSpecification.SharedMemory */
+};
+
+/* Reads the Arguments of spec, which must outlive the result. Sizes are evaluated as Kernel Tuner does, with each tuning
+ * parameter bound to its whole list of values (so "max(tile)" works and every configuration
+ * gets the same buffers). Returns 0, or -1 with why set ("spec.json: ...Arguments[2].Size: ..."). */
+int kargs_load(const struct t1_spec *spec, struct kargs *out, struct strbuf *why);
+void kargs_release(struct kargs *kargs);
+
+/* Whether the argument is compared after a launch: a Vector or Symbol written by the kernel. */
+int karg_is_output(const struct karg *a);
+/* The base type's name as T1 writes it ("float", "half", "int32"). */
+const char *karg_base_name(enum karg_base base);
+size_t karg_bytes(const struct karg *a);
+
+/* Fills host (karg_bytes(a) bytes) with the argument's data. Random data depends on the
+ * argument's seed and on input_set, so that each input set is fresh and reproducible.
+ * Returns 0, or -1 with why set (a BinaryRaw file of the wrong size, a Generator error). */
+int karg_fill(const struct karg *a, uint64_t input_set, void *host, struct strbuf *why);
+
+/* Sets every element of an output buffer to a value no kernel computes by accident: NaN
+ * for floating-point types, 0xA5 bytes for the others. */
+void karg_poison(const struct karg *a, void *host);
+
+/* How an output differs from its reference. */
+struct karg_diff {
+	int passed;
+	double max_abs_err, max_rel_err; /* over all elements (relative to |reference|, where nonzero) */
+	size_t first_bad;		 /* the first element that failed; valid when !passed */
+	size_t bad;			 /* how many elements failed */
+	double ref_max;			 /* the largest |reference|: a tiny one makes a weak test */
+};
+
+/* Compares out with ref element by element: floating-point elements pass when
+ * |out - ref| <= abs_tol + rel_tol * |ref|, and a NaN or infinity where the reference is finite
+ * fails; other types must match exactly. */
+void karg_compare(const struct karg *a, const void *out, const void *ref, struct karg_diff *diff);
+
+/* IEEE half-precision conversions, rounding to nearest even. */
+uint16_t half_from_float(float f);
+float half_to_float(uint16_t h);
+
+#endif

@@ -1,0 +1,90 @@
+#!/usr/bin/env bats
+# 30-kg-bench.bats (GPU): kg-bench passes a correct kernel and fails the ways kernels cheat:
+# an off-by-one, half an output, a constant output, an untouched output, a written input;
+# a faulting and a hanging kernel are crashed and timeout, and the next record still runs.
+
+load ../test_helper
+
+BENCH="$BATS_TEST_DIRNAME/../fixtures/bench"
+
+setup() {
+	export XDG_CACHE_HOME="$BATS_TEST_TMPDIR/cache"
+	cd "$BATS_TEST_TMPDIR"
+	mkdir run
+	cp "$BENCH"/spec.json "$BENCH"/saxpy.cu run/
+	echo '{"run":"run","candidate":{"id":"baseline"}}' | timeout 120 kg-build | timeout 120 kg-bench --budget 0.2 >baseline.jsonl
+	BASE=$(jq -r .build.state baseline.jsonl)
+}
+
+# candidate ID FILE [CONFIG]: a full-source candidate made of a fixture kernel.
+candidate() {
+	local config=${3:-'{}'}
+	jq -cn --arg id "$1" --rawfile s "$BENCH/$2" --arg b "$BASE" --argjson c "$config" \
+		'{run: "run", node: $b, candidate: {id: $id, source: $s, config: $c}}'
+}
+
+@test "the baseline is benched, kept as the run's baseline, and its outputs as the reference" {
+	[ "$(jq -r '.bench.status' baseline.jsonl)" = ok ]
+	[ "$(jq -r '.build.baseline' baseline.jsonl)" = true ]
+	[ "$(jq '.bench | .samples >= 10 and .median_ms > 0 and .speedup == 1' baseline.jsonl)" = true ]
+	[ "$(jq -r .state run/baseline.json)" = "$BASE" ]
+	[ -s run/reference/0-y.bin ]
+	[ "$(stat -c %s run/reference/0-y.bin)" -eq $((4194304 * 4)) ]
+	[ -s "run/variants/$BASE/bench.json" ]
+}
+
+@test "a correct kernel passes and is timed against the baseline" {
+	run_tool 0 kg-bench --budget 0.3 < <(candidate good saxpy.cu '{"items_per_thread":2}' | timeout 120 kg-build)
+	jq -c .bench <<<"$output" >&3
+	[ "$(jq -r '.bench.status' <<<"$output")" = ok ]
+	[ "$(jq '.bench.check | .passed and .input_sets == 3 and .max_abs_err == 0' <<<"$output")" = true ]
+	[ "$(jq '.bench | .samples >= 10 and .baseline_ms > 0 and .speedup > 0 and (.speedup_ci | length) == 2' <<<"$output")" = true ]
+	[ "$(jq '.bench | .speedup_ci[0] <= .speedup and .speedup <= .speedup_ci[1]' <<<"$output")" = true ]
+	[ "$(jq -r '.bench.timer' <<<"$output")" = cupti ]
+	[ "$(jq '.bench | .bytes == 4194304 * 12 and .gbps > 100' <<<"$output")" = true ]
+	state=$(jq -r .build.state <<<"$output")
+	[ "$(jq '.candidate_ms.cupti_ms | length >= 10' "run/variants/$state/bench.json")" = true ]
+}
+
+@test "kernels that cheat or are wrong fail the check" {
+	{
+		candidate off-by-one off_by_one.cu
+		candidate half half_output.cu
+		candidate constant constant.cu
+		candidate untouched untouched.cu
+		candidate writes-input writes_input.cu
+	} | timeout 120 kg-build >built.jsonl
+	run_tool 0 kg-bench --budget 0.2 built.jsonl
+	jq -c '[.candidate.id, .bench.status, .bench.check]' <<<"$output" >&3
+	[ "$(jq -r .bench.status <<<"$output" | sort -u)" = incorrect ]
+	[ "$(jq -r '.bench.check.argument' <<<"$output" | tr '\n' ' ')" = 'y y y y z ' ]
+	[ "$(jq '.bench.check.first_bad' <<<"${lines[0]}")" -eq 4194303 ]
+	[ "$(jq '.bench.check.first_bad' <<<"${lines[1]}")" -eq 2097152 ]
+	[ "$(jq '.bench.check.first_bad' <<<"${lines[3]}")" -eq 0 ]
+}
+
+@test "a faulting kernel is crashed, a hanging one timeout, and the records after them are benched" {
+	{
+		candidate fault fault.cu
+		candidate after-fault saxpy.cu '{"items_per_thread":4}'
+		candidate hang hang.cu
+		candidate after-hang saxpy.cu '{"block_size_x":128}'
+	} | timeout 120 kg-build >built.jsonl
+	run_tool 0 kg-bench --budget 0.2 --watchdog 5 built.jsonl
+	jq -c '[.candidate.id, .bench.status, .bench.error]' <<<"$output" >&3
+	[ "$(jq -r '.bench.status' <<<"$output" | tr '\n' ' ')" = 'crashed ok timeout ok ' ]
+	jq -r '.bench.error' <<<"${lines[0]}" | grep -q CUDA_ERROR_ILLEGAL_ADDRESS
+	[ "$(jq -r '.bench.error' <<<"${lines[2]}")" = 'no progress for 5 s: the kernel hung and its process was killed' ]
+}
+
+@test "records without a successful build pass through; --calibrate measures the copy bandwidth" {
+	echo '{"candidate":{"id":"x"},"build":{"status":"compile_failed","error":"e"}}' >failed.jsonl
+	run_tool 0 kg-bench failed.jsonl
+	[ "$output" = "$(cat failed.jsonl)" ]
+	run_tool 0 kg-bench --calibrate
+	jq -c . <<<"$output" >&3
+	[ "$(jq '.copy_gbps > 500' <<<"$output")" = true ]
+	ls cache/kernelgraph/devices/*.json
+	run_tool 0 kg-bench --budget 0.2 < <(candidate again saxpy.cu '{"items_per_thread":2}' | timeout 120 kg-build)
+	[ "$(jq '.bench.pct_peak_bw > 0' <<<"$output")" = true ]
+}

@@ -1,0 +1,55 @@
+/* gpu.h: the CUDA driver, CUPTI and NVML, loaded with dlopen so that kg-bench starts on any
+ * machine: --replay needs none of them, and without a GPU it can say so plainly. */
+#ifndef KG_BENCH_GPU_H
+#define KG_BENCH_GPU_H
+
+#include "common.h"
+
+#include <cuda.h>
+#include <cupti_activity.h>
+
+#include "xalloc.h"
+
+/* Every driver function kg-bench calls. cuda.h maps several names to versioned symbols
+ * (cuMemAlloc to cuMemAlloc_v2); the table's members carry the same names, so that
+ * cu.cuMemAlloc(...) reads as the API does and calls what the header means. */
+#define CU_FUNCTIONS(X)                                                                          \
+	X(cuInit) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet)         \
+	X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceGetPCIBusId) X(cuDeviceTotalMem)      \
+	X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData)    \
+	X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetGlobal) X(cuFuncSetAttribute)        \
+	X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync)            \
+	X(cuMemcpyHtoDAsync) X(cuMemsetD8Async) X(cuLaunchKernel) X(cuStreamCreate)                \
+	X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)             \
+	X(cuEventElapsedTime)
+
+#define CU_DECLARE(f) __typeof__(&f) f;
+struct cu_api {
+	CU_FUNCTIONS(CU_DECLARE)
+};
+extern struct cu_api cu;
+
+#define CUPTI_FUNCTIONS(X)                                                                       \
+	X(cuptiActivityEnable) X(cuptiActivityDisable) X(cuptiActivityRegisterCallbacks)            \
+	X(cuptiActivityFlushAll) X(cuptiActivityGetNextRecord) X(cuptiGetResultString)
+struct cupti_api {
+	CUPTI_FUNCTIONS(CU_DECLARE)
+};
+extern struct cupti_api cupti;
+#undef CU_DECLARE
+
+/* Loads the driver and initializes it. Returns 0, or -1 with why set in plain words ("no
+ * CUDA driver: ...", "no GPU: ..."). */
+int cuda_open(struct strbuf *why);
+/* "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered" */
+const char *cuda_error(CUresult rc);
+
+/* Loads CUPTI for kernel timestamps; returns 0, or -1 with why set (timing then falls back
+ * to CUDA events). */
+int cupti_open(struct strbuf *why);
+
+/* The SM clock in MHz of the GPU with that PCI bus id, through NVML; -1 when NVML or the
+ * reading is unavailable. */
+int nvml_sm_clock_mhz(const char *pci_bus_id);
+
+#endif

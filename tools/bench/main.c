@@ -1,0 +1,484 @@
+/* main.c (kg-bench): runs each built candidate on the GPU, checks it against the baseline and
+ * times both, in a worker process that a faulting or hanging kernel cannot take down with it. */
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "fileio.h"
+#include "jsonl.h"
+#include "log.h"
+#include "parse.h"
+#include "process.h"
+#include "replay.h"
+#include "worker.h"
+#include "xalloc.h"
+
+struct options {
+	const char *run_dir;	 /* --run */
+	const char *replay_path; /* --replay */
+	int calibrate;		 /* --calibrate */
+	double watchdog_s;	 /* --watchdog; 0: the larger of 10 s and 100x the baseline */
+	struct bench_settings settings;
+};
+
+static void usage(FILE *fp)
+{
+	fputs("Usage: kg-bench [OPTION]... [FILE]\n"
+	      "       kg-bench --calibrate [--device N]\n"
+	      "Run, check and time every record whose build.status is \"ok\" (from kg-build), adding\n"
+	      "a \"bench\" object; other records pass through. Reads FILE or stdin, writes stdout.\n"
+	      "\n"
+	      "Each candidate is checked first: on fresh random input sets and on the spec's own,\n"
+	      "with outputs poisoned (NaN, or 0xA5 bytes) before the launch, every output element\n"
+	      "is compared with the baseline's (|out - ref| <= atol + rtol |ref|, from\n"
+	      "KernelGraph.Tolerance or the type), and inputs must come back unchanged. Then the\n"
+	      "baseline and the candidate are timed interleaved, by CUPTI and CUDA events, each\n"
+	      "sample after an L2 flush, until the median's relative standard error is under\n"
+	      "--noise or --budget is spent. The baseline is the record whose build says\n"
+	      "\"baseline\": true; kg-bench keeps it in RUN/baseline.json and its outputs in\n"
+	      "RUN/reference/, and every sample in variants/STATE/bench.json.\n"
+	      "\n"
+	      "  -r, --run DIR          the run directory of records that have no \"run\"\n"
+	      "  -d, --device N         the GPU (CUDA ordinal; default 0)\n"
+	      "      --hot              no L2 flush before each sample\n"
+	      "  -b, --budget SEC       GPU time for one record's samples (default 1)\n"
+	      "      --min-samples N    at least N samples of each kernel (default 10)\n"
+	      "      --noise PCT        stop sampling under this relative standard error of the\n"
+	      "                         median, in percent (default 0.5)\n"
+	      "      --input-sets N     fresh random input sets per check (default 2)\n"
+	      "  -w, --watchdog SEC     a kernel silent this long is killed (default: the larger of\n"
+	      "                         10 s and 100 times the baseline's median)\n"
+	      "      --replay FILE      answer from recorded measurements (a T4 file, or an\n"
+	      "                         events.jsonl), without a GPU\n"
+	      "      --calibrate        measure the GPU's copy bandwidth and keep it in the cache\n"
+	      "                         ($XDG_CACHE_HOME/kernelgraph/devices/), for pct_peak_bw\n"
+	      "  -q, --quiet            print errors only\n"
+	      "  -v, --verbose          say more on stderr (twice: debug)\n"
+	      "  -h, --help             print this help and exit\n"
+	      "  -V, --version          print the version and exit\n"
+	      "\n"
+	      "bench.status is ok, incorrect (check.argument, first_bad, max_abs_err say where),\n"
+	      "crashed (the kernel faulted), timeout (the watchdog fired) or error.\n"
+	      "\n"
+	      "Exit status: 0 every record handled; 1 some record could not be (no run, a\n"
+	      "configuration missing from the replay table), reported and passed on; 2 usage\n"
+	      "error; 3 no GPU (and no --replay); 4 input or output failed.\n",
+	      fp);
+}
+
+static void parse_options(int argc, char **argv, struct options *opt)
+{
+	enum { OPT_HOT = 256, OPT_MIN_SAMPLES, OPT_NOISE, OPT_INPUT_SETS, OPT_REPLAY, OPT_CALIBRATE };
+	static const struct option longopts[] = {
+		{"budget", required_argument, NULL, 'b'},
+		{"calibrate", no_argument, NULL, OPT_CALIBRATE},
+		{"device", required_argument, NULL, 'd'},
+		{"help", no_argument, NULL, 'h'},
+		{"hot", no_argument, NULL, OPT_HOT},
+		{"input-sets", required_argument, NULL, OPT_INPUT_SETS},
+		{"min-samples", required_argument, NULL, OPT_MIN_SAMPLES},
+		{"noise", required_argument, NULL, OPT_NOISE},
+		{"quiet", no_argument, NULL, 'q'},
+		{"replay", required_argument, NULL, OPT_REPLAY},
+		{"run", required_argument, NULL, 'r'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"version", no_argument, NULL, 'V'},
+		{"watchdog", required_argument, NULL, 'w'},
+		{NULL, 0, NULL, 0},
+	};
+	struct bench_settings *s = &opt->settings;
+	const char *why;
+	int64_t i64;
+	double d;
+	int c;
+	s->budget_ms = 1000;
+	s->min_samples = 10;
+	s->noise = 0.005;
+	s->input_sets = 2;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":b:d:hqr:vVw:", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'b':
+			if ((why = parse_double(optarg, 0.001, 3600, &d)))
+				cli_usage_error("--budget: '%s': %s", optarg, why);
+			s->budget_ms = d * 1e3;
+			break;
+		case OPT_CALIBRATE: opt->calibrate = 1; break;
+		case 'd':
+			if ((why = parse_int64(optarg, 0, 1023, &i64)))
+				cli_usage_error("--device: '%s': %s", optarg, why);
+			s->device = (int)i64;
+			break;
+		case 'h': usage(stdout); exit(cli_finish(KG_EXIT_OK));
+		case OPT_HOT: s->hot = 1; break;
+		case OPT_INPUT_SETS:
+			if ((why = parse_int64(optarg, 1, 64, &i64)))
+				cli_usage_error("--input-sets: '%s': %s", optarg, why);
+			s->input_sets = (size_t)i64;
+			break;
+		case OPT_MIN_SAMPLES:
+			if ((why = parse_int64(optarg, 1, 100000, &i64)))
+				cli_usage_error("--min-samples: '%s': %s", optarg, why);
+			s->min_samples = (size_t)i64;
+			break;
+		case OPT_NOISE:
+			if ((why = parse_double(optarg, 0.001, 100, &d)))
+				cli_usage_error("--noise: '%s': %s", optarg, why);
+			s->noise = d / 100;
+			break;
+		case 'q': log_quieter(); break;
+		case 'r': opt->run_dir = optarg; break;
+		case OPT_REPLAY: opt->replay_path = optarg; break;
+		case 'v': log_louder(); break;
+		case 'V': cli_print_version(); exit(cli_finish(KG_EXIT_OK));
+		case 'w':
+			if ((why = parse_double(optarg, 0.01, 86400, &opt->watchdog_s)))
+				cli_usage_error("--watchdog: '%s': %s", optarg, why);
+			break;
+		default: cli_option_error(c, argv);
+		}
+	}
+	if (argc - optind > 1)
+		cli_usage_error("unexpected argument '%s'", argv[optind + 1]);
+	if (opt->calibrate && (opt->replay_path || optind < argc))
+		cli_usage_error("--calibrate takes no input and no --replay");
+}
+
+static char *cache_dir(void)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	if (xdg && xdg[0] == '/')
+		return xasprintf("%s/kernelgraph", xdg);
+	if (home && home[0])
+		return xasprintf("%s/.cache/kernelgraph", home);
+	return NULL;
+}
+
+/* ---------------------------------------------------------------- the worker, from outside */
+
+struct worker {
+	pid_t pid;	      /* 0 when none runs */
+	int to, from;	      /* request and answer pipes */
+	struct strbuf unread; /* bytes read from the answer pipe beyond the last full line */
+	char *device;	      /* the GPU's name, once ready */
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Reads one line from the worker, waiting at most timeout_s. Returns the parsed line, or
+ * NULL on timeout (*timed_out set) or when the worker closed its end. */
+static cJSON *read_reply(struct worker *w, double timeout_s, int *timed_out)
+{
+	double deadline = now_s() + timeout_s;
+	*timed_out = 0;
+	for (;;) {
+		char *nl = memchr(w->unread.buf, '\n', w->unread.len);
+		if (nl) {
+			size_t len = (size_t)(nl - w->unread.buf) + 1;
+			cJSON *json = cJSON_ParseWithLength(w->unread.buf, len - 1);
+			memmove(w->unread.buf, w->unread.buf + len, w->unread.len - len + 1);
+			w->unread.len -= len;
+			return json ? json : cJSON_CreateObject();
+		}
+		double left = deadline - now_s();
+		if (left <= 0) {
+			*timed_out = 1;
+			return NULL;
+		}
+		struct pollfd p = {.fd = w->from, .events = POLLIN};
+		int ready = poll(&p, 1, (int)(left * 1e3) + 1);
+		if (ready < 0 && errno != EINTR)
+			return NULL;
+		if (ready <= 0)
+			continue;
+		char chunk[4096];
+		ssize_t got = read(w->from, chunk, sizeof(chunk));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return NULL;
+		strbuf_add(&w->unread, chunk, (size_t)got);
+	}
+}
+
+/* Collects a worker that has ended or is ending. */
+static void reap_worker(struct worker *w, int *status)
+{
+	close(w->to); /* first: a worker waiting for its next request then sees the end */
+	int st = process_wait(w->pid);
+	if (status)
+		*status = st;
+	close(w->from);
+	strbuf_reset(&w->unread);
+	w->pid = 0;
+}
+
+static void stop_worker(struct worker *w)
+{
+	if (!w->pid)
+		return;
+	kill(w->pid, SIGKILL);
+	reap_worker(w, NULL);
+}
+
+/* Forks a worker and waits for it to open the GPU. Returns 0, or -1 after reporting why
+ * there is no GPU to bench on. */
+static int start_worker(struct worker *w, const struct bench_settings *settings)
+{
+	int to[2];
+	if (pipe2(to, O_CLOEXEC) != 0)
+		return log_error("cannot create a pipe:");
+	int from;
+	pid_t pid = process_fork_piped(&from);
+	if (pid < 0)
+		return log_error("cannot start a worker process:");
+	if (pid == 0) {
+		close(to[1]);
+		signal(SIGPIPE, SIG_DFL);
+		worker_main(to[0], from, settings);
+	}
+	close(to[0]);
+	w->pid = pid;
+	w->to = to[1];
+	w->from = from;
+	int timed_out;
+	cJSON *ready = read_reply(w, 120, &timed_out);
+	const cJSON *ok = cJSON_GetObjectItemCaseSensitive(ready, "ready");
+	const cJSON *device = cJSON_GetObjectItemCaseSensitive(ready, "device");
+	const cJSON *error = cJSON_GetObjectItemCaseSensitive(ready, "error");
+	int rc = 0;
+	if (cJSON_IsTrue(ok) && cJSON_IsString(device)) {
+		free(w->device);
+		w->device = xstrdup(device->valuestring);
+		log_info("benching on %s (device %d)", w->device, settings->device);
+	} else {
+		rc = log_error("%s", cJSON_IsString(error) ? error->valuestring
+					 : timed_out ? "the GPU did not answer within 120 s"
+						     : "the worker process ended before opening the GPU");
+		stop_worker(w);
+	}
+	cJSON_Delete(ready);
+	return rc;
+}
+
+/* The watchdog: as given, or the larger of 10 s and 100 times the run's baseline. */
+static double watchdog_for(const struct options *opt, const char *run)
+{
+	if (opt->watchdog_s > 0)
+		return opt->watchdog_s;
+	char *path = xasprintf("%s/baseline.json", run);
+	size_t len;
+	char *text = file_read_all(path, &len);
+	cJSON *doc = text ? cJSON_ParseWithLength(text, len) : NULL;
+	double median_ms = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(doc, "median_ms"));
+	cJSON_Delete(doc);
+	free(text);
+	free(path);
+	return isnan(median_ms) || median_ms * 0.1 < 10 ? 10 : median_ms * 0.1;
+}
+
+static cJSON *failure(const char *status, const char *error, const char *device)
+{
+	cJSON *bench = cJSON_CreateObject();
+	if (!bench || !cJSON_AddStringToObject(bench, "status", status) || !cJSON_AddStringToObject(bench, "error", error) ||
+	    (device && !cJSON_AddStringToObject(bench, "device", device)))
+		xalloc_die();
+	return bench;
+}
+
+/* Sends one record's build to the worker and waits for its bench, restarting the worker
+ * after a fault or a hang. Returns the bench object, or NULL when no GPU can be opened. */
+static cJSON *bench_on_gpu(struct worker *w, const struct options *opt, const char *run, const cJSON *build)
+{
+	if (!w->pid && start_worker(w, &opt->settings) != 0)
+		return NULL;
+	cJSON *request = cJSON_CreateObject();
+	if (!request || !cJSON_AddStringToObject(request, "run", run) ||
+	    !cJSON_AddItemToObject(request, "build", cJSON_Duplicate(build, 1)) ||
+	    !cJSON_AddBoolToObject(request, "baseline", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(build, "baseline"))))
+		xalloc_die();
+	char *text = cJSON_PrintUnformatted(request);
+	cJSON_Delete(request);
+	struct strbuf line;
+	strbuf_init(&line);
+	strbuf_addf(&line, "%s\n", text);
+	cJSON_free(text);
+	/* A worker that died since its last answer must not take kg-bench with it (SIGPIPE). */
+	void (*previous)(int) = signal(SIGPIPE, SIG_IGN);
+	ssize_t sent = write(w->to, line.buf, line.len);
+	signal(SIGPIPE, previous);
+	strbuf_release(&line);
+	double watchdog = watchdog_for(opt, run);
+	cJSON *bench = NULL;
+	while (!bench) {
+		int timed_out = 0;
+		cJSON *reply = sent < 0 ? NULL : read_reply(w, watchdog, &timed_out);
+		if (!reply) {
+			int status = 0;
+			if (!timed_out)
+				reap_worker(w, &status);
+			char msg[256];
+			if (timed_out)
+				snprintf(msg, sizeof(msg), "no progress for %g s: the kernel hung and its process was killed", watchdog);
+			else if (WIFSIGNALED(status))
+				snprintf(msg, sizeof(msg), "the worker process died of signal %d (%s)", WTERMSIG(status),
+					 strsignal(WTERMSIG(status)));
+			else
+				snprintf(msg, sizeof(msg), "the worker process ended (status %d) without an answer", WEXITSTATUS(status));
+			bench = failure(timed_out ? "timeout" : "crashed", msg, w->device);
+			stop_worker(w);
+			break;
+		}
+		cJSON *b = cJSON_DetachItemFromObjectCaseSensitive(reply, "bench");
+		cJSON_Delete(reply);
+		bench = b; /* NULL for a progress line: wait on */
+	}
+	const cJSON *status = cJSON_GetObjectItemCaseSensitive(bench, "status");
+	if (cJSON_IsString(status) && (strcmp(status->valuestring, "crashed") == 0 || strcmp(status->valuestring, "error") == 0)) {
+		/* The worker ends after any CUDA error; collect it so the next record gets a new one. */
+		if (w->pid)
+			reap_worker(w, NULL);
+	}
+	return bench;
+}
+
+/* ---------------------------------------------------------------- records */
+
+struct bencher {
+	const struct options *opt;
+	struct worker worker;
+	struct replay *replay;
+	const char *input_name;
+	int status;
+};
+
+static int record_error(struct bencher *b, long line, const char *msg)
+{
+	if (b->status == KG_EXIT_OK)
+		b->status = KG_EXIT_INPUT;
+	return log_error("%s:%ld: %s", b->input_name, line, msg);
+}
+
+/* Adds "bench" to a record that has a successful build; returns -1 when there is no GPU. */
+static int bench_record(struct bencher *b, cJSON *record, long line)
+{
+	const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
+	const cJSON *status = cJSON_GetObjectItemCaseSensitive(build, "status");
+	const cJSON *run = cJSON_GetObjectItemCaseSensitive(record, "run");
+	if (!cJSON_IsString(status) || strcmp(status->valuestring, "ok") != 0)
+		return 0; /* nothing to run: passes through */
+	const char *run_dir = cJSON_IsString(run) ? run->valuestring : b->opt->run_dir;
+	if (!run_dir && !b->replay)
+		return record_error(b, line, "run: missing (give the record a \"run\" or kg-bench --run DIR)"), 0;
+	cJSON *bench;
+	if (b->replay) {
+		const cJSON *config = cJSON_GetObjectItemCaseSensitive(build, "config");
+		bench = cJSON_IsObject(config) ? replay_lookup(b->replay, config) : NULL;
+		if (!bench) {
+			char *key = cJSON_IsObject(config) ? replay_key(config) : xstrdup("(none)");
+			char *msg = xasprintf("configuration %s is not in the replay table %s", key, b->opt->replay_path);
+			record_error(b, line, msg);
+			bench = failure("error", msg, NULL);
+			if (!cJSON_AddBoolToObject(bench, "replayed", 1))
+				xalloc_die();
+			free(msg);
+			free(key);
+		}
+	} else {
+		bench = bench_on_gpu(&b->worker, b->opt, run_dir, build);
+		if (!bench)
+			return -1;
+	}
+	if (cJSON_HasObjectItem(record, "bench"))
+		cJSON_ReplaceItemInObjectCaseSensitive(record, "bench", bench);
+	else if (!cJSON_AddItemToObject(record, "bench", bench))
+		xalloc_die();
+	return 0;
+}
+
+static void bench_all(struct bencher *b, struct jsonl_reader *reader)
+{
+	cJSON *record;
+	for (;;) {
+		switch (jsonl_next(reader, &record)) {
+		case JSONL_RECORD:
+			if (bench_record(b, record, reader->line) != 0) {
+				cJSON_Delete(record);
+				b->status = KG_EXIT_ENV;
+				return;
+			}
+			if (jsonl_write(stdout, record) != 0) {
+				log_error("cannot write the output:");
+				b->status = KG_EXIT_IO;
+			}
+			fflush(stdout);
+			cJSON_Delete(record);
+			break;
+		case JSONL_BAD_LINE:
+			if (b->status == KG_EXIT_OK)
+				b->status = KG_EXIT_INPUT;
+			break;
+		case JSONL_IO_ERROR: b->status = KG_EXIT_IO; return;
+		case JSONL_EOF: return;
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct options opt = {0};
+	log_init("kg-bench");
+	parse_options(argc, argv, &opt);
+	char *cache = cache_dir();
+	opt.settings.cache_dir = cache;
+	if (opt.calibrate) {
+		int rc = worker_calibrate(&opt.settings);
+		free(cache);
+		return cli_finish(rc);
+	}
+
+	struct bencher b = {.opt = &opt};
+	strbuf_init(&b.worker.unread);
+	if (opt.replay_path && !(b.replay = replay_load(opt.replay_path))) {
+		free(cache);
+		return KG_EXIT_USAGE;
+	}
+	/* Without a GPU, say so at once rather than after the first record. */
+	if (!b.replay && start_worker(&b.worker, &opt.settings) != 0) {
+		free(cache);
+		return KG_EXIT_ENV;
+	}
+	struct jsonl_reader reader;
+	if (jsonl_reader_open(&reader, optind < argc ? argv[optind] : "-") != 0) {
+		stop_worker(&b.worker);
+		free(cache);
+		return KG_EXIT_USAGE;
+	}
+	b.input_name = reader.name;
+	bench_all(&b, &reader);
+
+	if (b.worker.pid)
+		reap_worker(&b.worker, NULL); /* it sees the end of its requests and exits */
+	free(b.worker.device);
+	strbuf_release(&b.worker.unread);
+	replay_free(b.replay);
+	jsonl_reader_release(&reader);
+	free(cache);
+	return cli_finish(b.status);
+}

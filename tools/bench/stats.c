@@ -1,0 +1,112 @@
+/* stats.c: sorting copies of the samples and reading quantiles by linear interpolation
+ * (numpy's default), so that figures can be checked against any tool. */
+#include "common.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stats.h"
+#include "xalloc.h"
+
+static int compare_doubles(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double quantile(const double *sorted, size_t n, double q)
+{
+	double pos = q * (double)(n - 1);
+	size_t lo = (size_t)pos;
+	if (lo + 1 >= n)
+		return sorted[n - 1];
+	return sorted[lo] + (pos - (double)lo) * (sorted[lo + 1] - sorted[lo]);
+}
+
+void summarize(const double *samples, size_t n, struct summary *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (n == 0)
+		return;
+	double *sorted = xmalloc(n * sizeof(*sorted)), sum = 0, squares = 0;
+	memcpy(sorted, samples, n * sizeof(*sorted));
+	qsort(sorted, n, sizeof(*sorted), compare_doubles);
+	for (size_t k = 0; k < n; k++)
+		sum += sorted[k];
+	s->count = n;
+	s->mean = sum / (double)n;
+	for (size_t k = 0; k < n; k++)
+		squares += (sorted[k] - s->mean) * (sorted[k] - s->mean);
+	s->stdev = n > 1 ? sqrt(squares / (double)(n - 1)) : 0;
+	s->cv = s->mean > 0 ? s->stdev / s->mean : 0;
+	s->median = quantile(sorted, n, 0.5);
+	s->p10 = quantile(sorted, n, 0.1);
+	s->p90 = quantile(sorted, n, 0.9);
+	s->min = sorted[0];
+	s->max = sorted[n - 1];
+	for (size_t k = 0; k < n; k++)
+		sorted[k] = fabs(sorted[k] - s->median);
+	qsort(sorted, n, sizeof(*sorted), compare_doubles);
+	s->mad = quantile(sorted, n, 0.5);
+	free(sorted);
+}
+
+double median_rse(const struct summary *s)
+{
+	if (s->count < 2 || s->median <= 0)
+		return INFINITY;
+	return 1.2533 * 1.4826 * s->mad / sqrt((double)s->count) / s->median;
+}
+
+static uint64_t next_random(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static double resampled_median(const double *x, size_t n, double *scratch, uint64_t *state)
+{
+	for (size_t k = 0; k < n; k++)
+		scratch[k] = x[next_random(state) % n];
+	qsort(scratch, n, sizeof(*scratch), compare_doubles);
+	return quantile(scratch, n, 0.5);
+}
+
+void bootstrap_ratio(const double *a, size_t na, const double *b, size_t nb, double interval[2])
+{
+	enum { RESAMPLES = 2000 };
+	double *ratios = xmalloc(RESAMPLES * sizeof(*ratios));
+	double *scratch = xmalloc((na > nb ? na : nb) * sizeof(*scratch));
+	uint64_t state = 20261121;
+	for (size_t r = 0; r < RESAMPLES; r++) {
+		double ma = resampled_median(a, na, scratch, &state);
+		double mb = resampled_median(b, nb, scratch, &state);
+		ratios[r] = mb > 0 ? ma / mb : INFINITY;
+	}
+	qsort(ratios, RESAMPLES, sizeof(*ratios), compare_doubles);
+	interval[0] = quantile(ratios, RESAMPLES, 0.025);
+	interval[1] = quantile(ratios, RESAMPLES, 0.975);
+	free(ratios);
+	free(scratch);
+}
+
+static void add(cJSON *obj, const char *key, double v)
+{
+	if (!cJSON_AddNumberToObject(obj, key, v))
+		xalloc_die();
+}
+
+void summary_to_json(const struct summary *s, cJSON *obj)
+{
+	add(obj, "median_ms", s->median);
+	add(obj, "p10_ms", s->p10);
+	add(obj, "p90_ms", s->p90);
+	add(obj, "mean_ms", s->mean);
+	add(obj, "stdev_ms", s->stdev);
+	add(obj, "cv", s->cv);
+	add(obj, "min_ms", s->min);
+	add(obj, "samples", (double)s->count);
+}

@@ -1,0 +1,34 @@
+/* stats.h: summaries of timing samples: order statistics, spread, the standard error of the
+ * median that stops sampling, and a bootstrap interval for a ratio of medians. */
+#ifndef KG_BENCH_STATS_H
+#define KG_BENCH_STATS_H
+
+#include "common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+struct summary {
+	size_t count;
+	double median, p10, p90, mean, stdev, cv, min, max;
+	double mad; /* the median absolute deviation from the median */
+};
+
+/* Summarizes n samples (n > 0); the samples are not reordered. */
+void summarize(const double *samples, size_t n, struct summary *s);
+
+/* The relative standard error of the median, 1.2533 * sigma / sqrt(n) / median, with sigma
+ * estimated robustly as 1.4826 * MAD (one preempted sample must not keep sampling going):
+ * sampling stops once it is small enough. */
+double median_rse(const struct summary *s);
+
+/* A 95 % interval for median(a) / median(b), from 2000 bootstrap resamples drawn with a
+ * fixed seed, so that the same samples always give the same interval. */
+void bootstrap_ratio(const double *a, size_t na, const double *b, size_t nb, double interval[2]);
+
+/* {"median_ms": ..., "p10_ms": ..., ...} fields added to obj. */
+void summary_to_json(const struct summary *s, cJSON *obj);
+
+#endif
