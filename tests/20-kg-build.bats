@@ -273,6 +273,13 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 	[ "$(jq -r .build.error <<<"$output")" = 'KernelSpecification.GlobalSize.X: "ProblemSize[0] // 1000000" gives 0, not a positive integer below 2**31 (with ProblemSize=[65536])' ]
 }
 
+@test "launch geometry: GlobalSizeType OpenCL counts threads, rounded up to whole blocks" {
+	new_run run '.KernelSpecification.GlobalSizeType = "OpenCL" | .KernelSpecification.GlobalSize = {"X": "ProblemSize[0] + 1", "Y": "3"} |
+		.KernelSpecification.LocalSize = {"X": "block_size_x", "Y": "2"}'
+	run_tool 0 kg-build < <(record run "" '{"id":"baseline"}')
+	[ "$(jq -c '.build | [.grid, .block]' <<<"$output")" = '[[513,2,1],[128,2,1]]' ]
+}
+
 @test "a kernel without extern \"C\" is found through its lowered name" {
 	new_run run '.KernelSpecification.KernelFile = "scale_cpp.cu"'
 	run_tool 0 kg-build < <(record run "" '{"id":"baseline"}')

@@ -11,10 +11,12 @@
 #include "cli.h"
 #include "fileio.h"
 #include "jsonl.h"
+#include "kargs.h"
 #include "log.h"
 #include "parse.h"
 #include "pyexpr.h"
 #include "sha256.h"
+#include "t1.h"
 #include "t4.h"
 #include "xalloc.h"
 
@@ -27,7 +29,10 @@ static int usage(void)
 	      "       kg-libtest atomic-write PATH < data\n"
 	      "       kg-libtest lock [--nowait] DIR CMD [ARG]...\n"
 	      "       kg-libtest parse int64|uint64|double TEXT MIN MAX\n"
-	      "       kg-libtest t4 PATH < results.jsonl\n",
+	      "       kg-libtest t4 PATH < results.jsonl\n"
+	      "       kg-libtest kargs SPEC [INPUT-SET]\n"
+	      "       kg-libtest compare TYPE ABS-TOL REL-TOL OUT-VALUES REF-VALUES\n"
+	      "       kg-libtest half VALUE...\n",
 	      stderr);
 	return KG_EXIT_USAGE;
 }
@@ -286,6 +291,125 @@ static int cmd_t4(const char *path)
 	return status;
 }
 
+static const char *const memory_names[] = {"Scalar", "Vector", "Local", "Symbol"};
+static const char *const access_names[] = {"ReadOnly", "WriteOnly", "ReadWrite"};
+static const char *const fill_names[] = {"Constant", "Random", "Generator", "BinaryRaw"};
+
+/* The first values of a filled buffer, as %g, and the sum of them all. */
+static void print_values(const struct karg *a, const unsigned char *data)
+{
+	size_t lane = a->elem_bytes / a->lanes, n = a->count * a->lanes;
+	double sum = 0;
+	for (size_t i = 0; i < n && a->base != KARG_CUSTOM; i++) {
+		float f;
+		double v;
+		switch (a->base) {
+		case KARG_F32: memcpy(&f, data + i * lane, 4); v = f; break;
+		case KARG_F64: memcpy(&v, data + i * lane, 8); break;
+		case KARG_F16: { uint16_t h; memcpy(&h, data + i * lane, 2); v = half_to_float(h); break; }
+		case KARG_I32: { int32_t x; memcpy(&x, data + i * lane, 4); v = x; break; }
+		case KARG_U8: case KARG_BOOL: v = data[i * lane]; break;
+		case KARG_I64: { int64_t x; memcpy(&x, data + i * lane, 8); v = (double)x; break; }
+		default: { uint32_t x = 0; memcpy(&x, data + i * lane, lane < 4 ? lane : 4); v = x; break; }
+		}
+		if (i < 4)
+			printf(" %g", v);
+		sum += v;
+	}
+	printf(" ... sum %.6g\n", sum);
+}
+
+/* Prints each argument of SPEC as kg-bench sees it, and its data for an input set. */
+static int cmd_kargs(const char *path, const char *set)
+{
+	int unreadable;
+	struct t1_spec *spec = t1_load(path, &unreadable);
+	if (!spec)
+		return KG_EXIT_INPUT;
+	struct kargs ka;
+	struct strbuf why;
+	strbuf_init(&why);
+	int status = KG_EXIT_OK;
+	if (kargs_load(spec, &ka, &why)) {
+		log_error("%s", why.buf);
+		strbuf_release(&why);
+		t1_free(spec);
+		return KG_EXIT_INPUT;
+	}
+	printf("dynamic_smem %zu\n", ka.dynamic_smem);
+	for (size_t k = 0; k < ka.n; k++) {
+		const struct karg *a = &ka.args[k];
+		printf("%s: %s x%zu count %zu bytes %zu %s %s %s%s tol %g %g\n", a->name, karg_base_name(a->base), a->lanes,
+		       a->count, karg_bytes(a), memory_names[a->memory], access_names[a->access], fill_names[a->fill],
+		       karg_is_output(a) ? " output" : "", a->abs_tol, a->rel_tol);
+		if (a->memory == KARG_LOCAL)
+			continue;
+		unsigned char *data = xmalloc(karg_bytes(a) + 1);
+		strbuf_reset(&why);
+		if (karg_fill(a, set ? strtoull(set, NULL, 10) : 0, data, &why)) {
+			log_error("%s", why.buf);
+			status = KG_EXIT_INPUT;
+		} else {
+			printf("  data");
+			print_values(a, data);
+		}
+		if (karg_is_output(a)) {
+			karg_poison(a, data);
+			printf("  poisoned");
+			print_values(a, data);
+		}
+		free(data);
+	}
+	strbuf_release(&why);
+	kargs_release(&ka);
+	t1_free(spec);
+	return status;
+}
+
+/* Compares two lists of numbers as outputs of TYPE (float, half, double, int32). */
+static int cmd_compare(char **argv)
+{
+	struct karg a = {.lanes = 1};
+	const char *type = argv[0];
+	a.base = strcmp(type, "half") == 0 ? KARG_F16 : strcmp(type, "double") == 0 ? KARG_F64
+		 : strcmp(type, "int32") == 0 ? KARG_I32 : KARG_F32;
+	a.elem_bytes = a.base == KARG_F16 ? 2 : a.base == KARG_F64 ? 8 : 4;
+	a.abs_tol = strtod(argv[1], NULL);
+	a.rel_tol = strtod(argv[2], NULL);
+	unsigned char out[64 * 8], ref[64 * 8];
+	const char *lists[2] = {argv[3], argv[4]};
+	unsigned char *bufs[2] = {out, ref};
+	size_t counts[2] = {0, 0};
+	for (int l = 0; l < 2; l++) {
+		char *copy = xstrdup(lists[l]), *save = NULL;
+		for (char *tok = strtok_r(copy, " ", &save); tok && counts[l] < 64; tok = strtok_r(NULL, " ", &save)) {
+			double v = strtod(tok, NULL);
+			unsigned char *p = bufs[l] + counts[l]++ * a.elem_bytes;
+			if (a.base == KARG_F16) { uint16_t h = half_from_float((float)v); memcpy(p, &h, 2); }
+			else if (a.base == KARG_F64) memcpy(p, &v, 8);
+			else if (a.base == KARG_I32) { int32_t x = (int32_t)v; memcpy(p, &x, 4); }
+			else { float f = (float)v; memcpy(p, &f, 4); }
+		}
+		free(copy);
+	}
+	a.count = counts[0] < counts[1] ? counts[0] : counts[1];
+	struct karg_diff d;
+	karg_compare(&a, out, ref, &d);
+	printf("passed %d bad %zu first_bad %zu max_abs_err %g max_rel_err %g ref_max %g\n", d.passed, d.bad,
+	       d.passed ? 0 : d.first_bad, d.max_abs_err, d.max_rel_err, d.ref_max);
+	return KG_EXIT_OK;
+}
+
+/* Rounds each value to half precision and back, printing the half's bits and value. */
+static int cmd_half(int argc, char **argv)
+{
+	for (int k = 0; k < argc; k++) {
+		uint16_t h = half_from_float(strtof(argv[k], NULL));
+		printf("%s 0x%04x %.9g\n", argv[k], h, half_to_float(h));
+	}
+	return KG_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
 	log_init("kg-libtest");
@@ -309,6 +433,12 @@ int main(int argc, char **argv)
 		status = cmd_t4(argv[2]);
 	else if (strcmp(cmd, "parse") == 0)
 		status = cmd_parse(argc - 2, argv + 2);
+	else if (strcmp(cmd, "kargs") == 0 && (argc == 3 || argc == 4))
+		status = cmd_kargs(argv[2], argc == 4 ? argv[3] : NULL);
+	else if (strcmp(cmd, "compare") == 0 && argc == 7)
+		status = cmd_compare(argv + 2);
+	else if (strcmp(cmd, "half") == 0)
+		status = cmd_half(argc - 2, argv + 2);
 	else
 		return usage();
 	return cli_finish(status);

@@ -1,0 +1,155 @@
+#!/usr/bin/env bats
+# 30-kg-bench.bats: kg-bench without a GPU: its command line, replayed measurements, and the
+# argument setup, fills, poisoning and tolerance logic it runs kernels with (lib/kargs).
+# tests/gpu/30-kg-bench.bats runs kernels.
+
+load test_helper
+
+REPLAY="$FIXTURES/bench/replay_t4.json"
+
+setup() {
+	cd "$BATS_TEST_TMPDIR"
+}
+
+# built CONFIG: a record as kg-build leaves it, for replay.
+built() {
+	jq -cn --argjson c "$1" '{run: "run", candidate: {id: "c"}, build: {status: "ok", config: $c}}'
+}
+
+@test "--help prints the usage on stdout and exits 0; --version the version" {
+	run_tool 0 kg-bench --help
+	assert_line --index 0 "Usage: kg-bench [OPTION]... [FILE]"
+	assert_stderr_empty
+	run_tool 0 kg-bench --version
+	assert_output --regexp '^kg-bench \(kernelgraph\) [0-9]+\.[0-9]+\.[0-9]+$'
+}
+
+@test "without a GPU and without --replay, kg-bench exits 3 and says so" {
+	[ -e /dev/nvidia0 ] && skip "this machine has a GPU"
+	run_tool 3 kg-bench </dev/null
+	[[ "$stderr" == "kg-bench: no CUDA driver on this machine ("*"); give --replay FILE to answer from recorded measurements" ]]
+	assert_output ""
+}
+
+@test "usage errors exit 2" {
+	run_tool 2 kg-bench --budget 0
+	assert_stderr "$(printf '%s\n' "kg-bench: --budget: '0': out of range" "Try 'kg-bench --help' for more information.")"
+	run_tool 2 kg-bench --noise x
+	assert_stderr "$(printf '%s\n' "kg-bench: --noise: 'x': not a number" "Try 'kg-bench --help' for more information.")"
+	run_tool 2 kg-bench --calibrate --replay x
+	assert_stderr "$(printf '%s\n' "kg-bench: --calibrate takes no input and no --replay" "Try 'kg-bench --help' for more information.")"
+	run_tool 2 kg-bench --replay /nonexistent.json </dev/null
+	assert_stderr "kg-bench: cannot read '/nonexistent.json': No such file or directory"
+}
+
+@test "--replay answers from a T4 table: summaries of its runtimes, failures by their invalidity" {
+	{
+		built '{"block_size_x":256,"items_per_thread":1}'
+		built '{"block_size_x":256,"items_per_thread":2}'
+		built '{"block_size_x":64,"items_per_thread":4}'
+		built '{"items_per_thread":4,"block_size_x":128}'
+		echo '{"candidate":{"id":"not built"},"build":{"status":"compile_failed"}}'
+	} >input.jsonl
+	run_tool 0 kg-bench --replay "$REPLAY" input.jsonl
+	assert_stderr_empty
+	[ "$(jq -c .bench <<<"${lines[0]}")" = '{"status":"ok","median_ms":0.3,"p10_ms":0.14,"p90_ms":0.46,"mean_ms":0.3,"stdev_ms":0.158113883008419,"cv":0.52704627669473,"min_ms":0.1,"samples":5,"replayed":true}' ]
+	[ "$(jq -c '.bench | [.status, .median_ms, .samples]' <<<"${lines[1]}")" = '["ok",0.225,4]' ]
+	[ "$(jq -c '.bench | [.status, .replayed]' <<<"${lines[2]}")" = '["incorrect",true]' ]
+	[ "$(jq -c '.bench.status' <<<"${lines[3]}")" = '"timeout"' ]
+	[ "${lines[4]}" = '{"candidate":{"id":"not built"},"build":{"status":"compile_failed"}}' ]
+}
+
+@test "--replay: a configuration missing from the table is an error record, never a guess; exit 1" {
+	run_tool 1 kg-bench --replay "$REPLAY" < <(built '{"block_size_x":512,"items_per_thread":1}')
+	msg="configuration {\"block_size_x\":512,\"items_per_thread\":1} is not in the replay table $REPLAY"
+	assert_stderr "kg-bench: <stdin>:1: $msg"
+	[ "$(jq -c .bench <<<"$output")" = "$(jq -cn --arg m "$msg" '{status: "error", error: $m, replayed: true}')" ]
+}
+
+@test "--replay reads an earlier run's events.jsonl too; the last measurement of a configuration wins" {
+	{
+		echo '{"build":{"status":"ok","config":{"b":1}},"bench":{"status":"ok","median_ms":2.0}}'
+		echo '{"build":{"status":"ok","config":{"b":2}},"bench":{"status":"incorrect"}}'
+		echo '{"build":{"status":"ok","config":{"b":1}},"bench":{"status":"ok","median_ms":1.5}}'
+		echo '{"op":"expand"}'
+	} >events.jsonl
+	run_tool 0 kg-bench --replay events.jsonl < <(built '{"b":1}'; built '{"b":2}')
+	[ "$(jq -c .bench <<<"$output" | tr -d '\n')" = '{"status":"ok","median_ms":1.5,"replayed":true}{"status":"incorrect","replayed":true}' ]
+	echo '{"results": [{"configuration": {"b": 1}, "times": {"runtimes": []}, "invalidity": "correct"}]}' >bad_t4.json
+	run_tool 2 kg-bench --replay bad_t4.json </dev/null
+	assert_stderr "kg-bench: bad_t4.json: results[0].times.runtimes: a correct result needs its runtimes"
+}
+
+@test "arguments: types, vector lanes, Size with tunables bound to their lists, fills, poison, tolerances" {
+	run_tool 0 "$LIBTEST" kargs "$FIXTURES/kargs/spec.json"
+	assert_stderr_empty
+	assert_line --index 0 "dynamic_smem 2048"
+	assert_line --index 1 "out: float x1 count 4000 bytes 16000 Vector WriteOnly Constant output tol 0.001 0.0001"
+	assert_line --index 3 "  poisoned nan nan nan nan ... sum nan"
+	assert_line --index 5 "  data 0.827385 -0.467451 0.773118 0.141624 ... sum 2.82226"
+	assert_line --index 6 "v4: float x4 count 10 bytes 160 Vector ReadOnly Constant tol 0.001 0.0001"
+	assert_line --index 7 "  data 1.5 1.5 1.5 1.5 ... sum 60"
+	assert_line --index 8 "h: half x1 count 8 bytes 16 Vector ReadWrite Generator output tol 0.001 0.0001"
+	assert_line --index 9 "  data 1000 1000.5 1001 1001.5 ... sum 8014"
+	assert_line --index 13 "raw: uint8 x1 count 4 bytes 4 Vector ReadOnly BinaryRaw tol 0.001 0.0001"
+	assert_line --index 14 "  data 1 2 3 255 ... sum 261"
+	assert_line --index 16 "  data 0.25 ... sum 0.25"
+	assert_line --index 19 "scratch: float x1 count 256 bytes 1024 Local ReadWrite Constant tol 0.001 0.0001"
+	assert_line --index 21 "  data 0 1 2 3 ... sum 120"
+	assert_line --index 22 "flags: bool x1 count 64 bytes 64 Vector ReadWrite Random output tol 0 0.0001"
+	assert_line --index 24 "  poisoned 165 165 165 165 ... sum 10560"
+	# Random fills are reproducible for a set, and differ from set to set; integers stay in [0, FillValue].
+	first=$("$LIBTEST" kargs "$FIXTURES/kargs/spec.json" 0 | sed -n 6p)
+	[ "$("$LIBTEST" kargs "$FIXTURES/kargs/spec.json" 0 | sed -n 6p)" = "$first" ]
+	[ "$("$LIBTEST" kargs "$FIXTURES/kargs/spec.json" 5 | sed -n 6p)" != "$first" ]
+	[ "$("$LIBTEST" kargs "$FIXTURES/kargs/spec.json" 5 | sed -n 13p)" = "  data 3 3 9 8 ... sum 4954" ]
+}
+
+@test "argument errors name the spec and the field" {
+	cp "$FIXTURES/kargs/spec.json" "$FIXTURES/kargs/bytes.bin" .
+	jq '.KernelSpecification.Arguments[5].Size = 5' spec.json >short.json
+	run_tool 1 "$LIBTEST" kargs short.json
+	[[ "$stderr" == *"KernelSpecification.Arguments[5].DataSource: '"*"/bytes.bin' holds 4 bytes; raw needs 5 (5 elements of 1 bytes)" ]]
+	jq '.KernelSpecification.Arguments[1].Size = "ProblemSize[0] // 0"' spec.json >div.json
+	run_tool 1 "$LIBTEST" kargs div.json
+	assert_stderr 'kg-libtest: div.json: KernelSpecification.Arguments[1].Size: column 16: integer division or modulo by zero in "ProblemSize[0] // 0"'
+	jq 'del(.KernelSpecification.Arguments[1].Size)' spec.json >nosize.json
+	run_tool 1 "$LIBTEST" kargs nosize.json
+	assert_stderr 'kg-libtest: nosize.json: KernelSpecification.Arguments[1]: Size: missing (a Vector argument needs one)'
+	jq '.KernelSpecification.Arguments[3].DataSource = "j + 1"' spec.json >gen.json
+	run_tool 1 "$LIBTEST" kargs gen.json
+	assert_stderr "kg-libtest: gen.json: KernelSpecification.Arguments[3].DataSource: column 1: name 'j' is not defined in \"j + 1\""
+}
+
+@test "comparison: |out - ref| <= atol + rtol |ref|; NaN where the reference is finite fails; integers exact" {
+	run_tool 0 "$LIBTEST" compare float 1e-3 1e-4 "1 2.0015 nan 4" "1 2 3 4"
+	assert_output "passed 0 bad 2 first_bad 1 max_abs_err inf max_rel_err inf ref_max 4"
+	run_tool 0 "$LIBTEST" compare float 1e-3 1e-4 "1 2.0011 3 4" "1 2 3 4"
+	assert_output "passed 1 bad 0 first_bad 0 max_abs_err 0.00110006 max_rel_err 0.000550032 ref_max 4"
+	run_tool 0 "$LIBTEST" compare float 1e-3 1e-4 "nan inf" "nan inf"
+	assert_output "passed 1 bad 0 first_bad 0 max_abs_err 0 max_rel_err 0 ref_max 0"
+	run_tool 0 "$LIBTEST" compare float 1e-3 1e-4 "1 -inf" "1 inf"
+	assert_output "passed 0 bad 1 first_bad 1 max_abs_err inf max_rel_err inf ref_max 1"
+	run_tool 0 "$LIBTEST" compare int32 0 0 "1 2 4" "1 2 3"
+	assert_output "passed 0 bad 1 first_bad 2 max_abs_err 1 max_rel_err 0.333333 ref_max 3"
+	run_tool 0 "$LIBTEST" compare half 1e-2 1e-2 "100 0.5" "100.5 0.5"
+	assert_output "passed 1 bad 0 first_bad 0 max_abs_err 0.5 max_rel_err 0.00497512 ref_max 100.5"
+	# An all-zero reference makes a weak test: ref_max tells kg-bench so.
+	run_tool 0 "$LIBTEST" compare float 1e-3 1e-4 "0 0" "0.0001 0"
+	assert_output "passed 1 bad 0 first_bad 0 max_abs_err 0.0001 max_rel_err 1 ref_max 0.0001"
+}
+
+@test "half precision rounds to nearest even exactly as CPython's struct 'e' does" {
+	values="1 0.1 65504 65519 1e-8 6e-8 2.98e-8 -2.5 0.333333 1e-5 6.1e-5 -0 inf -inf 1.00048828125 1.00146484375"
+	run_tool 0 "$LIBTEST" half 65520
+	assert_output "65520 0x7c00 inf" # CPython refuses to round to infinity; IEEE rounds up
+	run_tool 0 "$LIBTEST" half $values
+	expected=$(python3 -c '
+import struct, sys
+for v in sys.argv[1:]:
+    b = struct.pack("<e", float(v))
+    h = struct.unpack("<H", b)[0]
+    print("%s 0x%04x %.9g" % (v, h, struct.unpack("<e", b)[0]))
+' $values 2>&1)
+	[ "$output" = "$expected" ]
+}
