@@ -36,10 +36,11 @@ kmake() {
 	[ -z "$(ls -A "$root/opt/kg/bin")" ]
 }
 
-@test "make test-gpu runs the GPU suite, empty for now" {
-	run kmake -s test-gpu
+@test "make test-gpu runs the GPU suite in tests/gpu" {
+	run kmake -n test-gpu
 	assert_success
-	assert_output --partial "test-gpu: no GPU tests yet (tests/gpu/*.bats)"
+	assert_output --partial "bats tests/gpu"
+	ls "$KG_ROOT"/tests/gpu/*.bats
 }
 
 @test "every tool's --help lists each of its long options" {

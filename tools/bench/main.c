@@ -454,21 +454,23 @@ int main(int argc, char **argv)
 	}
 
 	struct bencher b = {.opt = &opt};
-	strbuf_init(&b.worker.unread);
-	if (opt.replay_path && !(b.replay = replay_load(opt.replay_path))) {
-		free(cache);
-		return KG_EXIT_USAGE;
-	}
-	/* Without a GPU, say so at once rather than after the first record. */
-	if (!b.replay && start_worker(&b.worker, &opt.settings) != 0) {
-		free(cache);
-		return KG_EXIT_ENV;
-	}
 	struct jsonl_reader reader;
-	if (jsonl_reader_open(&reader, optind < argc ? argv[optind] : "-") != 0) {
+	int status = KG_EXIT_OK;
+	strbuf_init(&b.worker.unread);
+	if (opt.replay_path && !(b.replay = replay_load(opt.replay_path)))
+		status = KG_EXIT_USAGE;
+	/* Without a GPU, say so at once rather than after the first record. */
+	else if (!b.replay && start_worker(&b.worker, &opt.settings) != 0)
+		status = KG_EXIT_ENV;
+	else if (jsonl_reader_open(&reader, optind < argc ? argv[optind] : "-") != 0)
+		status = KG_EXIT_USAGE;
+	if (status != KG_EXIT_OK) {
 		stop_worker(&b.worker);
+		strbuf_release(&b.worker.unread);
+		free(b.worker.device);
+		replay_free(b.replay);
 		free(cache);
-		return KG_EXIT_USAGE;
+		return status;
 	}
 	b.input_name = reader.name;
 	bench_all(&b, &reader);
