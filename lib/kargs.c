@@ -189,6 +189,8 @@ static void load_tolerance(const struct t1_spec *spec, const cJSON *arg, struct 
 	number_member(own, "rtol", &a->rel_tol);
 }
 
+static int load_references(const struct t1_spec *spec, const cJSON *kernel, struct kargs *out, struct strbuf *why);
+
 int kargs_load(const struct t1_spec *spec, struct kargs *out, struct strbuf *why)
 {
 	static const char *const memories[] = {"Scalar", "Vector", "Local", "Symbol"};
@@ -242,17 +244,67 @@ int kargs_load(const struct t1_spec *spec, struct kargs *out, struct strbuf *why
 		if (a->memory == KARG_LOCAL)
 			out->dynamic_smem += karg_bytes(a);
 	}
+	if (load_references(spec, kernel, out, why)) {
+		kargs_release(out);
+		return -1;
+	}
 	return 0;
+}
+
+static int load_references(const struct t1_spec *spec, const cJSON *kernel, struct kargs *out, struct strbuf *why)
+{
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(kernel, "ReferenceArguments"), *ref;
+	out->refs = xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(*out->refs));
+	out->ref_target = xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(*out->ref_target));
+	cJSON_ArrayForEach(ref, list) {
+		char *field = xasprintf("KernelSpecification.ReferenceArguments[%zu]", out->nrefs);
+		const char *target = string_member(ref, "TargetName");
+		const char *method = string_member(ref, "ValidationMethod");
+		size_t k;
+		for (k = 0; k < out->n && strcmp(out->args[k].name, target) != 0; k++)
+			;
+		if (k == out->n || !karg_is_output(&out->args[k])) {
+			strbuf_addf(why, "%s: %s.TargetName: '%s' is not an output argument", spec->path, field, target);
+			free(field);
+			return -1;
+		}
+		struct karg *r = &out->refs[out->nrefs];
+		*r = out->args[k];
+		r->name = xstrdup(string_member(ref, "Name"));
+		r->field = field;
+		r->data_path = NULL;
+		r->generator = NULL;
+		r->has_fill_value = 0;
+		r->seed = out->nrefs + 1001;
+		out->ref_target[out->nrefs++] = k;
+		if (load_fill(spec, ref, r, why))
+			return -1;
+		double threshold;
+		if (number_member(ref, "ValidationThreshold", &threshold)) {
+			int relative = method && strcmp(method, "SideBySideRelativeComparison") == 0;
+			out->args[k].abs_tol = relative ? 0 : threshold;
+			out->args[k].rel_tol = relative ? threshold : 0;
+		}
+	}
+	return 0;
+}
+
+static void release_arg(struct karg *a)
+{
+	free(a->name);
+	free(a->field);
+	free(a->data_path);
+	pyexpr_free(a->generator);
 }
 
 void kargs_release(struct kargs *kargs)
 {
-	for (size_t k = 0; k < kargs->n; k++) {
-		free(kargs->args[k].name);
-		free(kargs->args[k].field);
-		free(kargs->args[k].data_path);
-		pyexpr_free(kargs->args[k].generator);
-	}
+	for (size_t j = 0; j < kargs->nrefs; j++)
+		release_arg(&kargs->refs[j]);
+	free(kargs->refs);
+	free(kargs->ref_target);
+	for (size_t k = 0; k < kargs->n; k++)
+		release_arg(&kargs->args[k]);
 	free(kargs->args);
 	memset(kargs, 0, sizeof(*kargs));
 }

@@ -46,9 +46,17 @@ struct kargs {
 	struct karg *args;
 	size_t n;
 	size_t dynamic_smem; /* bytes of the Local arguments, plus KernelSpecification.SharedMemory */
+	/* ReferenceArguments: expected outputs on the spec's own inputs. refs[j] has the type and
+	 * size of args[ref_target[j]] and the reference's fill (a BinaryRaw file, say). */
+	struct karg *refs;
+	size_t *ref_target;
+	size_t nrefs;
 };
 
-/* Reads the Arguments of spec, which must outlive the result. Sizes are evaluated as Kernel Tuner does, with each tuning
+/* Reads the Arguments and ReferenceArguments of spec, which must outlive the result. A
+ * reference's ValidationThreshold becomes its target's tolerance: absolute for
+ * SideBySideComparison and AbsoluteDifference (checked element by element), relative for
+ * SideBySideRelativeComparison. Sizes are evaluated as Kernel Tuner does, with each tuning
  * parameter bound to its whole list of values (so "max(tile)" works and every configuration
  * gets the same buffers). Returns 0, or -1 with why set ("spec.json: ...Arguments[2].Size: ..."). */
 int kargs_load(const struct t1_spec *spec, struct kargs *out, struct strbuf *why);

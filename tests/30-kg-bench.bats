@@ -98,6 +98,10 @@ built() {
 	assert_line --index 21 "  data 0 1 2 3 ... sum 120"
 	assert_line --index 22 "flags: bool x1 count 64 bytes 64 Vector ReadWrite Random output tol 0 0.0001"
 	assert_line --index 24 "  poisoned 165 165 165 165 ... sum 10560"
+	# ReferenceArguments: the expected output, and the target's tolerance from the threshold.
+	assert_line --index 25 "d: double x1 count 4 bytes 32 Vector WriteOnly Constant output tol 0 0.01"
+	assert_line --index 28 "reference d_expected for d: Generator, tol 0 0.01"
+	assert_line --index 29 "  data 0 2 4 6 ... sum 12"
 	# Random fills are reproducible for a set, and differ from set to set; integers stay in [0, FillValue].
 	first=$("$LIBTEST" kargs "$FIXTURES/kargs/spec.json" 0 | sed -n 6p)
 	[ "$("$LIBTEST" kargs "$FIXTURES/kargs/spec.json" 0 | sed -n 6p)" = "$first" ]
@@ -116,6 +120,9 @@ built() {
 	jq 'del(.KernelSpecification.Arguments[1].Size)' spec.json >nosize.json
 	run_tool 1 "$LIBTEST" kargs nosize.json
 	assert_stderr 'kg-libtest: nosize.json: KernelSpecification.Arguments[1]: Size: missing (a Vector argument needs one)'
+	jq '.KernelSpecification.ReferenceArguments[0].TargetName = "x"' spec.json >ref.json
+	run_tool 1 "$LIBTEST" kargs ref.json
+	assert_stderr "kg-libtest: ref.json: KernelSpecification.ReferenceArguments[0].TargetName: 'x' is not an output argument"
 	jq '.KernelSpecification.Arguments[3].DataSource = "j + 1"' spec.json >gen.json
 	run_tool 1 "$LIBTEST" kargs gen.json
 	assert_stderr "kg-libtest: gen.json: KernelSpecification.Arguments[3].DataSource: column 1: name 'j' is not defined in \"j + 1\""

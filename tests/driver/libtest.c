@@ -360,6 +360,20 @@ static int cmd_kargs(const char *path, const char *set)
 		}
 		free(data);
 	}
+	for (size_t j = 0; j < ka.nrefs; j++) {
+		const struct karg *a = &ka.refs[j], *t = &ka.args[ka.ref_target[j]];
+		unsigned char *data = xmalloc(karg_bytes(a) + 1);
+		strbuf_reset(&why);
+		printf("reference %s for %s: %s, tol %g %g\n", a->name, t->name, fill_names[a->fill], t->abs_tol, t->rel_tol);
+		if (karg_fill(a, 0, data, &why)) {
+			log_error("%s", why.buf);
+			status = KG_EXIT_INPUT;
+		} else {
+			printf("  data");
+			print_values(a, data);
+		}
+		free(data);
+	}
 	strbuf_release(&why);
 	kargs_release(&ka);
 	t1_free(spec);

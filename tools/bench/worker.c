@@ -453,16 +453,28 @@ static struct input_set *input_set(struct wrun *r, uint64_t id, struct failure *
 	if (!r->has_baseline)
 		return s; /* the baseline itself is being benched: it makes the reference */
 	s->ref = alloc_outputs(&r->ka);
-	if (id == 0 && load_reference(r, s))
-		return s;
-	const char *modified;
-	if (run_once(r, &r->baseline, s, s->ref, &modified, f)) {
-		r->nsets--;
-		free_set(&r->ka, s);
-		return NULL;
+	if (id != 0 || !load_reference(r, s)) {
+		const char *modified;
+		if (run_once(r, &r->baseline, s, s->ref, &modified, f)) {
+			r->nsets--;
+			free_set(&r->ka, s);
+			return NULL;
+		}
+		if (id == 0)
+			keep_reference(r, s);
 	}
-	if (id == 0)
-		keep_reference(r, s);
+	/* On the spec's own inputs, ReferenceArguments say what the outputs must be. */
+	for (size_t j = 0; id == 0 && j < r->ka.nrefs; j++) {
+		strbuf_init(&why);
+		if (karg_fill(&r->ka.refs[j], 0, s->ref[r->ka.ref_target[j]], &why)) {
+			fail_with(f, "error", "%s", why.buf);
+			strbuf_release(&why);
+			r->nsets--;
+			free_set(&r->ka, s);
+			return NULL;
+		}
+		strbuf_release(&why);
+	}
 	return s;
 }
 
@@ -932,6 +944,10 @@ static void bench_record(const char *run_dir, const cJSON *build, int is_baselin
 	if (is_baseline) {
 		r->baseline = cand;
 		r->has_baseline = 1;
+		/* The baseline is the reference, unless the spec gives one: then it is checked too. */
+		struct input_set *s0 = r->ka.nrefs ? input_set(r, 0, f) : NULL;
+		if (r->ka.nrefs && (!s0 || check_set(r, &cand, s0, 0, &v, f)))
+			return;
 	} else {
 		for (size_t k = 0; k <= cfg->input_sets && v.passed; k++) {
 			int fresh = k < cfg->input_sets;
@@ -942,7 +958,7 @@ static void bench_record(const char *run_dir, const cJSON *build, int is_baselin
 	}
 	add_string(bench, "status", v.passed ? "ok" : "incorrect");
 	add_string(bench, "device", gpu.name);
-	cJSON *check = verdict_to_json(&v, is_baseline ? 0 : cfg->input_sets + 1);
+	cJSON *check = verdict_to_json(&v, is_baseline ? (r->ka.nrefs ? 1 : 0) : cfg->input_sets + 1);
 	if (!cJSON_AddItemToObject(bench, "check", check))
 		xalloc_die();
 	if (!v.passed)
