@@ -37,18 +37,17 @@ same() {
 same saxpy.cu same > "$work/same.jsonl"
 same slower.cu slower > "$work/slower.jsonl"
 
-: > "$out/same-runs.jsonl"
-i=0
-while [ "$i" -lt "$runs" ]; do
-	(cd "$work" && "$OLDPWD/bin/kg-bench" same.jsonl) >> "$out/same-runs.jsonl"
-	i=$((i + 1))
-done
-: > "$out/slower-runs.jsonl"
-i=0
-while [ "$i" -lt "$pairs" ]; do
-	(cd "$work" && "$OLDPWD/bin/kg-bench" slower.jsonl) >> "$out/slower-runs.jsonl"
-	i=$((i + 1))
-done
+# repeat N RECORDS OUT: benches RECORDS in N separate kg-bench processes, into OUT.
+repeat() {
+	: > "$3"
+	i=0
+	while [ "$i" -lt "$1" ]; do
+		(cd "$work" && "$OLDPWD/bin/kg-bench" "$2") >> "$3"
+		i=$((i + 1))
+	done
+}
+repeat "$runs" same.jsonl "$out/same-runs.jsonl"
+repeat "$pairs" slower.jsonl "$out/slower-runs.jsonl"
 
 echo "device: $(jq -r .device "$out/calibrate.json")"
 echo "calibrated copy bandwidth: $(jq '.copy_gbps | floor' "$out/calibrate.json") GB/s"

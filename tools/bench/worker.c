@@ -851,6 +851,17 @@ static cJSON *number_array(const double *v, size_t n)
 	return a;
 }
 
+/* Replaces path with doc; a failure is only a warning, since the record carries the figures. */
+static void write_json_file(const char *path, const cJSON *doc)
+{
+	char *text = cJSON_Print(doc);
+	if (!text)
+		xalloc_die();
+	if (file_write_atomic(path, text, strlen(text)) != 0)
+		log_warn("cannot write '%s':", path);
+	cJSON_free(text);
+}
+
 /* Writes variants/STATE/bench.json: every raw sample and the summary. */
 static void keep_samples(const char *run, const cJSON *build, const cJSON *bench, const struct series *series,
 			 size_t nseries, int cupti_used)
@@ -869,13 +880,9 @@ static void keep_samples(const char *run, const cJSON *build, const cJSON *bench
 		    !cJSON_AddItemToObject(doc, names[j], raw))
 			xalloc_die();
 	}
-	char *text = cJSON_Print(doc), *path = xasprintf("%s/%s/bench.json", run, dir->valuestring);
-	if (!text)
-		xalloc_die();
-	if (file_write_atomic(path, text, strlen(text)) != 0)
-		log_warn("cannot write '%s':", path);
+	char *path = xasprintf("%s/%s/bench.json", run, dir->valuestring);
+	write_json_file(path, doc);
 	free(path);
-	cJSON_free(text);
 	cJSON_Delete(doc);
 }
 
@@ -885,13 +892,9 @@ static void keep_baseline(const char *run, const cJSON *build, double median_ms)
 	cJSON *doc = cJSON_Duplicate(build, 1);
 	if (!doc || !cJSON_AddNumberToObject(doc, "median_ms", median_ms))
 		xalloc_die();
-	char *text = cJSON_PrintUnformatted(doc), *path = xasprintf("%s/baseline.json", run);
-	if (!text)
-		xalloc_die();
-	if (file_write_atomic(path, text, strlen(text)) != 0)
-		log_warn("cannot write '%s':", path);
+	char *path = xasprintf("%s/baseline.json", run);
+	write_json_file(path, doc);
 	free(path);
-	cJSON_free(text);
 	cJSON_Delete(doc);
 }
 
@@ -1177,17 +1180,15 @@ int worker_calibrate(const struct bench_settings *cfg)
 	add_string(doc, "device", gpu.name);
 	add_string(doc, "pci_bus_id", gpu.pci_bus_id);
 	add_number(doc, "copy_gbps", best);
-	char *text = cJSON_PrintUnformatted(doc);
-	int status = KG_EXIT_OK;
 	if (cfg->cache_dir) {
 		char *dir = xasprintf("%s/devices", cfg->cache_dir), *path = xasprintf("%s/%s.json", dir, gpu.pci_bus_id);
-		if (dir_create(dir) != 0 || file_write_atomic(path, text, strlen(text)) != 0)
-			log_warn("cannot keep the calibration in '%s':", path);
+		if (dir_create(dir) != 0)
+			log_warn("cannot create '%s':", dir);
+		write_json_file(path, doc);
 		free(dir);
 		free(path);
 	}
-	printf("%s\n", text);
-	cJSON_free(text);
+	int status = jsonl_write(stdout, doc) == 0 ? KG_EXIT_OK : KG_EXIT_IO;
 	cJSON_Delete(doc);
 	return status;
 }
