@@ -10,6 +10,7 @@
 
 #include "fileio.h"
 #include "kargs.h"
+#include "rng.h"
 
 static const struct {
 	const char *name;
@@ -361,15 +362,6 @@ float half_to_float(uint16_t h)
 	return f;
 }
 
-/* splitmix64: small, fast, and the same stream on every machine. */
-static uint64_t next_random(uint64_t *state)
-{
-	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static void store(enum karg_base base, unsigned char *p, double v)
 {
 	switch (base) {
@@ -413,11 +405,11 @@ static double load(enum karg_base base, const unsigned char *p)
  * [0, v] (v = FillValue, or 100); booleans 0 or 1. Never all zero. */
 static double random_value(const struct karg *a, uint64_t *state)
 {
-	uint64_t r = next_random(state);
 	if (is_float_base(a->base)) {
 		double v = a->has_fill_value ? fabs(a->fill_value) : 1.0;
-		return ((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0) * v;
+		return (rng_uniform(state) * 2.0 - 1.0) * v;
 	}
+	uint64_t r = rng_next(state);
 	if (a->base == KARG_BOOL)
 		return (double)(r & 1);
 	double top = a->has_fill_value ? fabs(a->fill_value) : 100;

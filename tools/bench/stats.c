@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rng.h"
 #include "stats.h"
 #include "xalloc.h"
 
@@ -59,18 +60,10 @@ double median_rse(const struct summary *s)
 	return 1.2533 * 1.4826 * s->mad / sqrt((double)s->count) / s->median;
 }
 
-static uint64_t next_random(uint64_t *state)
-{
-	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static double resampled_median(const double *x, size_t n, double *scratch, uint64_t *state)
 {
 	for (size_t k = 0; k < n; k++)
-		scratch[k] = x[next_random(state) % n];
+		scratch[k] = x[rng_next(state) % n];
 	qsort(scratch, n, sizeof(*scratch), compare_doubles);
 	return quantile(scratch, n, 0.5);
 }
