@@ -1,0 +1,27 @@
+#!/usr/bin/env bats
+# 40-mcgs.bats: lib/mcgs reproduces the test vectors of search.md §10 exactly. The expected
+# outputs in tests/fixtures/mcgs/ are search.md's text blocks, copied verbatim (for T4c, the
+# idempotent-backup lines, the form kernelgraph implements).
+
+load test_helper
+
+vector() {
+	run_tool 0 "$LIBTEST" mcgs "$1"
+	assert_stderr_empty
+	assert_output "$(cat "$FIXTURES/mcgs/$1.txt")"
+}
+
+@test "T1: PUCT scores and argmax, with absolute and reduction first-play urgency" { vector T1; }
+@test "T1b: the growing exploration constant c(N)" { vector T1b; }
+@test "T2: Dirichlet root noise mixed in, and normalized from gamma draws" { vector T2; }
+@test "T3: progressive widening counts" { vector T3; }
+@test "T4: the diamond graph's idempotent backup, playout by playout, stale values included" { vector T4; }
+@test "T4c: the diamond with a trap, stopping at transpositions" { vector T4c; }
+@test "T4d: best value below each node (max backup)" { vector T4d; }
+@test "T4e: the rank rule keeps the graph acyclic" { vector T4e; }
+@test "T5: log2-speedup rewards and their normalization (global, parent and siblings, h)" { vector T5; }
+@test "T7d: splitmix64 and the percentile bootstrap interval of a ratio of medians" { vector T7d; }
+@test "T8: Laplace and Lidstone transition priors" { vector T8; }
+@test "T8b: Beta posteriors of transition success" { vector T8b; }
+@test "T8c: back-off to the global method frequency" { vector T8c; }
+@test "T8d: tempered priors" { vector T8d; }
