@@ -1,0 +1,203 @@
+#!/usr/bin/env bats
+# 50-kg-select.bats: a small synthetic search through kg-select's command line: the root,
+# expansion and evaluation picks, transpositions and the rank rule, failure rewards, the
+# incumbent, batches, stopping, parameters kept in the graph, and resuming between steps.
+
+load test_helper
+
+RUN=out/kernels/k
+
+setup() {
+	cd "$BATS_TEST_TMPDIR"
+	mkdir -p "$RUN"
+}
+
+# baseline [MEDIAN]: the benched baseline record that makes the root (state S0).
+baseline() {
+	jq -cn --arg run "$RUN" --argjson m "${1:-1.0}" \
+		'{run: $run, kernel: "k", candidate: {id: "baseline"}, build: {status: "ok", state: "S0", baseline: true, config: {x: 1}},
+		  bench: {status: "ok", median_ms: $m, speedup: 1}}'
+}
+
+# evaluated PICK-FILE STATE SPEEDUP [CI-LOW] [METHOD] [BUILD-STATUS]: a candidate of the pick
+# (one JSON line), built and benched: speedup 0 means the bench found it incorrect.
+evaluated() {
+	jq -c --arg s "$2" --argjson sp "$3" --argjson lo "${4:-$3}" --arg m "${5:-tile}" --arg bs "${6:-ok}" \
+		'{run, kernel, node, node_id, path_edges, candidate: {id: ("c-" + $s), method: $m}, method: {canonical: $m},
+		  build: ({status: $bs, config: {x: 2}} + (if $bs == "ok" or $bs == "compile_failed" then {state: $s} else {} end)),
+		  bench: (if $bs != "ok" then null elif $sp == 0 then {status: "incorrect"}
+		          else {status: "ok", median_ms: (1 / $sp), speedup: $sp, speedup_ci: [$lo, $sp + 0.1]} end)}
+		| if .bench == null then del(.bench) else . end' "$1"
+}
+
+start() {
+	baseline | kg-select --update "$@" "$RUN" >/dev/null
+}
+
+@test "--help, --version, usage errors" {
+	run_tool 0 kg-select --help
+	assert_line --index 0 "Usage: kg-select [OPTION]... RUN"
+	run_tool 0 kg-select --version
+	assert_output --regexp '^kg-select \(kernelgraph\) [0-9]+\.[0-9]+\.[0-9]+$'
+	run_tool 2 kg-select
+	assert_stderr "$(printf '%s\n' "kg-select: no run directory given" "Try 'kg-select --help' for more information.")"
+	run_tool 2 kg-select --backup median "$RUN"
+	assert_stderr "$(printf '%s\n' "kg-select: --backup: 'median' is not mean or max" "Try 'kg-select --help' for more information.")"
+	run_tool 2 kg-select "$RUN" extra
+	assert_stderr "$(printf '%s\n' "kg-select: unexpected argument 'extra' (only --update reads a file)" "Try 'kg-select --help' for more information.")"
+}
+
+@test "the benched baseline makes the root; without one, selecting is an error" {
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN: no graph.json yet: make the root with kg-select --update and the benched baseline (kg-init does this)"
+	run_tool 1 kg-select --update "$RUN" < <(echo '{"candidate":{"id":"x"},"build":{"status":"ok","state":"S9"}}')
+	assert_stderr "kg-select: <stdin>:1: the run has no graph yet: the first record must be the baseline, built and benched ok (kg-init does this)"
+	run_tool 0 kg-select --update "$RUN" < <(baseline 2.5)
+	[ "$(jq -c .update <<<"$output")" = '{"reward":0,"child":"S0","child_id":0,"root":true,"incumbent":true}' ]
+	[ "$(jq -c '[.kernel, .baseline_ms, .incumbent, (.nodes | length), .nodes[0].state, .nodes[0].n]' "$RUN/graph.json")" = '["k",2.5,0,1,"S0",1]' ]
+	[ "$(readlink "$RUN/best")" = variants/S0 ]
+	[ "$(jq -r .state "$RUN/best.json")" = S0 ]
+}
+
+@test "the root is expanded first; evaluated candidates become children with log2-speedup or failure rewards" {
+	start
+	run_tool 0 kg-select "$RUN"
+	[ "$(jq -c '[.op, .node, .node_id, .path, .path_edges, .depth, .iter, .config, .last_method]' <<<"$output")" = \
+		'["expand","S0",0,["S0"],[],0,1,{"x":1},"init"]' ]
+	echo "$output" >pick.jsonl
+	{
+		evaluated pick.jsonl S1 2.0
+		evaluated pick.jsonl S2 0 0 unroll
+		evaluated pick.jsonl S3 1 1 smem invalid_config
+		evaluated pick.jsonl S4 16 16 vec
+	} >ev.jsonl
+	run_tool 0 kg-select --update "$RUN" ev.jsonl
+	assert_stderr_empty
+	[ "$(jq -c '.update | [.reward, .child, .incumbent]' <<<"$output" | tr -d '\n')" = \
+		'[1,"S1",true][-3,"S2",false][-3,"failed:2",false][3,"S4",true]' ]
+	# The root's value is the mean of its own reward and its children's: (0 + 1 - 3 - 3 + 3) / 5.
+	[ "$(jq '.nodes[0] | [.n, .q]' -c "$RUN/graph.json")" = '[5,-0.4]' ]
+	[ "$(jq -c '[.nodes[] | .failed]' "$RUN/graph.json")" = '[false,false,true,true,false]' ]
+	[ "$(wc -l <"$RUN/events.jsonl")" -eq 5 ]
+	[ "$(jq -r '[.from_method, .to_method, .ok, .reward] | @csv' out/regraph_dataset.jsonl | tr '\n' ' ')" = \
+		'"init","tile",true,1 "init","unroll",false,-3 "init","smem",false,-3 "init","vec",true,3 ' ]
+	grep -q -- '- iter 1: S0 -\[vec\]-> S4: ok, reward 3.000, new incumbent' "$RUN/trace.md"
+	# --failure-reward changes what failures earn, and is kept in the graph.
+	run_tool 0 kg-select --failure-reward -1 --update "$RUN" < <(evaluated pick.jsonl S5 0 0 x)
+	[ "$(jq -c .update.reward <<<"$output")" = -1 ]
+	[ "$(jq .params.failure_reward "$RUN/graph.json")" = -1 ]
+}
+
+@test "PUCT descends to the best child, which is expanded, and skips dead ends" {
+	start
+	kg-select "$RUN" >pick.jsonl
+	{ evaluated pick.jsonl S1 2.0; evaluated pick.jsonl S2 0; } | kg-select --update "$RUN" >/dev/null
+	run_tool 0 kg-select "$RUN"
+	[ "$(jq -c '[.op, .node, .path, .path_edges, .depth, .methods, .last_method]' <<<"$output")" = \
+		'["expand","S1",["S0","S1"],[0],1,["tile"],"tile"]' ]
+}
+
+@test "registered candidates are picked for evaluation; an edge is never evaluated twice" {
+	start
+	kg-select "$RUN" >pick.jsonl
+	jq -c '{node, node_id, path_edges, candidate: {id: "r1", method: "tile", prior: 0.7, config: {x: 3}}}' pick.jsonl |
+		kg-select --update "$RUN" >reg.jsonl
+	[ "$(jq -c .update reg.jsonl)" = '{"edge":0,"registered":true}' ]
+	run_tool 0 kg-select "$RUN"
+	[ "$(jq -c '[.op, .edge, .candidate]' <<<"$output")" = '["evaluate",0,{"id":"r1","method":"tile","prior":0.7,"config":{"x":3}}]' ]
+	echo "$output" | jq -c '. + {build: {status: "ok", state: "S1"}, bench: {status: "ok", median_ms: 0.5, speedup: 2, speedup_ci: [1.9, 2.1]}}' >ev.jsonl
+	run_tool 0 kg-select --update "$RUN" ev.jsonl
+	[ "$(jq -c '.update | [.edge, .child, .reward]' <<<"$output")" = '[0,"S1",1]' ]
+	run_tool 1 kg-select --update "$RUN" ev.jsonl
+	assert_stderr "kg-select: ev.jsonl:1: edge 0 was evaluated already: a record is never evaluated twice"
+}
+
+@test "transpositions: a state reached again links to its node; the rank rule turns a revert into a fresh node" {
+	start
+	kg-select "$RUN" >pick0.jsonl
+	{ evaluated pick0.jsonl S1 2.0; evaluated pick0.jsonl S2 1.5; } | kg-select --update "$RUN" >/dev/null
+	# From S1: S3 (new), and S0 again (the root's state: an ancestor).
+	jq -c '.node = "S1" | .node_id = 1 | .path_edges = [0]' pick0.jsonl >pick1.jsonl
+	{ evaluated pick1.jsonl S3 3.0; evaluated pick1.jsonl S0 1.0; } | kg-select --update "$RUN" >/dev/null
+	# From S2: S3 again, a transposition.
+	jq -c '.node = "S2" | .node_id = 2 | .path_edges = [1]' pick0.jsonl >pick2.jsonl
+	run_tool 0 kg-select --update "$RUN" < <(evaluated pick2.jsonl S3 3.0)
+	[ "$(jq -c '.update | [.child, .child_id, .transposition]' <<<"$output")" = '["S3",3,true]' ]
+	[ "$(jq -c '[.nodes[] | [.state, .rank]]' "$RUN/graph.json")" = '[["S0",0],["S1",1],["S2",1],["S3",2],["S0",2]]' ]
+	# Every edge goes from a lower rank to a higher one: no cycle can form.
+	[ "$(jq '. as $g | [.edges[] | select(.to != null) | $g.nodes[.from].rank < $g.nodes[.to].rank] | all' "$RUN/graph.json")" = true ]
+	# S3's value counts once, whichever parent reached it.
+	[ "$(jq -c '.nodes[3] | [.n, .q]' "$RUN/graph.json")" = '[1,1.584962500721156]' ]
+}
+
+@test "the incumbent changes only when the speedup interval clears it" {
+	start
+	kg-select "$RUN" >pick.jsonl
+	kg-select --update "$RUN" < <(evaluated pick.jsonl S1 2.0 1.9) >/dev/null
+	run_tool 0 kg-select --update "$RUN" < <(evaluated pick.jsonl S2 2.1 1.95)
+	[ "$(jq .update.incumbent <<<"$output")" = false ]
+	[ "$(jq -r .state "$RUN/best.json")" = S1 ]
+	run_tool 0 kg-select --update "$RUN" < <(evaluated pick.jsonl S3 2.6 2.3)
+	[ "$(jq .update.incumbent <<<"$output")" = true ]
+	[ "$(readlink "$RUN/best")" = variants/S3 ]
+	[ "$(jq -c '[.state, .speedup]' "$RUN/best.json")" = '["S3",2.6]' ]
+}
+
+@test "--batch K picks K distinct things" {
+	start --widen-k 3
+	run_tool 0 kg-select --batch 2 "$RUN"
+	[ "${#lines[@]}" -eq 1 ] # only the root exists: one expansion
+	echo "${lines[0]}" >pick.jsonl
+	for s in S1 S2 S3; do
+		jq -c '{node, node_id, path_edges, candidate: {id: "'$s'", method: "m'$s'"}}' pick.jsonl
+	done | kg-select --update "$RUN" >/dev/null
+	run_tool 0 kg-select --batch 3 "$RUN"
+	[ "$(jq -c '[.op, .edge]' <<<"$output" | tr -d '\n')" = '["evaluate",0]["evaluate",1]["evaluate",2]' ]
+	[ "$(jq -c '[.edges[].n]' "$RUN/graph.json")" = '[0,0,0]' ] # virtual visits are not kept
+}
+
+@test "stopping: the build budget, and convergence without improvement; exit 5 with a stop record" {
+	start --budget-builds 2
+	kg-select "$RUN" >pick.jsonl
+	{ evaluated pick.jsonl S1 2.0; evaluated pick.jsonl S2 1.5; } | kg-select --update "$RUN" >/dev/null
+	run_tool 5 kg-select "$RUN"
+	[ "$(jq -c '[.op, .reason, .builds, .incumbent, .speedup]' <<<"$output")" = '["stop","budget",2,"S1",2]' ]
+
+	rm -rf "$RUN" && mkdir -p "$RUN"
+	start --converge 2
+	run_tool 0 kg-select "$RUN"
+	run_tool 0 kg-select "$RUN"
+	run_tool 5 kg-select "$RUN"
+	[ "$(jq -c '[.op, .reason, .iter]' <<<"$output")" = '["stop","converged",2]' ]
+}
+
+@test "parameters are kept in the graph; given again, they replace the kept ones" {
+	start --c-puct 2 --widen-k 2 --backup max --seed 7
+	[ "$(jq -c '.params | [.c_init, .widen_k, .backup_max, .reward_clip]' "$RUN/graph.json")" = '[2,2,true,3]' ]
+	[ "$(jq -r .rng "$RUN/graph.json")" = 0000000000000007 ]
+	kg-select --widen-k 1 "$RUN" >/dev/null
+	[ "$(jq -c '.params | [.c_init, .widen_k, .backup_max]' "$RUN/graph.json")" = '[2,1,true]' ]
+}
+
+@test "an update interrupted between two records resumes to the same graph; no record is lost" {
+	start
+	kg-select "$RUN" >pick.jsonl
+	{ evaluated pick.jsonl S1 2.0; evaluated pick.jsonl S2 0; evaluated pick.jsonl S3 1.5; } >ev.jsonl
+	cp -r out whole && kg-select --update whole/kernels/k ev.jsonl >/dev/null
+	# The same records, one process each, as after a kill between them.
+	for i in 1 2 3; do sed -n "${i}p" ev.jsonl | kg-select --update "$RUN" >/dev/null; done
+	[ "$(jq -c 'del(.rng) | .nodes[].created_iter = 0' "$RUN/graph.json")" = "$(jq -c 'del(.rng) | .nodes[].created_iter = 0' whole/kernels/k/graph.json)" ]
+	[ "$(wc -l <"$RUN/events.jsonl")" -eq 4 ]
+}
+
+@test "with --seed and Dirichlet noise, two searches make identical graphs" {
+	for r in a b; do
+		mkdir -p "$r/kernels/k"
+		jq -c --arg run "$r/kernels/k" '.run = $run' < <(baseline) | kg-select --update --seed 42 --noise 0.25 --widen-k 3 "$r/kernels/k" >/dev/null
+		kg-select "$r/kernels/k" >"$r.pick"
+		for s in S1 S2 S3; do evaluated "$r.pick" "$s" 1.5; done | kg-select --update "$r/kernels/k" >/dev/null
+		kg-select --batch 2 "$r/kernels/k" | jq -c 'del(.run)' >"$r.out"
+	done
+	cmp a.out b.out
+	[ "$(jq -c 'del(.run)' a/kernels/k/graph.json | sed 's/a\/kernels/X/g')" = "$(jq -c 'del(.run)' b/kernels/k/graph.json | sed 's/b\/kernels/X/g')" ]
+}

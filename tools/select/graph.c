@@ -1,0 +1,317 @@
+/* graph.c: RUN/graph.json to and from memory. Every number the search uses is stored, so
+ * a loaded graph selects exactly as the one that was saved would have. */
+#include "common.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fileio.h"
+#include "graph.h"
+#include "jsonl.h"
+#include "log.h"
+#include "xalloc.h"
+
+#define GRAPH_VERSION 1
+
+void search_params_default(struct search_params *p)
+{
+	*p = (struct search_params){
+		.c_init = 1.25, .c_base = 19652, .fpu_reduction = 0.2, .root_fpu_reduction = 0.1,
+		.widen_k = 1, .widen_alpha = 0.5, .reward_clip = 3, .failure_reward = -3, .backup_max = 0,
+		.cycle_penalty = 0.5, .noise_epsilon = 0, .noise_alpha = 10.83, .improve_pct = 2,
+		.converge_iters = 0, .budget_builds = 0, .rollout_epsilon = 0.1, .rollout_lambda = 0.5,
+		.rollout_depth = 0,
+	};
+}
+
+/* The parameters as name, offset pairs: one table serves saving and loading. */
+static const struct {
+	const char *name;
+	size_t offset;
+	int is_long;
+} param_fields[] = {
+#define D(f) {#f, offsetof(struct search_params, f), 0}
+#define L(f) {#f, offsetof(struct search_params, f), 1}
+	D(c_init), D(c_base), D(fpu_reduction), D(root_fpu_reduction), D(widen_k), D(widen_alpha),
+	D(reward_clip), D(failure_reward), D(cycle_penalty), D(noise_epsilon), D(noise_alpha),
+	D(improve_pct), L(converge_iters), L(budget_builds), D(rollout_epsilon), D(rollout_lambda),
+	L(rollout_depth),
+#undef D
+#undef L
+};
+
+void graph_init(struct graph *g, const char *run)
+{
+	memset(g, 0, sizeof(*g));
+	g->run = xstrdup(run);
+	search_params_default(&g->params);
+	mcgs_init(&g->g);
+}
+
+void graph_release(struct graph *g)
+{
+	for (size_t i = 0; i < g->g.nnodes; i++) {
+		free(g->nodes[i].state);
+		cJSON_Delete(g->nodes[i].config);
+		cJSON_Delete(g->nodes[i].methods);
+	}
+	for (size_t i = 0; i < g->g.nedges; i++) {
+		cJSON_Delete(g->edges[i].candidate);
+		free(g->edges[i].method);
+	}
+	free(g->nodes);
+	free(g->edges);
+	free(g->run);
+	free(g->kernel);
+	mcgs_release(&g->g);
+	memset(g, 0, sizeof(*g));
+}
+
+size_t graph_add_node(struct graph *g, const char *state, double u, int rank)
+{
+	size_t id = mcgs_add_node(&g->g, u, rank);
+	if (id >= g->cap_nodes) {
+		g->cap_nodes = g->cap_nodes ? 2 * g->cap_nodes : 64;
+		g->nodes = xreallocarray(g->nodes, g->cap_nodes, sizeof(*g->nodes));
+	}
+	memset(&g->nodes[id], 0, sizeof(g->nodes[id]));
+	g->nodes[id].state = xstrdup(state);
+	g->nodes[id].median_ms = g->nodes[id].speedup = g->nodes[id].speedup_lo = NAN;
+	g->nodes[id].created_iter = g->iter;
+	return id;
+}
+
+size_t graph_add_edge(struct graph *g, size_t from, double prior, const cJSON *candidate, const char *method)
+{
+	size_t id = mcgs_add_edge(&g->g, from, MCGS_NONE, prior);
+	if (id >= g->cap_edges) {
+		g->cap_edges = g->cap_edges ? 2 * g->cap_edges : 64;
+		g->edges = xreallocarray(g->edges, g->cap_edges, sizeof(*g->edges));
+	}
+	memset(&g->edges[id], 0, sizeof(g->edges[id]));
+	g->edges[id].candidate = candidate ? cJSON_Duplicate(candidate, 1) : cJSON_CreateObject();
+	g->edges[id].method = xstrdup(method ? method : "");
+	g->edges[id].reward_max = -INFINITY;
+	return id;
+}
+
+size_t graph_find_state(const struct graph *g, const char *state, size_t parent)
+{
+	for (size_t i = 0; i < g->g.nnodes; i++)
+		if (strcmp(g->nodes[i].state, state) == 0 && mcgs_rank_allows(&g->g, parent, i))
+			return i;
+	return MCGS_NONE;
+}
+
+/* ---------------------------------------------------------------- saving */
+
+static void add_number(cJSON *o, const char *key, double v)
+{
+	if (!(isfinite(v) ? cJSON_AddNumberToObject(o, key, v) : cJSON_AddNullToObject(o, key)))
+		xalloc_die();
+}
+
+static void add_item(cJSON *o, const char *key, cJSON *item)
+{
+	if (!item || !cJSON_AddItemToObject(o, key, item))
+		xalloc_die();
+}
+
+static cJSON *node_json(const struct graph *g, size_t i)
+{
+	const struct mcgs_node *m = &g->g.nodes[i];
+	const struct gnode *n = &g->nodes[i];
+	cJSON *o = cJSON_CreateObject();
+	if (!o || !cJSON_AddStringToObject(o, "state", n->state) || !cJSON_AddBoolToObject(o, "failed", n->failed))
+		xalloc_die();
+	add_number(o, "rank", m->rank);
+	add_number(o, "u", m->u);
+	add_number(o, "n", m->n);
+	add_number(o, "q", m->q);
+	add_number(o, "median_ms", n->median_ms);
+	add_number(o, "speedup", n->speedup);
+	add_number(o, "speedup_lo", n->speedup_lo);
+	add_number(o, "created_iter", (double)n->created_iter);
+	add_item(o, "config", n->config ? cJSON_Duplicate(n->config, 1) : cJSON_CreateNull());
+	add_item(o, "methods", n->methods ? cJSON_Duplicate(n->methods, 1) : cJSON_CreateArray());
+	return o;
+}
+
+static cJSON *edge_json(const struct graph *g, size_t i)
+{
+	const struct mcgs_edge *m = &g->g.edges[i];
+	const struct gedge *e = &g->edges[i];
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		xalloc_die();
+	add_number(o, "from", (double)m->from);
+	add_item(o, "to", m->to == MCGS_NONE ? cJSON_CreateNull() : cJSON_CreateNumber((double)m->to));
+	add_number(o, "n", m->n);
+	add_number(o, "prior", m->prior);
+	if (!cJSON_AddStringToObject(o, "method", e->method))
+		xalloc_die();
+	add_number(o, "reward_sum", e->reward_sum);
+	add_number(o, "reward_max", e->reward_max);
+	add_number(o, "evaluations", (double)e->evaluations);
+	add_item(o, "candidate", cJSON_Duplicate(e->candidate, 1));
+	return o;
+}
+
+int graph_save(const struct graph *gr)
+{
+	cJSON *doc = cJSON_CreateObject(), *params = cJSON_CreateObject();
+	cJSON *nodes = cJSON_CreateArray(), *edges = cJSON_CreateArray();
+	char rng[32];
+	snprintf(rng, sizeof(rng), "%016" PRIx64, gr->rng);
+	if (!doc || !params || !nodes || !edges || !cJSON_AddNumberToObject(doc, "version", GRAPH_VERSION) ||
+	    !cJSON_AddStringToObject(doc, "kernel", gr->kernel ? gr->kernel : "") ||
+	    !cJSON_AddStringToObject(doc, "rng", rng))
+		xalloc_die();
+	for (size_t k = 0; k < ARRAY_SIZE(param_fields); k++) {
+		const char *base = (const char *)&gr->params + param_fields[k].offset;
+		add_number(params, param_fields[k].name,
+			   param_fields[k].is_long ? (double)*(const long *)(const void *)base : *(const double *)(const void *)base);
+	}
+	if (!cJSON_AddBoolToObject(params, "backup_max", gr->params.backup_max))
+		xalloc_die();
+	add_item(doc, "params", params);
+	add_number(doc, "iter", (double)gr->iter);
+	add_number(doc, "builds", (double)gr->builds);
+	add_number(doc, "last_improvement", (double)gr->last_improvement);
+	add_number(doc, "incumbent", (double)gr->incumbent);
+	add_number(doc, "baseline_ms", gr->baseline_ms);
+	for (size_t i = 0; i < gr->g.nnodes; i++)
+		if (!cJSON_AddItemToArray(nodes, node_json(gr, i)))
+			xalloc_die();
+	for (size_t i = 0; i < gr->g.nedges; i++)
+		if (!cJSON_AddItemToArray(edges, edge_json(gr, i)))
+			xalloc_die();
+	add_item(doc, "nodes", nodes);
+	add_item(doc, "edges", edges);
+	char *text = cJSON_PrintUnformatted(doc);
+	cJSON_Delete(doc);
+	if (!text)
+		xalloc_die();
+	char *path = xasprintf("%s/graph.json", gr->run);
+	int rc = file_write_atomic(path, text, strlen(text));
+	if (rc)
+		log_error("cannot write '%s':", path);
+	free(path);
+	cJSON_free(text);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- loading */
+
+static double number(const cJSON *o, const char *key, double fallback)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(o, key);
+	return cJSON_IsNumber(item) ? item->valuedouble : fallback;
+}
+
+static int load_nodes(struct graph *g, const cJSON *nodes, const char *path)
+{
+	const cJSON *o;
+	size_t k = 0;
+	cJSON_ArrayForEach(o, nodes) {
+		const cJSON *state = cJSON_GetObjectItemCaseSensitive(o, "state");
+		if (!cJSON_IsString(state))
+			return log_error("%s: nodes[%zu].state: missing", path, k);
+		size_t id = graph_add_node(g, state->valuestring, number(o, "u", 0), (int)number(o, "rank", 0));
+		struct gnode *n = &g->nodes[id];
+		g->g.nodes[id].n = number(o, "n", 0);
+		g->g.nodes[id].q = number(o, "q", 0);
+		n->failed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "failed"));
+		n->median_ms = number(o, "median_ms", NAN);
+		n->speedup = number(o, "speedup", NAN);
+		n->speedup_lo = number(o, "speedup_lo", NAN);
+		n->created_iter = (long)number(o, "created_iter", 0);
+		const cJSON *config = cJSON_GetObjectItemCaseSensitive(o, "config");
+		const cJSON *methods = cJSON_GetObjectItemCaseSensitive(o, "methods");
+		n->config = cJSON_IsObject(config) ? cJSON_Duplicate(config, 1) : NULL;
+		n->methods = cJSON_IsArray(methods) ? cJSON_Duplicate(methods, 1) : cJSON_CreateArray();
+		k++;
+	}
+	return 0;
+}
+
+static int load_edges(struct graph *g, const cJSON *edges, const char *path)
+{
+	const cJSON *o;
+	size_t k = 0;
+	cJSON_ArrayForEach(o, edges) {
+		double from = number(o, "from", -1), to = number(o, "to", -1);
+		const cJSON *method = cJSON_GetObjectItemCaseSensitive(o, "method");
+		if (from < 0 || from >= (double)g->g.nnodes || to >= (double)g->g.nnodes)
+			return log_error("%s: edges[%zu]: from or to is not a node", path, k);
+		size_t id = graph_add_edge(g, (size_t)from, number(o, "prior", 0),
+					   cJSON_GetObjectItemCaseSensitive(o, "candidate"),
+					   cJSON_IsString(method) ? method->valuestring : "");
+		g->g.edges[id].to = to < 0 ? MCGS_NONE : (size_t)to;
+		g->g.edges[id].n = number(o, "n", 0);
+		g->edges[id].reward_sum = number(o, "reward_sum", 0);
+		g->edges[id].reward_max = number(o, "reward_max", -INFINITY);
+		g->edges[id].evaluations = (long)number(o, "evaluations", 0);
+		k++;
+	}
+	return 0;
+}
+
+int graph_load(struct graph *g, const char *run)
+{
+	graph_init(g, run);
+	char *path = xasprintf("%s/graph.json", run);
+	size_t len;
+	char *text = file_read_all(path, &len);
+	if (!text) {
+		int missing = errno == ENOENT;
+		if (!missing)
+			log_error("cannot read '%s':", path);
+		free(path);
+		return missing ? 0 : -1;
+	}
+	cJSON *doc = json_parse_document(path, text, len);
+	free(text);
+	int rc = -1;
+	if (!cJSON_IsObject(doc)) {
+		if (doc)
+			log_error("%s: not a graph (a JSON object)", path);
+	} else if (number(doc, "version", 0) != GRAPH_VERSION) {
+		log_error("%s: version %g, but this kg-select reads version %d", path, number(doc, "version", 0),
+			  GRAPH_VERSION);
+	} else {
+		const cJSON *params = cJSON_GetObjectItemCaseSensitive(doc, "params");
+		const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(doc, "kernel");
+		const cJSON *rng = cJSON_GetObjectItemCaseSensitive(doc, "rng");
+		for (size_t k = 0; k < ARRAY_SIZE(param_fields); k++) {
+			char *base = (char *)&g->params + param_fields[k].offset;
+			const cJSON *v = cJSON_GetObjectItemCaseSensitive(params, param_fields[k].name);
+			if (!cJSON_IsNumber(v))
+				continue;
+			if (param_fields[k].is_long)
+				*(long *)(void *)base = (long)v->valuedouble;
+			else
+				*(double *)(void *)base = v->valuedouble;
+		}
+		g->params.backup_max = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(params, "backup_max"));
+		g->kernel = xstrdup(cJSON_IsString(kernel) ? kernel->valuestring : "");
+		g->rng = cJSON_IsString(rng) ? strtoull(rng->valuestring, NULL, 16) : 0;
+		g->iter = (long)number(doc, "iter", 0);
+		g->builds = (long)number(doc, "builds", 0);
+		g->last_improvement = (long)number(doc, "last_improvement", 0);
+		g->incumbent = (size_t)number(doc, "incumbent", 0);
+		g->baseline_ms = number(doc, "baseline_ms", NAN);
+		if (load_nodes(g, cJSON_GetObjectItemCaseSensitive(doc, "nodes"), path) == 0 &&
+		    load_edges(g, cJSON_GetObjectItemCaseSensitive(doc, "edges"), path) == 0) {
+			rc = g->g.nnodes > 0 ? 1 : log_error("%s: the graph has no root", path);
+			if (g->incumbent >= g->g.nnodes)
+				g->incumbent = 0;
+		}
+	}
+	cJSON_Delete(doc);
+	free(path);
+	return rc;
+}

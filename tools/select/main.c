@@ -1,0 +1,943 @@
+/* main.c (kg-select): owns a run's search graph. Without --update it chooses what to try
+ * next (PUCT with widening); with --update it learns from measured records (rewards, backup). */
+#include "common.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "fileio.h"
+#include "graph.h"
+#include "jsonl.h"
+#include "log.h"
+#include "mcgs.h"
+#include "parse.h"
+#include "rng.h"
+#include "xalloc.h"
+
+/* Exit status when the search is over (budget spent or converged): not an error. */
+#define EXIT_SEARCH_DONE 5
+
+struct options {
+	const char *run;
+	int update;
+	long batch;
+	int seed_given;
+	uint64_t seed;
+	struct search_params params;
+	unsigned char given[32]; /* which params were set on the command line */
+};
+
+static void usage(FILE *fp)
+{
+	fputs("Usage: kg-select [OPTION]... RUN\n"
+	      "       kg-select --update [OPTION]... RUN [FILE]\n"
+	      "Monte-Carlo Graph Search over the variants of a run (RUN/graph.json).\n"
+	      "\n"
+	      "Without --update, writes what to try next: {\"op\": \"expand\"} for a node that may get\n"
+	      "new children (progressive widening: fewer than ceil(k N^alpha)), or {\"op\": \"evaluate\"}\n"
+	      "with the candidate of a registered edge not yet measured. The path from the root is\n"
+	      "chosen by PUCT on Q normalized over each node and its visited children, with\n"
+	      "first-play urgency for unvisited edges. When the search is over it writes\n"
+	      "{\"op\": \"stop\", \"reason\": \"budget\"|\"converged\"} and exits with status 5.\n"
+	      "\n"
+	      "With --update, reads finished records (FILE or stdin): the benched baseline creates\n"
+	      "the root; a candidate with \"build\" and \"bench\" becomes an evaluated edge whose child\n"
+	      "is found by its state (a transposition when it exists and the rank rule allows),\n"
+	      "rewarded clip(log2 speedup) or the failure reward, and backed up along its path;\n"
+	      "one without \"build\" is registered for later evaluation. Each record is written\n"
+	      "back with an \"update\" object and appended to RUN/events.jsonl; the incumbent\n"
+	      "changes only when the candidate's speedup interval clears it; RUN/best, best.json,\n"
+	      "trace.md and OUTDIR/regraph_dataset.jsonl (OUTDIR = RUN/../..) are kept current.\n"
+	      "\n"
+	      "  -u, --update                learn from finished records\n"
+	      "  -b, --batch K               pick K distinct things at once (virtual loss)\n"
+	      "  -s, --seed S                the random state of a new graph (noise, ties)\n"
+	      "      --c-puct C              PUCT constant c_init (1.25)\n"
+	      "      --c-base B              growth base of c (19652)\n"
+	      "      --fpu-reduction R       first-play urgency reduction below the root (0.2)\n"
+	      "      --root-fpu-reduction R  first-play urgency reduction at the root (0.1)\n"
+	      "      --widen-k K             progressive widening factor (1)\n"
+	      "      --widen-alpha A         progressive widening exponent (0.5)\n"
+	      "      --reward-clip L         rewards are clipped to [-L, L] (3)\n"
+	      "      --failure-reward R      reward of a failed candidate (-3)\n"
+	      "      --backup mean|max       what a node's value is (mean)\n"
+	      "      --cycle-penalty P       subtracted for a child that repeats a state on the path (0.5)\n"
+	      "      --noise EPS             Dirichlet noise weight at the root (0: off)\n"
+	      "      --noise-alpha A         total Dirichlet concentration (10.83)\n"
+	      "      --improve-pct P         an improvement is at least P %% faster (2)\n"
+	      "      --converge K            stop after K iterations without one (0: never)\n"
+	      "      --budget-builds N       stop after N evaluated candidates (0: no limit)\n"
+	      "      --rollout-depth D       further expansions after an improving child (0)\n"
+	      "      --rollout-epsilon E     rollout exploration (0.1)\n"
+	      "      --rollout-lambda L      rollout visit penalty (0.5)\n"
+	      "  -q, --quiet                 print errors only\n"
+	      "  -v, --verbose               say more on stderr (twice: debug)\n"
+	      "  -h, --help                  print this help and exit\n"
+	      "  -V, --version               print the version and exit\n"
+	      "\n"
+	      "Parameters given when the graph is created are stored in it; given later, they\n"
+	      "replace the stored ones.\n"
+	      "\n"
+	      "Exit status: 0 done; 1 some record could not be handled (reported, passed on);\n"
+	      "2 usage error; 4 input or output failed; 5 the search is over (budget or\n"
+	      "convergence; a {\"op\": \"stop\"} record says which).\n",
+	      fp);
+}
+
+enum {
+	OPT_C_PUCT = 256, OPT_C_BASE, OPT_FPU, OPT_ROOT_FPU, OPT_WIDEN_K, OPT_WIDEN_ALPHA, OPT_CLIP, OPT_FAILURE,
+	OPT_BACKUP, OPT_CYCLE, OPT_NOISE, OPT_NOISE_ALPHA, OPT_IMPROVE, OPT_CONVERGE, OPT_BUDGET, OPT_ROLLOUT_DEPTH,
+	OPT_ROLLOUT_EPSILON, OPT_ROLLOUT_LAMBDA,
+};
+
+static double *param_slot(struct search_params *p, int opt)
+{
+	switch (opt) {
+	case OPT_C_PUCT: return &p->c_init;
+	case OPT_C_BASE: return &p->c_base;
+	case OPT_FPU: return &p->fpu_reduction;
+	case OPT_ROOT_FPU: return &p->root_fpu_reduction;
+	case OPT_WIDEN_K: return &p->widen_k;
+	case OPT_WIDEN_ALPHA: return &p->widen_alpha;
+	case OPT_CLIP: return &p->reward_clip;
+	case OPT_FAILURE: return &p->failure_reward;
+	case OPT_CYCLE: return &p->cycle_penalty;
+	case OPT_NOISE: return &p->noise_epsilon;
+	case OPT_NOISE_ALPHA: return &p->noise_alpha;
+	case OPT_IMPROVE: return &p->improve_pct;
+	case OPT_ROLLOUT_EPSILON: return &p->rollout_epsilon;
+	case OPT_ROLLOUT_LAMBDA: return &p->rollout_lambda;
+	default: return NULL;
+	}
+}
+
+static long *long_slot(struct search_params *p, int opt)
+{
+	switch (opt) {
+	case OPT_CONVERGE: return &p->converge_iters;
+	case OPT_BUDGET: return &p->budget_builds;
+	case OPT_ROLLOUT_DEPTH: return &p->rollout_depth;
+	default: return NULL;
+	}
+}
+
+static void parse_options(int argc, char **argv, struct options *opt)
+{
+	static const struct option longopts[] = {
+		{"backup", required_argument, NULL, OPT_BACKUP},
+		{"batch", required_argument, NULL, 'b'},
+		{"budget-builds", required_argument, NULL, OPT_BUDGET},
+		{"c-base", required_argument, NULL, OPT_C_BASE},
+		{"c-puct", required_argument, NULL, OPT_C_PUCT},
+		{"converge", required_argument, NULL, OPT_CONVERGE},
+		{"cycle-penalty", required_argument, NULL, OPT_CYCLE},
+		{"failure-reward", required_argument, NULL, OPT_FAILURE},
+		{"fpu-reduction", required_argument, NULL, OPT_FPU},
+		{"help", no_argument, NULL, 'h'},
+		{"improve-pct", required_argument, NULL, OPT_IMPROVE},
+		{"noise", required_argument, NULL, OPT_NOISE},
+		{"noise-alpha", required_argument, NULL, OPT_NOISE_ALPHA},
+		{"quiet", no_argument, NULL, 'q'},
+		{"reward-clip", required_argument, NULL, OPT_CLIP},
+		{"rollout-depth", required_argument, NULL, OPT_ROLLOUT_DEPTH},
+		{"rollout-epsilon", required_argument, NULL, OPT_ROLLOUT_EPSILON},
+		{"rollout-lambda", required_argument, NULL, OPT_ROLLOUT_LAMBDA},
+		{"root-fpu-reduction", required_argument, NULL, OPT_ROOT_FPU},
+		{"seed", required_argument, NULL, 's'},
+		{"update", no_argument, NULL, 'u'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"version", no_argument, NULL, 'V'},
+		{"widen-alpha", required_argument, NULL, OPT_WIDEN_ALPHA},
+		{"widen-k", required_argument, NULL, OPT_WIDEN_K},
+		{NULL, 0, NULL, 0},
+	};
+	const char *why;
+	int c, index;
+	int64_t i64;
+	uint64_t u64;
+	opt->batch = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":b:hqs:uvV", longopts, &index)) != -1) {
+		double *d = param_slot(&opt->params, c);
+		long *l = long_slot(&opt->params, c);
+		if (d) {
+			if ((why = parse_double(optarg, -1e9, 1e9, d)))
+				cli_usage_error("--%s: '%s': %s", longopts[index].name, optarg, why);
+			opt->given[c - OPT_C_PUCT] = 1;
+			continue;
+		}
+		if (l) {
+			if ((why = parse_int64(optarg, 0, INT64_MAX / 2, &i64)))
+				cli_usage_error("--%s: '%s': %s", longopts[index].name, optarg, why);
+			*l = (long)i64;
+			opt->given[c - OPT_C_PUCT] = 1;
+			continue;
+		}
+		switch (c) {
+		case OPT_BACKUP:
+			if (strcmp(optarg, "mean") != 0 && strcmp(optarg, "max") != 0)
+				cli_usage_error("--backup: '%s' is not mean or max", optarg);
+			opt->params.backup_max = strcmp(optarg, "max") == 0;
+			opt->given[c - OPT_C_PUCT] = 1;
+			break;
+		case 'b':
+			if ((why = parse_int64(optarg, 1, 1024, &i64)))
+				cli_usage_error("--batch: '%s': %s", optarg, why);
+			opt->batch = (long)i64;
+			break;
+		case 'h': usage(stdout); exit(cli_finish(KG_EXIT_OK));
+		case 'q': log_quieter(); break;
+		case 's':
+			if ((why = parse_uint64(optarg, UINT64_MAX, &u64)))
+				cli_usage_error("--seed: '%s': %s", optarg, why);
+			opt->seed = u64;
+			opt->seed_given = 1;
+			break;
+		case 'u': opt->update = 1; break;
+		case 'v': log_louder(); break;
+		case 'V': cli_print_version(); exit(cli_finish(KG_EXIT_OK));
+		default: cli_option_error(c, argv);
+		}
+	}
+	if (optind >= argc)
+		cli_usage_error("no run directory given");
+	opt->run = argv[optind++];
+	if (optind < argc && !opt->update)
+		cli_usage_error("unexpected argument '%s' (only --update reads a file)", argv[optind]);
+	if (argc - optind > 1)
+		cli_usage_error("unexpected argument '%s'", argv[optind + 1]);
+}
+
+/* Options given on this command line replace what the graph stored. */
+static void apply_given(struct graph *g, const struct options *opt)
+{
+	for (int c = OPT_C_PUCT; c <= OPT_ROLLOUT_LAMBDA; c++) {
+		if (!opt->given[c - OPT_C_PUCT])
+			continue;
+		struct search_params *from = (struct search_params *)&opt->params;
+		if (param_slot(&g->params, c))
+			*param_slot(&g->params, c) = *param_slot(from, c);
+		else if (long_slot(&g->params, c))
+			*long_slot(&g->params, c) = *long_slot(from, c);
+		else if (c == OPT_BACKUP)
+			g->params.backup_max = opt->params.backup_max;
+	}
+}
+
+/* ---------------------------------------------------------------- records */
+
+static cJSON *new_object(void)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		xalloc_die();
+	return o;
+}
+
+static void add_item(cJSON *o, const char *key, cJSON *item)
+{
+	if (!item || !cJSON_AddItemToObject(o, key, item))
+		xalloc_die();
+}
+
+static void add_number(cJSON *o, const char *key, double v)
+{
+	add_item(o, key, isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull());
+}
+
+static void add_string(cJSON *o, const char *key, const char *s)
+{
+	add_item(o, key, cJSON_CreateString(s));
+}
+
+static const char *last_method(const struct graph *g, size_t node)
+{
+	const cJSON *m = g->nodes[node].methods;
+	int n = cJSON_GetArraySize(m);
+	const cJSON *last = n > 0 ? cJSON_GetArrayItem(m, n - 1) : NULL;
+	return cJSON_IsString(last) ? last->valuestring : "init";
+}
+
+/* The common part of what kg-select writes about a node reached by path. */
+static cJSON *pick_record(const struct graph *g, const char *op, size_t node, const size_t *path, size_t len)
+{
+	cJSON *r = new_object(), *states = cJSON_CreateArray(), *edges = cJSON_CreateArray();
+	add_number(r, "v", 1);
+	add_string(r, "run", g->run);
+	add_string(r, "kernel", g->kernel);
+	add_number(r, "iter", (double)g->iter);
+	add_string(r, "op", op);
+	add_string(r, "node", g->nodes[node].state);
+	add_number(r, "node_id", (double)node);
+	if (!states || !edges || !cJSON_AddItemToArray(states, cJSON_CreateString(g->nodes[0].state)))
+		xalloc_die();
+	for (size_t i = 0; i < len; i++)
+		if (!cJSON_AddItemToArray(states, cJSON_CreateString(g->nodes[g->g.edges[path[i]].to].state)) ||
+		    !cJSON_AddItemToArray(edges, cJSON_CreateNumber((double)path[i])))
+			xalloc_die();
+	add_item(r, "path", states);
+	add_item(r, "path_edges", edges);
+	add_number(r, "depth", (double)len);
+	add_number(r, "rollout", 0);
+	add_item(r, "config", g->nodes[node].config ? cJSON_Duplicate(g->nodes[node].config, 1) : cJSON_CreateNull());
+	add_item(r, "methods", cJSON_Duplicate(g->nodes[node].methods, 1));
+	add_string(r, "last_method", last_method(g, node));
+	return r;
+}
+
+/* ---------------------------------------------------------------- selection */
+
+struct picks {
+	size_t *expanded;  /* nodes already picked for expansion in this batch */
+	size_t nexpanded;
+	size_t *evaluated; /* edges already picked for evaluation */
+	size_t nevaluated;
+	size_t *virtual_edges; /* visits added for virtual loss, removed after the batch */
+	size_t nvirtual;
+};
+
+static int contains(const size_t *list, size_t n, size_t x)
+{
+	for (size_t i = 0; i < n; i++)
+		if (list[i] == x)
+			return 1;
+	return 0;
+}
+
+static void push(size_t **list, size_t *n, size_t x)
+{
+	*list = xreallocarray(*list, *n + 1, sizeof(**list));
+	(*list)[(*n)++] = x;
+}
+
+static int state_on_path(const struct graph *g, const size_t *path, size_t len, const char *state)
+{
+	if (strcmp(g->nodes[0].state, state) == 0)
+		return 1;
+	for (size_t i = 0; i < len; i++)
+		if (strcmp(g->nodes[g->g.edges[path[i]].to].state, state) == 0)
+			return 1;
+	return 0;
+}
+
+/* PUCT over the out-edges of node; returns the chosen edge, or MCGS_NONE when none can be
+ * taken (every edge leads to a dead end or was picked in this batch). */
+static size_t choose_edge(struct graph *g, size_t node, const size_t *path, size_t len, const struct picks *pk)
+{
+	const struct mcgs_node *n = &g->g.nodes[node];
+	const struct search_params *p = &g->params;
+	size_t k = n->nout;
+	if (k == 0)
+		return MCGS_NONE;
+	double *q = xcalloc(k, sizeof(*q)), *qhat = xcalloc(k, sizeof(*qhat)), *prior = xcalloc(k, sizeof(*prior));
+	int *visited = xcalloc(k, sizeof(*visited));
+	double sum_n = 0, visited_prior = 0, weighted = 0, visits = 0, prior_total = 0;
+	for (size_t i = 0; i < k; i++) {
+		const struct mcgs_edge *e = &g->g.edges[n->out[i]];
+		visited[i] = e->to != MCGS_NONE && e->n > 0;
+		q[i] = visited[i] ? g->g.nodes[e->to].q : 0;
+		prior[i] = e->prior;
+		prior_total += e->prior;
+		sum_n += e->n;
+	}
+	for (size_t i = 0; i < k; i++)
+		prior[i] = prior_total > 0 ? prior[i] / prior_total : 1.0 / (double)k;
+	if (node == 0 && p->noise_epsilon > 0) {
+		double *eta = xcalloc(k, sizeof(*eta));
+		dirichlet_sample(&g->rng, p->noise_alpha / (double)k, k, eta);
+		dirichlet_mix(prior, eta, k, p->noise_epsilon);
+		free(eta);
+	}
+	normalize_by_parent_and_siblings(n->q, q, visited, k, qhat);
+	for (size_t i = 0; i < k; i++) {
+		if (!visited[i])
+			continue;
+		double en = g->g.edges[n->out[i]].n;
+		visited_prior += prior[i];
+		weighted += en * qhat[i];
+		visits += en;
+	}
+	double parent_qhat = visits > 0 ? weighted / visits : 0;
+	double fpu = fpu_value(parent_qhat, node == 0 ? p->root_fpu_reduction : p->fpu_reduction, visited_prior);
+	double c = puct_c(p->c_init, p->c_base, n->n);
+	size_t best = MCGS_NONE;
+	double best_score = -INFINITY;
+	for (size_t i = 0; i < k; i++) {
+		size_t ei = n->out[i];
+		const struct mcgs_edge *e = &g->g.edges[ei];
+		if (e->to == MCGS_NONE && contains(pk->evaluated, pk->nevaluated, ei))
+			continue;
+		if (e->to != MCGS_NONE && g->nodes[e->to].failed)
+			continue; /* a dead end: nothing below it to try */
+		double score = puct_score(visited[i] ? qhat[i] : fpu, c, prior[i], sum_n, e->n);
+		if (e->to != MCGS_NONE && state_on_path(g, path, len, g->nodes[e->to].state))
+			score -= p->cycle_penalty;
+		if (score > best_score) {
+			best_score = score;
+			best = ei;
+		}
+	}
+	free(q);
+	free(qhat);
+	free(prior);
+	free(visited);
+	return best;
+}
+
+/* One pick: descends from the root and returns the record to write, or NULL when nothing
+ * is left to try. A descent that reaches a transposition whose node has more visits than
+ * the edge into it backs up there (KataGo's rule) and starts again. */
+static cJSON *select_one(struct graph *g, struct picks *pk)
+{
+	const struct search_params *p = &g->params;
+	size_t *path = NULL, len = 0;
+	cJSON *record = NULL;
+	for (int attempt = 0; attempt < 1000 && !record; attempt++) {
+		size_t node = 0;
+		len = 0;
+		for (;;) {
+			const struct mcgs_node *n = &g->g.nodes[node];
+			size_t limit = widening_limit(n->n > 1 ? n->n : 1, p->widen_k, p->widen_alpha);
+			int may_expand = !contains(pk->expanded, pk->nexpanded, node);
+			if (n->nout < limit && may_expand) {
+				record = pick_record(g, "expand", node, path, len);
+				push(&pk->expanded, &pk->nexpanded, node);
+				break;
+			}
+			size_t e = choose_edge(g, node, path, len, pk);
+			if (e == MCGS_NONE) {
+				if (may_expand) {
+					record = pick_record(g, "expand", node, path, len);
+					push(&pk->expanded, &pk->nexpanded, node);
+				}
+				break;
+			}
+			if (g->g.edges[e].to == MCGS_NONE) {
+				record = pick_record(g, "evaluate", node, path, len);
+				add_number(record, "edge", (double)e);
+				add_item(record, "candidate", cJSON_Duplicate(g->edges[e].candidate, 1));
+				push(&pk->evaluated, &pk->nevaluated, e);
+				break;
+			}
+			size_t child = g->g.edges[e].to;
+			path = xreallocarray(path, len + 1, sizeof(*path));
+			path[len++] = e;
+			if (g->g.nodes[child].n > g->g.edges[e].n) {
+				mcgs_playout(&g->g, 0, path, len, 0);
+				break; /* caught up; descend again */
+			}
+			node = child;
+		}
+		if (!record && len == 0)
+			break; /* the root itself has nothing to offer */
+	}
+	/* Virtual loss: the edges of this pick count as visited until the batch is written. */
+	for (size_t i = 0; record && i < len; i++) {
+		g->g.edges[path[i]].n += 1;
+		push(&pk->virtual_edges, &pk->nvirtual, path[i]);
+	}
+	free(path);
+	return record;
+}
+
+static int write_record(cJSON *record)
+{
+	int rc = jsonl_write(stdout, record);
+	cJSON_Delete(record);
+	if (rc)
+		return log_error("cannot write the output:");
+	return 0;
+}
+
+static int stop_reason(const struct graph *g, const char **reason)
+{
+	const struct search_params *p = &g->params;
+	if (p->budget_builds > 0 && g->builds >= p->budget_builds)
+		*reason = "budget";
+	else if (p->converge_iters > 0 && g->iter - g->last_improvement >= p->converge_iters)
+		*reason = "converged";
+	else
+		return 0;
+	return 1;
+}
+
+static int run_select(struct graph *g, const struct options *opt)
+{
+	const char *reason;
+	if (stop_reason(g, &reason)) {
+		cJSON *stop = new_object();
+		add_number(stop, "v", 1);
+		add_string(stop, "run", g->run);
+		add_string(stop, "kernel", g->kernel);
+		add_string(stop, "op", "stop");
+		add_string(stop, "reason", reason);
+		add_number(stop, "iter", (double)g->iter);
+		add_number(stop, "builds", (double)g->builds);
+		add_string(stop, "incumbent", g->nodes[g->incumbent].state);
+		add_number(stop, "speedup", g->nodes[g->incumbent].speedup);
+		log_info("%s: the search is over (%s) after %ld iterations and %ld builds", g->run, reason, g->iter, g->builds);
+		return write_record(stop) ? KG_EXIT_IO : EXIT_SEARCH_DONE;
+	}
+	g->iter++;
+	struct picks pk = {0};
+	int status = KG_EXIT_OK;
+	long written = 0;
+	for (long k = 0; k < opt->batch; k++) {
+		cJSON *record = select_one(g, &pk);
+		if (!record)
+			break;
+		if (write_record(record))
+			status = KG_EXIT_IO;
+		written++;
+	}
+	for (size_t i = 0; i < pk.nvirtual; i++)
+		g->g.edges[pk.virtual_edges[i]].n -= 1;
+	if (written == 0)
+		log_warn("%s: nothing to select (every node is a dead end)", g->run);
+	free(pk.expanded);
+	free(pk.evaluated);
+	free(pk.virtual_edges);
+	return graph_save(g) ? KG_EXIT_IO : status;
+}
+
+/* ---------------------------------------------------------------- update */
+
+struct updater {
+	struct graph *g;
+	int exists;
+	const char *input_name;
+	int status;
+	char *outdir;
+};
+
+static int record_error(struct updater *u, long line, const char *fmt, ...) PRINTF_LIKE(3, 4);
+
+static int record_error(struct updater *u, long line, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (u->status == KG_EXIT_OK)
+		u->status = KG_EXIT_INPUT;
+	return log_error("%s:%ld: %s", u->input_name, line, msg);
+}
+
+static const char *string_at(const cJSON *o, const char *key)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(o, key);
+	return cJSON_IsString(item) ? item->valuestring : NULL;
+}
+
+static double number_at(const cJSON *o, const char *key)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(o, key);
+	return cJSON_IsNumber(item) ? item->valuedouble : NAN;
+}
+
+static void now_iso(char *buf, size_t size)
+{
+	struct timespec ts;
+	struct tm tm;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	size_t n = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + n, size - n, ".%03ldZ", ts.tv_nsec / 1000000);
+}
+
+static void append_line(const char *path, const cJSON *obj)
+{
+	FILE *fp = fopen(path, "a");
+	if (!fp || jsonl_write(fp, obj) != 0 || fclose(fp) != 0)
+		log_warn("cannot append to '%s':", path);
+}
+
+static void append_text(const char *path, const char *text)
+{
+	FILE *fp = fopen(path, "a");
+	if (!fp || fputs(text, fp) < 0 || fclose(fp) != 0)
+		log_warn("cannot append to '%s':", path);
+}
+
+/* RUN/best -> variants/STATE, replaced atomically, and RUN/best.json. */
+static void refresh_best(const struct graph *g)
+{
+	const struct gnode *n = &g->nodes[g->incumbent];
+	char *target = xasprintf("variants/%s", n->state), *tmp = xasprintf("%s/.best.tmp", g->run);
+	char *link = xasprintf("%s/best", g->run), *json_path = xasprintf("%s/best.json", g->run);
+	unlink(tmp);
+	if (symlink(target, tmp) != 0 || rename(tmp, link) != 0)
+		log_warn("cannot point '%s' at '%s':", link, target);
+	cJSON *best = new_object();
+	add_string(best, "state", n->state);
+	add_string(best, "dir", target);
+	add_number(best, "speedup", n->speedup);
+	add_number(best, "speedup_lo", n->speedup_lo);
+	add_number(best, "median_ms", n->median_ms);
+	add_number(best, "baseline_ms", g->baseline_ms);
+	add_number(best, "iter", (double)g->iter);
+	add_item(best, "config", n->config ? cJSON_Duplicate(n->config, 1) : cJSON_CreateNull());
+	add_item(best, "methods", cJSON_Duplicate(n->methods, 1));
+	char *text = cJSON_Print(best);
+	if (!text || file_write_atomic(json_path, text, strlen(text)) != 0)
+		log_warn("cannot write '%s':", json_path);
+	cJSON_free(text);
+	cJSON_Delete(best);
+	free(target);
+	free(tmp);
+	free(link);
+	free(json_path);
+}
+
+static int create_root(struct updater *u, const cJSON *record, long line)
+{
+	struct graph *g = u->g;
+	const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
+	const cJSON *bench = cJSON_GetObjectItemCaseSensitive(record, "bench");
+	const char *state = string_at(build, "state"), *status = string_at(bench, "status");
+	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(build, "baseline")) || !state || !status ||
+	    strcmp(status, "ok") != 0)
+		return record_error(u, line, "the run has no graph yet: the first record must be the baseline, built and benched ok (kg-init does this)");
+	const char *kernel = string_at(record, "kernel");
+	char *copy = xstrdup(g->run);
+	g->kernel = xstrdup(kernel ? kernel : basename(copy));
+	free(copy);
+	size_t root = graph_add_node(g, state, 0, 0);
+	g->nodes[root].config = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(build, "config"), 1);
+	g->nodes[root].methods = cJSON_CreateArray();
+	g->nodes[root].median_ms = g->baseline_ms = number_at(bench, "median_ms");
+	g->nodes[root].speedup = g->nodes[root].speedup_lo = 1;
+	mcgs_playout(&g->g, root, NULL, 0, 1);
+	g->incumbent = root;
+	u->exists = 1;
+	refresh_best(g);
+	cJSON *upd = new_object();
+	add_number(upd, "reward", 0);
+	add_string(upd, "child", state);
+	add_number(upd, "child_id", (double)root);
+	add_item(upd, "root", cJSON_CreateTrue());
+	add_item(upd, "incumbent", cJSON_CreateTrue());
+	add_item((cJSON *)record, "update", upd);
+	char *trace = xasprintf("%s/trace.md", g->run);
+	char *text = xasprintf("# Search of %s\n\n- root: baseline %s, %.6g ms\n", g->kernel, state, g->baseline_ms);
+	append_text(trace, text);
+	free(text);
+	free(trace);
+	return 0;
+}
+
+/* The parent node of a candidate record: node_id, checked against node (the state). */
+static size_t parent_of(struct updater *u, const cJSON *record, long line)
+{
+	const struct graph *g = u->g;
+	double id = number_at(record, "node_id");
+	const char *state = string_at(record, "node");
+	if (!isnan(id)) {
+		if (id < 0 || id >= (double)g->g.nnodes || floor(id) != id) {
+			record_error(u, line, "node_id: %g is not a node of the graph", id);
+			return MCGS_NONE;
+		}
+		if (state && strcmp(g->nodes[(size_t)id].state, state) != 0) {
+			record_error(u, line, "node: %s is not the state of node %g", state, id);
+			return MCGS_NONE;
+		}
+		return (size_t)id;
+	}
+	if (!state) /* a candidate from the root (kg-propose --exhaustive, say) */
+		return 0;
+	for (size_t i = 0; i < g->g.nnodes; i++)
+		if (strcmp(g->nodes[i].state, state) == 0)
+			return i;
+	record_error(u, line, "node: %s is not in the graph", state);
+	return MCGS_NONE;
+}
+
+/* The edges from the root to parent the record says it took; a path that does not lead
+ * there is replaced by the first one found (a record written by hand, say). */
+static size_t path_to(const struct graph *g, const cJSON *record, size_t parent, size_t **edges)
+{
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(record, "path_edges"), *item;
+	size_t n = 0, at = 0;
+	*edges = xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(**edges));
+	int ok = 1;
+	cJSON_ArrayForEach(item, list) {
+		double e = cJSON_IsNumber(item) ? item->valuedouble : -1;
+		if (e < 0 || e >= (double)g->g.nedges || g->g.edges[(size_t)e].from != at || g->g.edges[(size_t)e].to == MCGS_NONE) {
+			ok = 0;
+			break;
+		}
+		(*edges)[n++] = (size_t)e;
+		at = g->g.edges[(size_t)e].to;
+	}
+	if (ok && at == parent)
+		return n;
+	/* Walk back from parent along any in-edge: ranks decrease, so this ends at the root. */
+	size_t depth = (size_t)g->g.nodes[parent].rank, node = parent;
+	free(*edges);
+	*edges = xcalloc(depth + 1, sizeof(**edges));
+	n = 0;
+	while (node != 0 && n <= depth) {
+		size_t found = MCGS_NONE;
+		for (size_t e = 0; e < g->g.nedges && found == MCGS_NONE; e++)
+			if (g->g.edges[e].to == node)
+				found = e;
+		if (found == MCGS_NONE)
+			break;
+		(*edges)[n++] = found;
+		node = g->g.edges[found].from;
+	}
+	for (size_t i = 0; i < n / 2; i++) {
+		size_t t = (*edges)[i];
+		(*edges)[i] = (*edges)[n - 1 - i];
+		(*edges)[n - 1 - i] = t;
+	}
+	return n;
+}
+
+static const char *method_of(const cJSON *record)
+{
+	const cJSON *method = cJSON_GetObjectItemCaseSensitive(record, "method");
+	const char *canonical = string_at(method, "canonical");
+	if (canonical)
+		return canonical;
+	const char *named = string_at(cJSON_GetObjectItemCaseSensitive(record, "candidate"), "method");
+	return named ? named : "";
+}
+
+/* Max backup: a node's value is the best of its own and its children's. */
+static void back_up_max(struct graph *g, const size_t *path, size_t len)
+{
+	for (size_t i = len; i-- > 0;) {
+		struct mcgs_node *n = &g->g.nodes[g->g.edges[path[i]].from];
+		double best = n->u;
+		for (size_t k = 0; k < n->nout; k++) {
+			const struct mcgs_edge *e = &g->g.edges[n->out[k]];
+			if (e->to != MCGS_NONE && e->n > 0)
+				best = fmax(best, g->g.nodes[e->to].q);
+		}
+		n->q = best;
+	}
+}
+
+/* A candidate record: registered (no build yet) or evaluated. */
+static int update_candidate(struct updater *u, cJSON *record, long line)
+{
+	struct graph *g = u->g;
+	const struct search_params *p = &g->params;
+	size_t parent = parent_of(u, record, line);
+	if (parent == MCGS_NONE)
+		return -1;
+	const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(record, "candidate");
+	const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
+	const cJSON *bench = cJSON_GetObjectItemCaseSensitive(record, "bench");
+	double edge_id = number_at(record, "edge");
+	size_t e;
+	if (!isnan(edge_id)) {
+		if (edge_id < 0 || edge_id >= (double)g->g.nedges || g->g.edges[(size_t)edge_id].from != parent)
+			return record_error(u, line, "edge: %g is not an edge out of node %zu", edge_id, parent);
+		e = (size_t)edge_id;
+	} else {
+		double prior = number_at(candidate, "prior");
+		e = graph_add_edge(g, parent, isnan(prior) ? 1 : prior, candidate, method_of(record));
+	}
+	cJSON *upd = new_object();
+	add_number(upd, "edge", (double)e);
+	if (!build) {
+		add_item(upd, "registered", cJSON_CreateTrue());
+		add_item(record, "update", upd);
+		return 0;
+	}
+	if (g->g.edges[e].to != MCGS_NONE) {
+		cJSON_Delete(upd);
+		return record_error(u, line, "edge %zu was evaluated already: a record is never evaluated twice", e);
+	}
+	const char *build_status = string_at(build, "status"), *bench_status = string_at(bench, "status");
+	const char *state = string_at(build, "state");
+	int ok = build_status && strcmp(build_status, "ok") == 0 && bench_status && strcmp(bench_status, "ok") == 0;
+	double speedup = number_at(bench, "speedup"), median = number_at(bench, "median_ms");
+	if (ok && isnan(speedup))
+		speedup = g->baseline_ms / median;
+	double reward = ok ? reward_log2(speedup, 1, p->reward_clip) : p->failure_reward;
+	char failed_state[64];
+	if (!state) {
+		snprintf(failed_state, sizeof(failed_state), "failed:%zu", e);
+		state = failed_state;
+	}
+	size_t child = graph_find_state(g, state, parent);
+	int transposition = child != MCGS_NONE;
+	if (!transposition) {
+		child = graph_add_node(g, state, reward, g->g.nodes[parent].rank + 1);
+		struct gnode *n = &g->nodes[child];
+		n->failed = !ok;
+		n->median_ms = median;
+		n->speedup = ok ? speedup : NAN;
+		const cJSON *ci = cJSON_GetObjectItemCaseSensitive(bench, "speedup_ci");
+		n->speedup_lo = ok ? (cJSON_GetArraySize(ci) == 2 ? cJSON_GetArrayItem(ci, 0)->valuedouble : speedup) : NAN;
+		n->config = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(build, "config"), 1);
+		n->methods = cJSON_Duplicate(g->nodes[parent].methods, 1);
+		if (g->edges[e].method[0] && !cJSON_AddItemToArray(n->methods, cJSON_CreateString(g->edges[e].method)))
+			xalloc_die();
+	}
+	g->g.edges[e].to = child;
+	g->edges[e].evaluations++;
+	g->edges[e].reward_sum += reward;
+	g->edges[e].reward_max = fmax(g->edges[e].reward_max, reward);
+	g->builds++;
+
+	size_t *path, len = path_to(g, record, parent, &path);
+	path = xreallocarray(path, len + 1, sizeof(*path));
+	path[len++] = e;
+	mcgs_playout(&g->g, 0, path, len, 1);
+	if (p->backup_max)
+		back_up_max(g, path, len);
+	free(path);
+
+	/* The incumbent moves only when the candidate's interval clears it. */
+	const struct gnode *inc = &g->nodes[g->incumbent];
+	const struct gnode *c = &g->nodes[child];
+	int better = ok && isfinite(c->speedup_lo) && c->speedup_lo > inc->speedup && child != g->incumbent;
+	if (better) {
+		if (c->speedup >= inc->speedup * (1 + p->improve_pct / 100))
+			g->last_improvement = g->iter;
+		g->incumbent = child;
+		refresh_best(g);
+	}
+	add_number(upd, "reward", reward);
+	add_string(upd, "child", state);
+	add_number(upd, "child_id", (double)child);
+	add_item(upd, "transposition", cJSON_CreateBool(transposition));
+	add_item(upd, "incumbent", cJSON_CreateBool(better));
+	add_item(record, "update", upd);
+
+	/* One row per evaluated transition, for kg-regraph. */
+	char t[40];
+	now_iso(t, sizeof(t));
+	cJSON *row = new_object();
+	add_string(row, "t", t);
+	add_string(row, "kernel", g->kernel);
+	add_string(row, "arch", string_at(build, "arch") ? string_at(build, "arch") : "");
+	add_string(row, "from_method", last_method(g, parent));
+	add_string(row, "to_method", g->edges[e].method[0] ? g->edges[e].method : "unknown");
+	add_item(row, "ok", cJSON_CreateBool(ok));
+	add_number(row, "median_ms", median);
+	add_number(row, "baseline_ms", g->baseline_ms);
+	add_number(row, "speedup", ok ? speedup : NAN);
+	add_number(row, "reward", reward);
+	add_string(row, "candidate_id", string_at(candidate, "id") ? string_at(candidate, "id") : "");
+	add_string(row, "variant_dir", string_at(build, "dir") ? string_at(build, "dir") : "");
+	char *dataset = xasprintf("%s/regraph_dataset.jsonl", u->outdir);
+	append_line(dataset, row);
+	free(dataset);
+	cJSON_Delete(row);
+
+	char *trace = xasprintf("%s/trace.md", g->run);
+	char *text = xasprintf("- iter %ld: %s -[%s]-> %s: %s, reward %.3f%s%s\n", g->iter, g->nodes[parent].state,
+			       g->edges[e].method[0] ? g->edges[e].method : "?", state,
+			       ok ? "ok" : (bench_status ? bench_status : build_status ? build_status : "failed"), reward, transposition ? " (transposition)" : "", better ? ", new incumbent" : "");
+	append_text(trace, text);
+	free(text);
+	free(trace);
+	return 0;
+}
+
+static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
+{
+	struct updater u = {.g = g, .exists = exists, .input_name = reader->name};
+	char *copy = xstrdup(g->run), *parent = xstrdup(dirname(copy));
+	u.outdir = xstrdup(dirname(parent));
+	free(copy);
+	free(parent);
+	char *events = xasprintf("%s/events.jsonl", g->run);
+	cJSON *record;
+	enum jsonl_status st;
+	while ((st = jsonl_next(reader, &record)) != JSONL_EOF) {
+		if (st == JSONL_IO_ERROR) {
+			u.status = KG_EXIT_IO;
+			break;
+		}
+		if (st == JSONL_BAD_LINE) {
+			if (u.status == KG_EXIT_OK)
+				u.status = KG_EXIT_INPUT;
+			continue;
+		}
+		int changed = 0;
+		const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(record, "candidate");
+		if (!u.exists) {
+			changed = create_root(&u, record, reader->line) == 0;
+		} else if (cJSON_IsObject(candidate) &&
+			   !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(record, "build"), "baseline"))) {
+			changed = update_candidate(&u, record, reader->line) == 0;
+		}
+		if (changed) {
+			/* The log first, then the graph: a kill between them leaves the record in the
+			 * log, where a resumed run finds it; never a graph ahead of its log. */
+			char t[40];
+			now_iso(t, sizeof(t));
+			cJSON *logged = cJSON_Duplicate(record, 1);
+			add_string(logged, "t", t);
+			append_line(events, logged);
+			cJSON_Delete(logged);
+			if (graph_save(g) != 0)
+				u.status = KG_EXIT_IO;
+		}
+		if (jsonl_write(stdout, record) != 0) {
+			log_error("cannot write the output:");
+			u.status = KG_EXIT_IO;
+		}
+		cJSON_Delete(record);
+	}
+	free(events);
+	free(u.outdir);
+	return u.status;
+}
+
+int main(int argc, char **argv)
+{
+	struct options opt = {0};
+	log_init("kg-select");
+	search_params_default(&opt.params);
+	parse_options(argc, argv, &opt);
+
+	struct dirlock lock;
+	if (dirlock_acquire(&lock, opt.run, 1) != 0) {
+		log_error("cannot lock the run '%s':", opt.run);
+		return KG_EXIT_USAGE;
+	}
+	struct graph g;
+	int exists = graph_load(&g, opt.run);
+	int status;
+	if (exists < 0) {
+		status = KG_EXIT_INPUT;
+	} else {
+		if (!exists && opt.seed_given)
+			g.rng = opt.seed;
+		apply_given(&g, &opt);
+		if (opt.update) {
+			struct jsonl_reader reader;
+			if (jsonl_reader_open(&reader, optind < argc ? argv[optind] : "-") != 0) {
+				status = KG_EXIT_USAGE;
+			} else {
+				status = run_update(&g, exists, &reader);
+				jsonl_reader_release(&reader);
+			}
+		} else if (!exists) {
+			log_error("%s: no graph.json yet: make the root with kg-select --update and the benched baseline (kg-init does this)",
+				  opt.run);
+			status = KG_EXIT_INPUT;
+		} else {
+			status = run_select(&g, &opt);
+		}
+	}
+	graph_release(&g);
+	dirlock_release(&lock);
+	return cli_finish(status);
+}
