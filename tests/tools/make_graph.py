@@ -3,7 +3,8 @@
 
 Every node but the root has a parent of lower rank (so the rank rule holds), a few nodes
 are failed dead ends, one edge in ten is registered but not evaluated, and the statistics
-are backed up the way kg-select computes them (N = 1 + sum of edge visits, Q = mean)."""
+are backed up the way kg-select computes them (N = 1 + sum of edge visits, Q = mean; each
+edge has as many visits as its child, as in a tree)."""
 import json
 import random
 import sys
@@ -35,10 +36,12 @@ def main():
     out = {}
     for e in edges:
         out.setdefault(e["from"], []).append(e)
+    # In a tree every playout through an edge visits its child, so N(edge) = N(child).
     for i in range(n - 1, -1, -1):
         visits, total = 1.0, nodes[i]["u"]
         for e in out.get(i, []):
             if e["to"] is not None:
+                e["n"] = nodes[e["to"]]["n"]
                 visits += e["n"]
                 total += e["n"] * nodes[e["to"]]["q"]
         nodes[i]["n"], nodes[i]["q"] = visits, total / visits
