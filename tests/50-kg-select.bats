@@ -23,7 +23,7 @@ baseline() {
 # (one JSON line), built and benched: speedup 0 means the bench found it incorrect.
 evaluated() {
 	jq -c --arg s "$2" --argjson sp "$3" --argjson lo "${4:-$3}" --arg m "${5:-tile}" --arg bs "${6:-ok}" \
-		'{run, kernel, node, node_id, path_edges, candidate: {id: ("c-" + $s), method: $m}, method: {canonical: $m},
+		'{run, kernel, node, node_id, path_edges, rollout, candidate: {id: ("c-" + $s), method: $m}, method: {canonical: $m},
 		  build: ({status: $bs, config: {x: 2}} + (if $bs == "ok" or $bs == "compile_failed" then {state: $s} else {} end)),
 		  bench: (if $bs != "ok" then null elif $sp == 0 then {status: "incorrect"}
 		          else {status: "ok", median_ms: (1 / $sp), speedup: $sp, speedup_ci: [$lo, $sp + 0.1]} end)}
@@ -200,4 +200,24 @@ start() {
 	done
 	cmp a.out b.out
 	[ "$(jq -c 'del(.run)' a/kernels/k/graph.json | sed 's/a\/kernels/X/g')" = "$(jq -c 'del(.run)' b/kernels/k/graph.json | sed 's/b\/kernels/X/g')" ]
+}
+
+@test "rollouts: an improving child is expanded greedily for --rollout-depth steps, ending at the first failure" {
+	start --rollout-depth 3 --rollout-epsilon 0
+	kg-select "$RUN" >pick0.jsonl
+	kg-select --update "$RUN" < <(evaluated pick0.jsonl S1 2.0) >/dev/null
+	[ "$(jq -c '.rollout | [.node, .steps_left]' "$RUN/graph.json")" = '[1,3]' ]
+	run_tool 0 kg-select "$RUN"
+	[ "$(jq -c '[.op, .node, .rollout, .path]' <<<"$output")" = '["expand","S1",1,["S0","S1"]]' ]
+	echo "$output" >pick1.jsonl
+	{ evaluated pick1.jsonl S2 3.0; evaluated pick1.jsonl S3 2.5; } | kg-select --update "$RUN" >/dev/null
+	# Greedy on mean reward minus lambda * visits: S2 (log2 3 - 0.5) over S3 (log2 2.5 - 0.5).
+	run_tool 0 kg-select "$RUN"
+	[ "$(jq -c '[.op, .node, .rollout, .path]' <<<"$output")" = '["expand","S2",2,["S0","S1","S2"]]' ]
+	echo "$output" >pick2.jsonl
+	kg-select --update "$RUN" < <(evaluated pick2.jsonl S4 0) >/dev/null
+	[ "$(jq .rollout "$RUN/graph.json")" = null ]
+	grep -q -- '- rollout from S2 ended (a candidate failed) after 2 expansions, best reward 1.585' "$RUN/trace.md"
+	run_tool 0 kg-select "$RUN"
+	[ "$(jq .rollout <<<"$output")" = 0 ]
 }

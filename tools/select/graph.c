@@ -64,6 +64,7 @@ void graph_release(struct graph *g)
 	}
 	free(g->nodes);
 	free(g->edges);
+	free(g->rollout.path);
 	free(g->run);
 	free(g->kernel);
 	mcgs_release(&g->g);
@@ -189,6 +190,22 @@ int graph_save(const struct graph *gr)
 	for (size_t i = 0; i < gr->g.nedges; i++)
 		if (!cJSON_AddItemToArray(edges, edge_json(gr, i)))
 			xalloc_die();
+	if (gr->rollout.active) {
+		cJSON *r = cJSON_CreateObject(), *path = cJSON_CreateArray();
+		if (!r || !path)
+			xalloc_die();
+		add_number(r, "node", (double)gr->rollout.node);
+		add_number(r, "steps_left", (double)gr->rollout.steps_left);
+		add_number(r, "step", (double)gr->rollout.step);
+		add_number(r, "best", gr->rollout.best);
+		for (size_t i = 0; i < gr->rollout.len; i++)
+			if (!cJSON_AddItemToArray(path, cJSON_CreateNumber((double)gr->rollout.path[i])))
+				xalloc_die();
+		add_item(r, "path_edges", path);
+		add_item(doc, "rollout", r);
+	} else {
+		add_item(doc, "rollout", cJSON_CreateNull());
+	}
 	add_item(doc, "nodes", nodes);
 	add_item(doc, "edges", edges);
 	char *text = cJSON_PrintUnformatted(doc);
@@ -304,8 +321,25 @@ int graph_load(struct graph *g, const char *run)
 		g->last_improvement = (long)number(doc, "last_improvement", 0);
 		g->incumbent = (size_t)number(doc, "incumbent", 0);
 		g->baseline_ms = number(doc, "baseline_ms", NAN);
+		const cJSON *rollout = cJSON_GetObjectItemCaseSensitive(doc, "rollout"), *item;
+		if (cJSON_IsObject(rollout)) {
+			const cJSON *edges = cJSON_GetObjectItemCaseSensitive(rollout, "path_edges");
+			g->rollout.active = 1;
+			g->rollout.node = (size_t)number(rollout, "node", 0);
+			g->rollout.steps_left = (long)number(rollout, "steps_left", 0);
+			g->rollout.step = (long)number(rollout, "step", 0);
+			g->rollout.best = number(rollout, "best", 0);
+			g->rollout.path = xcalloc((size_t)cJSON_GetArraySize(edges) + 1, sizeof(*g->rollout.path));
+			cJSON_ArrayForEach(item, edges)
+				g->rollout.path[g->rollout.len++] = (size_t)item->valuedouble;
+		}
 		if (load_nodes(g, cJSON_GetObjectItemCaseSensitive(doc, "nodes"), path) == 0 &&
 		    load_edges(g, cJSON_GetObjectItemCaseSensitive(doc, "edges"), path) == 0) {
+			for (size_t i = 0; g->rollout.active && i < g->rollout.len; i++)
+				if (g->rollout.path[i] >= g->g.nedges)
+					g->rollout.active = 0;
+			if (g->rollout.node >= g->g.nnodes)
+				g->rollout.active = 0;
 			rc = g->g.nnodes > 0 ? 1 : log_error("%s: the graph has no root", path);
 			if (g->incumbent >= g->g.nnodes)
 				g->incumbent = 0;

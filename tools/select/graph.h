@@ -49,6 +49,17 @@ struct gedge {
 	long evaluations;
 };
 
+/* A rollout in progress: after an improving child, a few greedy expansions below it. */
+struct rollout {
+	int active;
+	size_t node;	   /* the node the next rollout expansion starts from */
+	long steps_left;   /* expansions still allowed */
+	long step;	   /* expansions made so far */
+	double best;	   /* the best reward seen along it */
+	size_t *path;	   /* the edges from the root to node */
+	size_t len;
+};
+
 struct graph {
 	char *run;
 	char *kernel;
@@ -59,6 +70,7 @@ struct graph {
 	long last_improvement;	/* the iteration of the last improvement of the incumbent */
 	size_t incumbent;
 	double baseline_ms;
+	struct rollout rollout;
 	struct mcgs g;		/* node 0 is the root */
 	struct gnode *nodes;	/* parallel to g.nodes */
 	struct gedge *edges;	/* parallel to g.edges */

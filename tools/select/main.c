@@ -96,7 +96,8 @@ static void usage(FILE *fp)
 	      "      --improve-pct P         an improvement is at least P %% faster (2)\n"
 	      "      --converge K            stop after K iterations without one (0: never)\n"
 	      "      --budget-builds N       stop after N evaluated candidates (0: no limit)\n"
-	      "      --rollout-depth D       further expansions after an improving child (0)\n"
+	      "      --rollout-depth D       greedy expansions below an improving child (0: none);\n"
+	      "                              their picks carry \"rollout\": STEP\n"
 	      "      --rollout-epsilon E     rollout exploration (0.1)\n"
 	      "      --rollout-lambda L      rollout visit penalty (0.5)\n"
 	      "  -q, --quiet                 print errors only\n"
@@ -469,6 +470,80 @@ static cJSON *select_one(struct graph *g, struct picks *pk)
 	return record;
 }
 
+/* ---------------------------------------------------------------- rollouts */
+
+static void append_text(const char *path, const char *text);
+
+/* Ends the rollout: one more playout along its path backs its values up to the root. */
+static void end_rollout(struct graph *g, const char *why)
+{
+	struct rollout *r = &g->rollout;
+	if (!r->active)
+		return;
+	mcgs_playout(&g->g, 0, r->path, r->len, 1);
+	char *trace = xasprintf("%s/trace.md", g->run);
+	char *text = xasprintf("- rollout from %s ended (%s) after %ld expansions, best reward %.3f\n",
+			       g->nodes[r->node].state, why, r->step, r->best);
+	append_text(trace, text);
+	free(text);
+	free(trace);
+	free(r->path);
+	memset(r, 0, sizeof(*r));
+}
+
+/* The child a rollout goes on from: epsilon-greedy on the edge's mean reward minus lambda
+ * times its visits (ReGraphT's rule), among the children that did not fail. */
+static size_t rollout_edge(struct graph *g, size_t node)
+{
+	const struct mcgs_node *n = &g->g.nodes[node];
+	const struct search_params *p = &g->params;
+	size_t *ok = xcalloc(n->nout + 1, sizeof(*ok)), nok = 0, best = MCGS_NONE;
+	double best_value = -INFINITY;
+	for (size_t i = 0; i < n->nout; i++) {
+		size_t e = n->out[i];
+		if (g->g.edges[e].to == MCGS_NONE || g->nodes[g->g.edges[e].to].failed)
+			continue;
+		ok[nok++] = e;
+		double mean = g->edges[e].reward_sum / (double)(g->edges[e].evaluations ? g->edges[e].evaluations : 1);
+		double value = mean - p->rollout_lambda * g->g.edges[e].n;
+		if (value > best_value) {
+			best_value = value;
+			best = e;
+		}
+	}
+	if (nok > 0 && rng_uniform(&g->rng) < p->rollout_epsilon)
+		best = ok[rng_next(&g->rng) % nok];
+	free(ok);
+	return best;
+}
+
+/* The rollout's next expansion, or NULL when none is under way (or it just ended). */
+static cJSON *rollout_pick(struct graph *g)
+{
+	struct rollout *r = &g->rollout;
+	if (!r->active)
+		return NULL;
+	if (r->steps_left <= 0) {
+		end_rollout(g, "depth reached");
+		return NULL;
+	}
+	if (r->step > 0) {
+		size_t e = rollout_edge(g, r->node);
+		if (e == MCGS_NONE) {
+			end_rollout(g, "no child to go on from");
+			return NULL;
+		}
+		r->path = xreallocarray(r->path, r->len + 1, sizeof(*r->path));
+		r->path[r->len++] = e;
+		r->node = g->g.edges[e].to;
+	}
+	r->step++;
+	r->steps_left--;
+	cJSON *record = pick_record(g, "expand", r->node, r->path, r->len);
+	cJSON_ReplaceItemInObjectCaseSensitive(record, "rollout", cJSON_CreateNumber((double)r->step));
+	return record;
+}
+
 static int write_record(cJSON *record)
 {
 	int rc = jsonl_write(stdout, record);
@@ -513,7 +588,11 @@ static int run_select(struct graph *g, const struct options *opt)
 	int status = KG_EXIT_OK;
 	long written = 0;
 	for (long k = 0; k < opt->batch; k++) {
-		cJSON *record = select_one(g, &pk);
+		cJSON *record = k == 0 ? rollout_pick(g) : NULL;
+		if (record)
+			push(&pk.expanded, &pk.nexpanded, g->rollout.node);
+		else
+			record = select_one(g, &pk);
 		if (!record)
 			break;
 		if (write_record(record))
@@ -822,6 +901,18 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	mcgs_playout(&g->g, 0, path, len, 1);
 	if (p->backup_max)
 		back_up_max(g, path, len);
+
+	/* Rollouts: an improving child starts one; a failure ends the one under way. */
+	double rollout = number_at(record, "rollout");
+	if (g->rollout.active && rollout > 0) {
+		g->rollout.best = fmax(g->rollout.best, reward);
+		if (!ok)
+			end_rollout(g, "a candidate failed");
+	} else if (!g->rollout.active && !(rollout > 0) && ok && p->rollout_depth > 0 && reward > g->g.nodes[parent].u) {
+		g->rollout = (struct rollout){.active = 1, .node = child, .steps_left = p->rollout_depth, .best = reward,
+					      .path = path, .len = len};
+		path = NULL;
+	}
 	free(path);
 
 	/* The incumbent moves only when the candidate's interval clears it. */
