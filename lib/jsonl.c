@@ -2,9 +2,12 @@
  * length-bounded parser, so that trailing garbage or an embedded NUL is an error. */
 #include "common.h"
 
+#include <math.h>
+
 #include <errno.h>
 
 #include "jsonl.h"
+#include "xalloc.h"
 #include "log.h"
 
 void jsonl_reader_init(struct jsonl_reader *r, FILE *fp, const char *name)
@@ -147,4 +150,33 @@ cJSON *json_parse_document(const char *name, const char *text, size_t len)
 		log_error("%s:%ld:%ld: invalid JSON", name, line, column);
 	}
 	return value;
+}
+
+cJSON *json_object(void)
+{
+	cJSON *obj = cJSON_CreateObject();
+	if (!obj)
+		xalloc_die();
+	return obj;
+}
+
+void json_add(cJSON *obj, const char *key, cJSON *item)
+{
+	if (!item || !cJSON_AddItemToObject(obj, key, item))
+		xalloc_die();
+}
+
+void json_add_number(cJSON *obj, const char *key, double value)
+{
+	json_add(obj, key, isfinite(value) ? cJSON_CreateNumber(value) : cJSON_CreateNull());
+}
+
+void json_add_string(cJSON *obj, const char *key, const char *value)
+{
+	json_add(obj, key, cJSON_CreateString(value));
+}
+
+void json_add_bool(cJSON *obj, const char *key, int value)
+{
+	json_add(obj, key, cJSON_CreateBool(value));
 }

@@ -38,6 +38,15 @@ void jsonl_reader_release(struct jsonl_reader *r);
 /* Writes record as one compact line. Returns 0, or -1 with errno set when the write failed. */
 int jsonl_write(FILE *fp, const cJSON *record);
 
+/* Building records and documents: each takes ownership of what it adds, and ends the
+ * program as xmalloc does when memory runs out. A non-finite number is written as null,
+ * since JSON has no NaN or infinity. */
+cJSON *json_object(void);
+void json_add(cJSON *obj, const char *key, cJSON *item);
+void json_add_number(cJSON *obj, const char *key, double value);
+void json_add_string(cJSON *obj, const char *key, const char *value);
+void json_add_bool(cJSON *obj, const char *key, int value);
+
 /* Parses text as one JSON document. On error, reports "<name>:<line>:<column>: invalid JSON"
  * and returns NULL; otherwise the caller frees the result with cJSON_Delete. */
 cJSON *json_parse_document(const char *name, const char *text, size_t len);

@@ -52,6 +52,17 @@ static void vreport(const char *tag, const char *fmt, va_list ap)
 	errno = saved_errno;
 }
 
+int log_at(const char *file, long line, const char *fmt, ...)
+{
+	char tag[1024];
+	snprintf(tag, sizeof(tag), "%s:%ld: ", file, line);
+	va_list ap;
+	va_start(ap, fmt);
+	vreport(tag, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
 int log_error(const char *fmt, ...)
 {
 	va_list ap;

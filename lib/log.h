@@ -35,6 +35,8 @@ void log_warn(const char *fmt, ...) PRINTF_LIKE(1, 2);
 void log_info_(const char *fmt, ...) PRINTF_LIKE(1, 2);
 void log_debug_(const char *fmt, ...) PRINTF_LIKE(1, 2);
 NORETURN void log_die(int status, const char *fmt, ...) PRINTF_LIKE(2, 3);
+/* "kg-NAME: FILE:LINE: message", for a record that cannot be handled; returns -1. */
+int log_at(const char *file, long line, const char *fmt, ...) PRINTF_LIKE(3, 4);
 
 /* info and debug check the level before their arguments are evaluated. */
 #define log_info(...) do { if (log_enabled(LOG_INFO)) log_info_(__VA_ARGS__); } while (0)

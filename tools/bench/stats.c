@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonl.h"
 #include "rng.h"
 #include "stats.h"
 #include "xalloc.h"
@@ -86,20 +87,15 @@ void bootstrap_ratio(const double *a, size_t na, const double *b, size_t nb, dou
 	free(scratch);
 }
 
-static void add(cJSON *obj, const char *key, double v)
-{
-	if (!cJSON_AddNumberToObject(obj, key, v))
-		xalloc_die();
-}
 
 void summary_to_json(const struct summary *s, cJSON *obj)
 {
-	add(obj, "median_ms", s->median);
-	add(obj, "p10_ms", s->p10);
-	add(obj, "p90_ms", s->p90);
-	add(obj, "mean_ms", s->mean);
-	add(obj, "stdev_ms", s->stdev);
-	add(obj, "cv", s->cv);
-	add(obj, "min_ms", s->min);
-	add(obj, "samples", (double)s->count);
+	json_add_number(obj, "median_ms", s->median);
+	json_add_number(obj, "p10_ms", s->p10);
+	json_add_number(obj, "p90_ms", s->p90);
+	json_add_number(obj, "mean_ms", s->mean);
+	json_add_number(obj, "stdev_ms", s->stdev);
+	json_add_number(obj, "cv", s->cv);
+	json_add_number(obj, "min_ms", s->min);
+	json_add_number(obj, "samples", (double)s->count);
 }

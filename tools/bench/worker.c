@@ -491,31 +491,9 @@ static uint64_t check_set_id(const char *state, size_t k)
 	return (h ^ (k + 1) * 0x9e3779b97f4a7c15ull) | 1; /* never 0 */
 }
 
-static cJSON *new_object(void)
-{
-	cJSON *o = cJSON_CreateObject();
-	if (!o)
-		xalloc_die();
-	return o;
-}
 
-static void add_number(cJSON *o, const char *key, double v)
-{
-	if (!cJSON_AddNumberToObject(o, key, isfinite(v) ? v : -1))
-		xalloc_die();
-}
 
-static void add_string(cJSON *o, const char *key, const char *v)
-{
-	if (!cJSON_AddStringToObject(o, key, v))
-		xalloc_die();
-}
 
-static void add_bool(cJSON *o, const char *key, int v)
-{
-	if (!cJSON_AddBoolToObject(o, key, v))
-		xalloc_die();
-}
 
 /* What the check found, over every input set and output. */
 struct verdict {
@@ -564,28 +542,28 @@ static int check_set(struct wrun *r, const struct kernel *kn, struct input_set *
 
 static cJSON *verdict_to_json(const struct verdict *v, size_t input_sets)
 {
-	cJSON *check = new_object();
-	add_bool(check, "passed", v->passed);
-	add_number(check, "input_sets", (double)input_sets);
+	cJSON *check = json_object();
+	json_add_bool(check, "passed", v->passed);
+	json_add_number(check, "input_sets", (double)input_sets);
 	/* JSON has no infinity: a non-finite error is null, and nonfinite says why. */
 	if (isfinite(v->max_abs_err)) {
-		add_number(check, "max_abs_err", v->max_abs_err);
-		add_number(check, "max_rel_err", v->max_rel_err);
+		json_add_number(check, "max_abs_err", v->max_abs_err);
+		json_add_number(check, "max_rel_err", v->max_rel_err);
 	} else {
 		if (!cJSON_AddNullToObject(check, "max_abs_err") || !cJSON_AddNullToObject(check, "max_rel_err"))
 			xalloc_die();
-		add_bool(check, "nonfinite", 1);
+		json_add_bool(check, "nonfinite", 1);
 	}
 	if (v->weak)
-		add_bool(check, "weak", 1);
+		json_add_bool(check, "weak", 1);
 	if (!v->passed) {
-		add_string(check, "argument", v->argument);
-		add_number(check, "input_set", v->input_set);
+		json_add_string(check, "argument", v->argument);
+		json_add_number(check, "input_set", v->input_set);
 		if (v->why) {
-			add_string(check, "why", v->why);
+			json_add_string(check, "why", v->why);
 		} else {
-			add_number(check, "first_bad", (double)v->first_bad);
-			add_number(check, "bad_elements", (double)v->bad);
+			json_add_number(check, "first_bad", (double)v->first_bad);
+			json_add_number(check, "bad_elements", (double)v->bad);
 		}
 	}
 	return check;
@@ -874,7 +852,7 @@ static void keep_samples(const char *run, const cJSON *build, const cJSON *bench
 		xalloc_die();
 	static const char *const names[] = {"candidate_ms", "baseline_ms_samples"};
 	for (size_t j = 0; j < nseries; j++) {
-		cJSON *raw = new_object();
+		cJSON *raw = json_object();
 		if (!cJSON_AddItemToObject(raw, "events_ms", number_array(series[j].events_ms, series[j].n)) ||
 		    (cupti_used && !cJSON_AddItemToObject(raw, "cupti_ms", number_array(series[j].cupti_ms, series[j].n))) ||
 		    !cJSON_AddItemToObject(doc, names[j], raw))
@@ -959,8 +937,8 @@ static void bench_record(const char *run_dir, const cJSON *build, int is_baselin
 				return;
 		}
 	}
-	add_string(bench, "status", v.passed ? "ok" : "incorrect");
-	add_string(bench, "device", gpu.name);
+	json_add_string(bench, "status", v.passed ? "ok" : "incorrect");
+	json_add_string(bench, "device", gpu.name);
 	cJSON *check = verdict_to_json(&v, is_baseline ? (r->ka.nrefs ? 1 : 0) : cfg->input_sets + 1);
 	if (!cJSON_AddItemToObject(bench, "check", check))
 		xalloc_die();
@@ -983,21 +961,21 @@ static void bench_record(const char *run_dir, const cJSON *build, int is_baselin
 			primary[j] = cupti_used ? series[j].cupti_ms : series[j].events_ms;
 			summarize(primary[j], series[j].n, &sm[j]);
 		}
-		add_string(bench, "timer", cupti_used ? "cupti" : "events");
-		add_string(bench, "mode", cfg->hot ? "hot" : "cold");
+		json_add_string(bench, "timer", cupti_used ? "cupti" : "events");
+		json_add_string(bench, "mode", cfg->hot ? "hot" : "cold");
 		summary_to_json(&sm[0], bench);
 		struct summary ev;
 		summarize(series[0].events_ms, series[0].n, &ev);
-		add_number(bench, "events_median_ms", ev.median);
+		json_add_number(bench, "events_median_ms", ev.median);
 		if (is_baseline) {
-			add_number(bench, "baseline_ms", sm[0].median);
-			add_number(bench, "speedup", 1);
+			json_add_number(bench, "baseline_ms", sm[0].median);
+			json_add_number(bench, "speedup", 1);
 			keep_baseline(r->dir, build, sm[0].median);
 		} else {
 			double ci[2];
 			bootstrap_ratio(primary[1], series[1].n, primary[0], series[0].n, ci);
-			add_number(bench, "baseline_ms", sm[1].median);
-			add_number(bench, "speedup", sm[1].median / sm[0].median);
+			json_add_number(bench, "baseline_ms", sm[1].median);
+			json_add_number(bench, "speedup", sm[1].median / sm[0].median);
 			if (!cJSON_AddItemToObject(bench, "speedup_ci", number_array(ci, 2)))
 				xalloc_die();
 		}
@@ -1006,22 +984,22 @@ static void bench_record(const char *run_dir, const cJSON *build, int is_baselin
 		if (isnan(bytes))
 			bytes = sum_bytes(&r->ka);
 		double seconds = sm[0].median / 1e3, peak = calibrated_gbps(cfg);
-		add_number(bench, "bytes", bytes);
-		add_number(bench, "gbps", bytes / seconds / 1e9);
+		json_add_number(bench, "bytes", bytes);
+		json_add_number(bench, "gbps", bytes / seconds / 1e9);
 		if (!isnan(peak))
-			add_number(bench, "pct_peak_bw", 100 * bytes / seconds / 1e9 / peak);
+			json_add_number(bench, "pct_peak_bw", 100 * bytes / seconds / 1e9 / peak);
 		if (!isnan(flops)) {
-			add_number(bench, "flops", flops);
-			add_number(bench, "tflops", flops / seconds / 1e12);
+			json_add_number(bench, "flops", flops);
+			json_add_number(bench, "tflops", flops / seconds / 1e12);
 		}
-		add_number(bench, "gpu_ms", gpu_ms);
+		json_add_number(bench, "gpu_ms", gpu_ms);
 		int clock_after = nvml_sm_clock_mhz(gpu.pci_bus_id);
 		if (clock_before > 0 && clock_after > 0) {
 			double clocks[2] = {clock_before, clock_after};
 			if (!cJSON_AddItemToObject(bench, "sm_clock_mhz", number_array(clocks, 2)))
 				xalloc_die();
 			if (clock_after < 0.9 * clock_before) {
-				add_bool(bench, "throttled", 1);
+				json_add_bool(bench, "throttled", 1);
 				log_warn("%s: the SM clock fell from %d to %d MHz while timing: the GPU throttled", state_text,
 					 clock_before, clock_after);
 			}
@@ -1039,7 +1017,7 @@ static void bench_record(const char *run_dir, const cJSON *build, int is_baselin
 			karg_compare(a, out[k], s0->ref[k], &d);
 			if (!d.passed) {
 				cJSON_ReplaceItemInObjectCaseSensitive(bench, "status", cJSON_CreateString("incorrect"));
-				add_string(check, "why", "the outputs of the timed launches differ from the reference");
+				json_add_string(check, "why", "the outputs of the timed launches differ from the reference");
 				cJSON_ReplaceItemInObjectCaseSensitive(check, "passed", cJSON_CreateBool(0));
 				break;
 			}
@@ -1082,7 +1060,7 @@ static void send_line(int fd, cJSON *line)
 
 static void answer(int fd, cJSON *bench)
 {
-	cJSON *line = new_object();
+	cJSON *line = json_object();
 	if (!cJSON_AddItemToObject(line, "bench", bench))
 		xalloc_die();
 	send_line(fd, line);
@@ -1098,9 +1076,9 @@ NORETURN void worker_main(int in_fd, int out_fd, const struct bench_settings *cf
 	struct jsonl_reader reader;
 	jsonl_reader_init(&reader, in, "<requests>");
 	int opened = open_device(cfg, &why);
-	cJSON *ready = new_object();
-	add_bool(ready, "ready", opened == 0);
-	add_string(ready, opened == 0 ? "device" : "error", opened == 0 ? gpu.name : why.buf);
+	cJSON *ready = json_object();
+	json_add_bool(ready, "ready", opened == 0);
+	json_add_string(ready, opened == 0 ? "device" : "error", opened == 0 ? gpu.name : why.buf);
 	send_line(out_fd, ready);
 	cJSON_Delete(ready);
 	if (opened != 0)
@@ -1116,7 +1094,7 @@ NORETURN void worker_main(int in_fd, int out_fd, const struct bench_settings *cf
 	}
 	cJSON *request;
 	while (jsonl_next(&reader, &request) == JSONL_RECORD) {
-		cJSON *bench = new_object();
+		cJSON *bench = json_object();
 		struct failure f = {0};
 		{
 			const cJSON *run = cJSON_GetObjectItemCaseSensitive(request, "run");
@@ -1124,15 +1102,15 @@ NORETURN void worker_main(int in_fd, int out_fd, const struct bench_settings *cf
 			double t0 = now_ms();
 			bench_record(run->valuestring, build, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(request, "baseline")),
 				     cfg, bench, &f);
-			add_number(bench, "wall_ms", now_ms() - t0);
+			json_add_number(bench, "wall_ms", now_ms() - t0);
 		}
 		if (f.failed) {
 			cJSON_Delete(bench);
-			bench = new_object();
-			add_string(bench, "status", f.status);
-			add_string(bench, "error", f.what);
+			bench = json_object();
+			json_add_string(bench, "status", f.status);
+			json_add_string(bench, "error", f.what);
 			if (gpu.name[0])
-				add_string(bench, "device", gpu.name);
+				json_add_string(bench, "device", gpu.name);
 		}
 		answer(out_fd, bench);
 		cJSON_Delete(request);
@@ -1176,10 +1154,10 @@ int worker_calibrate(const struct bench_settings *cfg)
 		if (k > 0 && gbps > best) /* the first copy is a warm-up */
 			best = gbps;
 	}
-	cJSON *doc = new_object();
-	add_string(doc, "device", gpu.name);
-	add_string(doc, "pci_bus_id", gpu.pci_bus_id);
-	add_number(doc, "copy_gbps", best);
+	cJSON *doc = json_object();
+	json_add_string(doc, "device", gpu.name);
+	json_add_string(doc, "pci_bus_id", gpu.pci_bus_id);
+	json_add_number(doc, "copy_gbps", best);
 	if (cfg->cache_dir) {
 		char *dir = xasprintf("%s/devices", cfg->cache_dir), *path = xasprintf("%s/%s.json", dir, gpu.pci_bus_id);
 		if (dir_create(dir) != 0)

@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -179,31 +178,9 @@ static struct run *find_run(struct builder *b, const char *dir)
 	return run;
 }
 
-static cJSON *new_object(void)
-{
-	cJSON *obj = cJSON_CreateObject();
-	if (!obj)
-		xalloc_die();
-	return obj;
-}
 
-static void add_string(cJSON *obj, const char *key, const char *value)
-{
-	if (!cJSON_AddStringToObject(obj, key, value))
-		xalloc_die();
-}
 
-static void add_number(cJSON *obj, const char *key, double value)
-{
-	if (!cJSON_AddNumberToObject(obj, key, value))
-		xalloc_die();
-}
 
-static void add_item(cJSON *obj, const char *key, cJSON *item)
-{
-	if (!item || !cJSON_AddItemToObject(obj, key, item))
-		xalloc_die();
-}
 
 static cJSON *int_triple(const int64_t v[3])
 {
@@ -217,27 +194,16 @@ static cJSON *int_triple(const int64_t v[3])
 /* A failed build: {"status": ..., "error": ...}, with the configuration when known. */
 static cJSON *failed_build(const char *status, const char *error, const cJSON *config)
 {
-	cJSON *build = new_object();
-	add_string(build, "status", status);
-	add_string(build, "error", error);
+	cJSON *build = json_object();
+	json_add_string(build, "status", status);
+	json_add_string(build, "error", error);
 	if (config)
-		add_item(build, "config", cJSON_Duplicate(config, 1));
+		json_add(build, "config", cJSON_Duplicate(config, 1));
 	return build;
 }
 
 /* Reports a record that cannot be handled; it is passed on unchanged. */
-static int record_error(struct builder *b, long line, const char *fmt, ...) PRINTF_LIKE(3, 4);
-
-static int record_error(struct builder *b, long line, const char *fmt, ...)
-{
-	char msg[2048];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	set_status(b, KG_EXIT_INPUT);
-	return log_error("%s:%ld: %s", b->input_name, line, msg);
-}
+#define record_error(b, line, ...) (set_status((b), KG_EXIT_INPUT), log_at((b)->input_name, (line), __VA_ARGS__))
 
 /* ---------------------------------------------------------------- configuration */
 
@@ -285,7 +251,7 @@ static int resolve_config(const struct t1_spec *spec, const cJSON *wanted, const
 		}
 		fixed[k] = T1_FREE;
 		if (value)
-			add_item(merged, p->name, cJSON_Duplicate(value, 1));
+			json_add(merged, p->name, cJSON_Duplicate(value, 1));
 		if (!value) {
 			any_free = 1;
 		} else if (t1_value_index(spec, k, value, &fixed[k]) != 0) {
@@ -515,39 +481,39 @@ static void describe_compile(struct entry *e, const struct compile_result *res, 
 
 	cJSON_ReplaceItemInObjectCaseSensitive(v, "status", cJSON_CreateString(res->ok ? "ok" : "compile_failed"));
 	if (!res->ok)
-		add_string(v, "error", res->error ? res->error : "the compile failed");
+		json_add_string(v, "error", res->error ? res->error : "the compile failed");
 	char *p = xasprintf("%s/kernel.cu", dir);
-	add_string(v, "kernel_file", p);
+	json_add_string(v, "kernel_file", p);
 	free(p);
 	p = xasprintf("%s/build.log", dir);
-	add_string(v, "log", p);
+	json_add_string(v, "log", p);
 	free(p);
 	if (res->ok) {
 		p = xasprintf("%s/kernel.cubin", dir);
-		add_string(v, "cubin", p);
+		json_add_string(v, "cubin", p);
 		free(p);
 		p = xasprintf("%s/kernel.ptx", dir);
-		add_string(v, "ptx", p);
+		json_add_string(v, "ptx", p);
 		free(p);
 		if (res->function)
-			add_string(v, "function", res->function);
+			json_add_string(v, "function", res->function);
 		struct ptxas_report r;
 		ptxas_report_parse(log ? log : "", res->function, &r);
 		if (r.found) {
-			add_number(v, "registers", (double)r.registers);
-			add_number(v, "smem_bytes", (double)r.smem_bytes);
-			add_number(v, "cmem_bytes", (double)r.cmem_bytes);
-			add_number(v, "stack_bytes", (double)r.stack_bytes);
-			add_number(v, "spill_stores", (double)r.spill_stores);
-			add_number(v, "spill_loads", (double)r.spill_loads);
-			add_number(v, "spill_bytes", (double)(r.spill_stores + r.spill_loads));
+			json_add_number(v, "registers", (double)r.registers);
+			json_add_number(v, "smem_bytes", (double)r.smem_bytes);
+			json_add_number(v, "cmem_bytes", (double)r.cmem_bytes);
+			json_add_number(v, "stack_bytes", (double)r.stack_bytes);
+			json_add_number(v, "spill_stores", (double)r.spill_stores);
+			json_add_number(v, "spill_loads", (double)r.spill_loads);
+			json_add_number(v, "spill_bytes", (double)(r.spill_stores + r.spill_loads));
 		}
 	}
-	add_number(v, "compile_ms", (double)(long long)(res->compile_ms * 10 + 0.5) / 10);
+	json_add_number(v, "compile_ms", (double)(long long)(res->compile_ms * 10 + 0.5) / 10);
 	if (!cJSON_AddBoolToObject(v, "cached", cached))
 		xalloc_die();
 	if (res->ok && ptx)
-		add_item(v, "ptx_profile", ptx_profile(ptx));
+		json_add(v, "ptx_profile", ptx_profile(ptx));
 	free(log);
 	free(ptx);
 	free(log_path);
@@ -658,7 +624,7 @@ static char *materialize(struct builder *b, struct entry *e, const char *parent_
 			 const char *source)
 {
 	if (!patch) {
-		add_string(e->own, "materialized", source ? "source" : "parent");
+		json_add_string(e->own, "materialized", source ? "source" : "parent");
 		return source_normalize(source ? source : parent_source, strlen(source ? source : parent_source));
 	}
 	if (make_tmp_dir(e) || write_in_tmp(e, "kernel.cu", parent_source) || write_in_tmp(e, "candidate.diff", patch)) {
@@ -667,18 +633,18 @@ static char *materialize(struct builder *b, struct entry *e, const char *parent_
 	}
 	struct patch_report r;
 	patch_apply(e->tmp_dir, "kernel.cu", patch, &r);
-	cJSON *report = new_object();
-	add_number(report, "hunks", (double)r.hunks);
+	cJSON *report = json_object();
+	json_add_number(report, "hunks", (double)r.hunks);
 	if (r.offsets) {
-		add_item(report, "offsets", r.offsets);
-		add_item(report, "fuzz", r.fuzz);
+		json_add(report, "offsets", r.offsets);
+		json_add(report, "fuzz", r.fuzz);
 		r.offsets = r.fuzz = NULL;
 	}
 	if (!cJSON_AddBoolToObject(report, "recounted", r.recounted))
 		xalloc_die();
 	if (r.message)
-		add_string(report, "message", r.message);
-	add_item(e->own, "patch", report);
+		json_add_string(report, "message", r.message);
+	json_add(e->own, "patch", report);
 
 	char *result = NULL;
 	if (r.outcome == PATCH_NO_TOOL) {
@@ -694,9 +660,9 @@ static char *materialize(struct builder *b, struct entry *e, const char *parent_
 			log_error("cannot read '%s':", path);
 		free(text);
 		free(path);
-		add_string(e->own, "materialized", "patch");
+		json_add_string(e->own, "materialized", "patch");
 	} else if (source) {
-		add_string(e->own, "materialized", "source_after_patch_failed");
+		json_add_string(e->own, "materialized", "source_after_patch_failed");
 		result = source_normalize(source, strlen(source));
 	} else {
 		e->variant = failed_build("patch_failed", r.message, NULL);
@@ -734,19 +700,19 @@ static void schedule(struct builder *b, struct entry *e, const char *source, con
 		drop_tmp_dir(e);
 		return;
 	}
-	e->variant = new_object();
-	add_string(e->variant, "status", "compiling");
-	add_string(e->variant, "state", e->state);
+	e->variant = json_object();
+	json_add_string(e->variant, "status", "compiling");
+	json_add_string(e->variant, "state", e->state);
 	char *dir = xasprintf("variants/%s", e->state);
-	add_string(e->variant, "dir", dir);
+	json_add_string(e->variant, "dir", dir);
 	free(dir);
-	add_string(e->variant, "arch", e->run->arch);
-	add_item(e->variant, "config", cJSON_Duplicate(plan->config, 1));
-	add_item(e->variant, "grid", int_triple(plan->grid));
-	add_item(e->variant, "block", int_triple(plan->block));
+	json_add_string(e->variant, "arch", e->run->arch);
+	json_add(e->variant, "config", cJSON_Duplicate(plan->config, 1));
+	json_add(e->variant, "grid", int_triple(plan->grid));
+	json_add(e->variant, "block", int_triple(plan->block));
 	cJSON *options = cJSON_CreateStringArray((const char *const *)plan->options, (int)plan->noptions);
-	add_item(e->variant, "options", options);
-	add_string(e->variant, "nvrtc", nvrtc_version());
+	json_add(e->variant, "options", options);
+	json_add_string(e->variant, "nvrtc", nvrtc_version());
 
 	char key[SHA256_HEX_SIZE];
 	compile_key(e->run, source, plan, key);
@@ -780,7 +746,7 @@ static int is_baseline(struct run *run, const char *node, const char *patch, con
 	if (!run->default_config) {
 		const struct t1_spec *spec = run->spec;
 		size_t *indices = xcalloc(spec->nparams + 1, sizeof(*indices));
-		cJSON *merged = new_object();
+		cJSON *merged = json_object();
 		struct strbuf why;
 		strbuf_init(&why);
 		if (resolve_config(spec, NULL, NULL, indices, merged, &why) == 0) {
@@ -834,8 +800,8 @@ static int prepare(struct builder *b, struct entry *e, long line)
 	struct strbuf why;
 	strbuf_init(&why);
 	size_t *indices = xcalloc(e->run->spec->nparams + 1, sizeof(*indices));
-	e->own = new_object();
-	cJSON *merged = new_object();
+	e->own = json_object();
+	cJSON *merged = json_object();
 	if (resolve_config(e->run->spec, cJSON_IsObject(config) ? config : NULL, parent.config, indices, merged, &why) == 0) {
 		plan.config = t1_config_to_json(e->run->spec, indices);
 		if (make_plan(e->run, indices, &plan, &why) == 0) {
@@ -879,11 +845,11 @@ static void attach_build(struct entry *e)
 		xalloc_die();
 	cJSON *item;
 	cJSON_ArrayForEach(item, e->own)
-		add_item(build, item->string, cJSON_Duplicate(item, 1));
+		json_add(build, item->string, cJSON_Duplicate(item, 1));
 	if (cJSON_HasObjectItem(e->record, "build"))
 		cJSON_ReplaceItemInObjectCaseSensitive(e->record, "build", build);
 	else
-		add_item(e->record, "build", build);
+		json_add(e->record, "build", build);
 }
 
 static void free_entry(struct entry *e)

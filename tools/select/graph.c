@@ -109,17 +109,7 @@ size_t graph_find_state(const struct graph *g, const char *state, size_t parent)
 
 /* ---------------------------------------------------------------- saving */
 
-static void add_number(cJSON *o, const char *key, double v)
-{
-	if (!(isfinite(v) ? cJSON_AddNumberToObject(o, key, v) : cJSON_AddNullToObject(o, key)))
-		xalloc_die();
-}
 
-static void add_item(cJSON *o, const char *key, cJSON *item)
-{
-	if (!item || !cJSON_AddItemToObject(o, key, item))
-		xalloc_die();
-}
 
 static cJSON *node_json(const struct graph *g, size_t i)
 {
@@ -128,16 +118,16 @@ static cJSON *node_json(const struct graph *g, size_t i)
 	cJSON *o = cJSON_CreateObject();
 	if (!o || !cJSON_AddStringToObject(o, "state", n->state) || !cJSON_AddBoolToObject(o, "failed", n->failed))
 		xalloc_die();
-	add_number(o, "rank", m->rank);
-	add_number(o, "u", m->u);
-	add_number(o, "n", m->n);
-	add_number(o, "q", m->q);
-	add_number(o, "median_ms", n->median_ms);
-	add_number(o, "speedup", n->speedup);
-	add_number(o, "speedup_lo", n->speedup_lo);
-	add_number(o, "created_iter", (double)n->created_iter);
-	add_item(o, "config", n->config ? cJSON_Duplicate(n->config, 1) : cJSON_CreateNull());
-	add_item(o, "methods", n->methods ? cJSON_Duplicate(n->methods, 1) : cJSON_CreateArray());
+	json_add_number(o, "rank", m->rank);
+	json_add_number(o, "u", m->u);
+	json_add_number(o, "n", m->n);
+	json_add_number(o, "q", m->q);
+	json_add_number(o, "median_ms", n->median_ms);
+	json_add_number(o, "speedup", n->speedup);
+	json_add_number(o, "speedup_lo", n->speedup_lo);
+	json_add_number(o, "created_iter", (double)n->created_iter);
+	json_add(o, "config", n->config ? cJSON_Duplicate(n->config, 1) : cJSON_CreateNull());
+	json_add(o, "methods", n->methods ? cJSON_Duplicate(n->methods, 1) : cJSON_CreateArray());
 	return o;
 }
 
@@ -148,16 +138,16 @@ static cJSON *edge_json(const struct graph *g, size_t i)
 	cJSON *o = cJSON_CreateObject();
 	if (!o)
 		xalloc_die();
-	add_number(o, "from", (double)m->from);
-	add_item(o, "to", m->to == MCGS_NONE ? cJSON_CreateNull() : cJSON_CreateNumber((double)m->to));
-	add_number(o, "n", m->n);
-	add_number(o, "prior", m->prior);
+	json_add_number(o, "from", (double)m->from);
+	json_add(o, "to", m->to == MCGS_NONE ? cJSON_CreateNull() : cJSON_CreateNumber((double)m->to));
+	json_add_number(o, "n", m->n);
+	json_add_number(o, "prior", m->prior);
 	if (!cJSON_AddStringToObject(o, "method", e->method))
 		xalloc_die();
-	add_number(o, "reward_sum", e->reward_sum);
-	add_number(o, "reward_max", e->reward_max);
-	add_number(o, "evaluations", (double)e->evaluations);
-	add_item(o, "candidate", cJSON_Duplicate(e->candidate, 1));
+	json_add_number(o, "reward_sum", e->reward_sum);
+	json_add_number(o, "reward_max", e->reward_max);
+	json_add_number(o, "evaluations", (double)e->evaluations);
+	json_add(o, "candidate", cJSON_Duplicate(e->candidate, 1));
 	return o;
 }
 
@@ -173,17 +163,17 @@ int graph_save(const struct graph *gr)
 		xalloc_die();
 	for (size_t k = 0; k < ARRAY_SIZE(param_fields); k++) {
 		const char *base = (const char *)&gr->params + param_fields[k].offset;
-		add_number(params, param_fields[k].name,
+		json_add_number(params, param_fields[k].name,
 			   param_fields[k].is_long ? (double)*(const long *)(const void *)base : *(const double *)(const void *)base);
 	}
 	if (!cJSON_AddBoolToObject(params, "backup_max", gr->params.backup_max))
 		xalloc_die();
-	add_item(doc, "params", params);
-	add_number(doc, "iter", (double)gr->iter);
-	add_number(doc, "builds", (double)gr->builds);
-	add_number(doc, "last_improvement", (double)gr->last_improvement);
-	add_number(doc, "incumbent", (double)gr->incumbent);
-	add_number(doc, "baseline_ms", gr->baseline_ms);
+	json_add(doc, "params", params);
+	json_add_number(doc, "iter", (double)gr->iter);
+	json_add_number(doc, "builds", (double)gr->builds);
+	json_add_number(doc, "last_improvement", (double)gr->last_improvement);
+	json_add_number(doc, "incumbent", (double)gr->incumbent);
+	json_add_number(doc, "baseline_ms", gr->baseline_ms);
 	for (size_t i = 0; i < gr->g.nnodes; i++)
 		if (!cJSON_AddItemToArray(nodes, node_json(gr, i)))
 			xalloc_die();
@@ -194,20 +184,20 @@ int graph_save(const struct graph *gr)
 		cJSON *r = cJSON_CreateObject(), *path = cJSON_CreateArray();
 		if (!r || !path)
 			xalloc_die();
-		add_number(r, "node", (double)gr->rollout.node);
-		add_number(r, "steps_left", (double)gr->rollout.steps_left);
-		add_number(r, "step", (double)gr->rollout.step);
-		add_number(r, "best", gr->rollout.best);
+		json_add_number(r, "node", (double)gr->rollout.node);
+		json_add_number(r, "steps_left", (double)gr->rollout.steps_left);
+		json_add_number(r, "step", (double)gr->rollout.step);
+		json_add_number(r, "best", gr->rollout.best);
 		for (size_t i = 0; i < gr->rollout.len; i++)
 			if (!cJSON_AddItemToArray(path, cJSON_CreateNumber((double)gr->rollout.path[i])))
 				xalloc_die();
-		add_item(r, "path_edges", path);
-		add_item(doc, "rollout", r);
+		json_add(r, "path_edges", path);
+		json_add(doc, "rollout", r);
 	} else {
-		add_item(doc, "rollout", cJSON_CreateNull());
+		json_add(doc, "rollout", cJSON_CreateNull());
 	}
-	add_item(doc, "nodes", nodes);
-	add_item(doc, "edges", edges);
+	json_add(doc, "nodes", nodes);
+	json_add(doc, "edges", edges);
 	char *text = cJSON_PrintUnformatted(doc);
 	cJSON_Delete(doc);
 	if (!text)

@@ -6,7 +6,6 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -256,29 +255,9 @@ static void apply_given(struct graph *g, const struct options *opt)
 
 /* ---------------------------------------------------------------- records */
 
-static cJSON *new_object(void)
-{
-	cJSON *o = cJSON_CreateObject();
-	if (!o)
-		xalloc_die();
-	return o;
-}
 
-static void add_item(cJSON *o, const char *key, cJSON *item)
-{
-	if (!item || !cJSON_AddItemToObject(o, key, item))
-		xalloc_die();
-}
 
-static void add_number(cJSON *o, const char *key, double v)
-{
-	add_item(o, key, isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull());
-}
 
-static void add_string(cJSON *o, const char *key, const char *s)
-{
-	add_item(o, key, cJSON_CreateString(s));
-}
 
 static const char *last_method(const struct graph *g, size_t node)
 {
@@ -291,27 +270,27 @@ static const char *last_method(const struct graph *g, size_t node)
 /* The common part of what kg-select writes about a node reached by path. */
 static cJSON *pick_record(const struct graph *g, const char *op, size_t node, const size_t *path, size_t len)
 {
-	cJSON *r = new_object(), *states = cJSON_CreateArray(), *edges = cJSON_CreateArray();
-	add_number(r, "v", 1);
-	add_string(r, "run", g->run);
-	add_string(r, "kernel", g->kernel);
-	add_number(r, "iter", (double)g->iter);
-	add_string(r, "op", op);
-	add_string(r, "node", g->nodes[node].state);
-	add_number(r, "node_id", (double)node);
+	cJSON *r = json_object(), *states = cJSON_CreateArray(), *edges = cJSON_CreateArray();
+	json_add_number(r, "v", 1);
+	json_add_string(r, "run", g->run);
+	json_add_string(r, "kernel", g->kernel);
+	json_add_number(r, "iter", (double)g->iter);
+	json_add_string(r, "op", op);
+	json_add_string(r, "node", g->nodes[node].state);
+	json_add_number(r, "node_id", (double)node);
 	if (!states || !edges || !cJSON_AddItemToArray(states, cJSON_CreateString(g->nodes[0].state)))
 		xalloc_die();
 	for (size_t i = 0; i < len; i++)
 		if (!cJSON_AddItemToArray(states, cJSON_CreateString(g->nodes[g->g.edges[path[i]].to].state)) ||
 		    !cJSON_AddItemToArray(edges, cJSON_CreateNumber((double)path[i])))
 			xalloc_die();
-	add_item(r, "path", states);
-	add_item(r, "path_edges", edges);
-	add_number(r, "depth", (double)len);
-	add_number(r, "rollout", 0);
-	add_item(r, "config", g->nodes[node].config ? cJSON_Duplicate(g->nodes[node].config, 1) : cJSON_CreateNull());
-	add_item(r, "methods", cJSON_Duplicate(g->nodes[node].methods, 1));
-	add_string(r, "last_method", last_method(g, node));
+	json_add(r, "path", states);
+	json_add(r, "path_edges", edges);
+	json_add_number(r, "depth", (double)len);
+	json_add_number(r, "rollout", 0);
+	json_add(r, "config", g->nodes[node].config ? cJSON_Duplicate(g->nodes[node].config, 1) : cJSON_CreateNull());
+	json_add(r, "methods", cJSON_Duplicate(g->nodes[node].methods, 1));
+	json_add_string(r, "last_method", last_method(g, node));
 	return r;
 }
 
@@ -444,8 +423,8 @@ static cJSON *select_one(struct graph *g, struct picks *pk)
 			}
 			if (g->g.edges[e].to == MCGS_NONE) {
 				record = pick_record(g, "evaluate", node, path, len);
-				add_number(record, "edge", (double)e);
-				add_item(record, "candidate", cJSON_Duplicate(g->edges[e].candidate, 1));
+				json_add_number(record, "edge", (double)e);
+				json_add(record, "candidate", cJSON_Duplicate(g->edges[e].candidate, 1));
 				push(&pk->evaluated, &pk->nevaluated, e);
 				break;
 			}
@@ -569,16 +548,16 @@ static int run_select(struct graph *g, const struct options *opt)
 {
 	const char *reason;
 	if (stop_reason(g, &reason)) {
-		cJSON *stop = new_object();
-		add_number(stop, "v", 1);
-		add_string(stop, "run", g->run);
-		add_string(stop, "kernel", g->kernel);
-		add_string(stop, "op", "stop");
-		add_string(stop, "reason", reason);
-		add_number(stop, "iter", (double)g->iter);
-		add_number(stop, "builds", (double)g->builds);
-		add_string(stop, "incumbent", g->nodes[g->incumbent].state);
-		add_number(stop, "speedup", g->nodes[g->incumbent].speedup);
+		cJSON *stop = json_object();
+		json_add_number(stop, "v", 1);
+		json_add_string(stop, "run", g->run);
+		json_add_string(stop, "kernel", g->kernel);
+		json_add_string(stop, "op", "stop");
+		json_add_string(stop, "reason", reason);
+		json_add_number(stop, "iter", (double)g->iter);
+		json_add_number(stop, "builds", (double)g->builds);
+		json_add_string(stop, "incumbent", g->nodes[g->incumbent].state);
+		json_add_number(stop, "speedup", g->nodes[g->incumbent].speedup);
 		log_info("%s: the search is over (%s) after %ld iterations and %ld builds", g->run, reason, g->iter, g->builds);
 		return write_record(stop) ? KG_EXIT_IO : EXIT_SEARCH_DONE;
 	}
@@ -620,19 +599,10 @@ struct updater {
 	char *outdir;
 };
 
-static int record_error(struct updater *u, long line, const char *fmt, ...) PRINTF_LIKE(3, 4);
-
-static int record_error(struct updater *u, long line, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (u->status == KG_EXIT_OK)
-		u->status = KG_EXIT_INPUT;
-	return log_error("%s:%ld: %s", u->input_name, line, msg);
-}
+/* Reports a record that cannot be handled; it is passed on unchanged. */
+#define record_error(u, line, ...)                                                              \
+	((u)->status = (u)->status == KG_EXIT_OK ? KG_EXIT_INPUT : (u)->status,                  \
+	 log_at((u)->input_name, (line), __VA_ARGS__))
 
 static const char *string_at(const cJSON *o, const char *key)
 {
@@ -679,16 +649,16 @@ static void refresh_best(const struct graph *g)
 	unlink(tmp);
 	if (symlink(target, tmp) != 0 || rename(tmp, link) != 0)
 		log_warn("cannot point '%s' at '%s':", link, target);
-	cJSON *best = new_object();
-	add_string(best, "state", n->state);
-	add_string(best, "dir", target);
-	add_number(best, "speedup", n->speedup);
-	add_number(best, "speedup_lo", n->speedup_lo);
-	add_number(best, "median_ms", n->median_ms);
-	add_number(best, "baseline_ms", g->baseline_ms);
-	add_number(best, "iter", (double)g->iter);
-	add_item(best, "config", n->config ? cJSON_Duplicate(n->config, 1) : cJSON_CreateNull());
-	add_item(best, "methods", cJSON_Duplicate(n->methods, 1));
+	cJSON *best = json_object();
+	json_add_string(best, "state", n->state);
+	json_add_string(best, "dir", target);
+	json_add_number(best, "speedup", n->speedup);
+	json_add_number(best, "speedup_lo", n->speedup_lo);
+	json_add_number(best, "median_ms", n->median_ms);
+	json_add_number(best, "baseline_ms", g->baseline_ms);
+	json_add_number(best, "iter", (double)g->iter);
+	json_add(best, "config", n->config ? cJSON_Duplicate(n->config, 1) : cJSON_CreateNull());
+	json_add(best, "methods", cJSON_Duplicate(n->methods, 1));
 	char *text = cJSON_Print(best);
 	if (!text || file_write_atomic(json_path, text, strlen(text)) != 0)
 		log_warn("cannot write '%s':", json_path);
@@ -722,13 +692,13 @@ static int create_root(struct updater *u, const cJSON *record, long line)
 	g->incumbent = root;
 	u->exists = 1;
 	refresh_best(g);
-	cJSON *upd = new_object();
-	add_number(upd, "reward", 0);
-	add_string(upd, "child", state);
-	add_number(upd, "child_id", (double)root);
-	add_item(upd, "root", cJSON_CreateTrue());
-	add_item(upd, "incumbent", cJSON_CreateTrue());
-	add_item((cJSON *)record, "update", upd);
+	cJSON *upd = json_object();
+	json_add_number(upd, "reward", 0);
+	json_add_string(upd, "child", state);
+	json_add_number(upd, "child_id", (double)root);
+	json_add(upd, "root", cJSON_CreateTrue());
+	json_add(upd, "incumbent", cJSON_CreateTrue());
+	json_add((cJSON *)record, "update", upd);
 	char *trace = xasprintf("%s/trace.md", g->run);
 	char *text = xasprintf("# Search of %s\n\n- root: baseline %s, %.6g ms\n", g->kernel, state, g->baseline_ms);
 	append_text(trace, text);
@@ -851,11 +821,11 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 		double prior = number_at(candidate, "prior");
 		e = graph_add_edge(g, parent, isnan(prior) ? 1 : prior, candidate, method_of(record));
 	}
-	cJSON *upd = new_object();
-	add_number(upd, "edge", (double)e);
+	cJSON *upd = json_object();
+	json_add_number(upd, "edge", (double)e);
 	if (!build) {
-		add_item(upd, "registered", cJSON_CreateTrue());
-		add_item(record, "update", upd);
+		json_add(upd, "registered", cJSON_CreateTrue());
+		json_add(record, "update", upd);
 		return 0;
 	}
 	if (g->g.edges[e].to != MCGS_NONE) {
@@ -925,29 +895,29 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 		g->incumbent = child;
 		refresh_best(g);
 	}
-	add_number(upd, "reward", reward);
-	add_string(upd, "child", state);
-	add_number(upd, "child_id", (double)child);
-	add_item(upd, "transposition", cJSON_CreateBool(transposition));
-	add_item(upd, "incumbent", cJSON_CreateBool(better));
-	add_item(record, "update", upd);
+	json_add_number(upd, "reward", reward);
+	json_add_string(upd, "child", state);
+	json_add_number(upd, "child_id", (double)child);
+	json_add(upd, "transposition", cJSON_CreateBool(transposition));
+	json_add(upd, "incumbent", cJSON_CreateBool(better));
+	json_add(record, "update", upd);
 
 	/* One row per evaluated transition, for kg-regraph. */
 	char t[40];
 	now_iso(t, sizeof(t));
-	cJSON *row = new_object();
-	add_string(row, "t", t);
-	add_string(row, "kernel", g->kernel);
-	add_string(row, "arch", string_at(build, "arch") ? string_at(build, "arch") : "");
-	add_string(row, "from_method", last_method(g, parent));
-	add_string(row, "to_method", g->edges[e].method[0] ? g->edges[e].method : "unknown");
-	add_item(row, "ok", cJSON_CreateBool(ok));
-	add_number(row, "median_ms", median);
-	add_number(row, "baseline_ms", g->baseline_ms);
-	add_number(row, "speedup", ok ? speedup : NAN);
-	add_number(row, "reward", reward);
-	add_string(row, "candidate_id", string_at(candidate, "id") ? string_at(candidate, "id") : "");
-	add_string(row, "variant_dir", string_at(build, "dir") ? string_at(build, "dir") : "");
+	cJSON *row = json_object();
+	json_add_string(row, "t", t);
+	json_add_string(row, "kernel", g->kernel);
+	json_add_string(row, "arch", string_at(build, "arch") ? string_at(build, "arch") : "");
+	json_add_string(row, "from_method", last_method(g, parent));
+	json_add_string(row, "to_method", g->edges[e].method[0] ? g->edges[e].method : "unknown");
+	json_add(row, "ok", cJSON_CreateBool(ok));
+	json_add_number(row, "median_ms", median);
+	json_add_number(row, "baseline_ms", g->baseline_ms);
+	json_add_number(row, "speedup", ok ? speedup : NAN);
+	json_add_number(row, "reward", reward);
+	json_add_string(row, "candidate_id", string_at(candidate, "id") ? string_at(candidate, "id") : "");
+	json_add_string(row, "variant_dir", string_at(build, "dir") ? string_at(build, "dir") : "");
 	char *dataset = xasprintf("%s/regraph_dataset.jsonl", u->outdir);
 	append_line(dataset, row);
 	free(dataset);
@@ -999,7 +969,7 @@ static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
 			char t[40];
 			now_iso(t, sizeof(t));
 			cJSON *logged = cJSON_Duplicate(record, 1);
-			add_string(logged, "t", t);
+			json_add_string(logged, "t", t);
 			append_line(events, logged);
 			cJSON_Delete(logged);
 			if (save_graph(g) != 0)
