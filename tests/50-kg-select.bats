@@ -221,3 +221,18 @@ start() {
 	run_tool 0 kg-select "$RUN"
 	[ "$(jq .rollout <<<"$output")" = 0 ]
 }
+
+@test "--regraph: new edges get the ReGraph's transition probability times its success rate as prior" {
+	start --regraph "$FIXTURES/select/regraph.json"
+	kg-select "$RUN" >pick.jsonl
+	for m in vec tile unroll; do
+		jq -c --arg m "$m" '{node, node_id, path_edges, candidate: {id: $m, method: $m}}' pick.jsonl
+	done | kg-select --update "$RUN" >/dev/null
+	[ "$(jq -c '[.edges[] | [.method, .prior]]' "$RUN/graph.json")" = '[["vec",0.18],["tile",0.3],["unroll",1]]' ]
+	[ "$(jq -r .regraph "$RUN/graph.json")" = "$FIXTURES/select/regraph.json" ]
+	# With no visits yet, the higher prior wins among the ReGraph's methods; unknown methods keep 1.
+	run_tool 0 kg-select "$RUN"
+	[ "$(jq -c '[.op, .edge, .candidate.method]' <<<"$output")" = '["evaluate",2,"unroll"]' ]
+	run_tool 0 kg-select --batch 2 "$RUN"
+	[ "$(jq -c '.candidate.method' <<<"$output" | tr -d '\n')" = '"unroll""tile"' ]
+}

@@ -65,6 +65,7 @@ void graph_release(struct graph *g)
 	free(g->nodes);
 	free(g->edges);
 	free(g->rollout.path);
+	free(g->regraph);
 	free(g->run);
 	free(g->kernel);
 	mcgs_release(&g->g);
@@ -174,6 +175,7 @@ int graph_save(const struct graph *gr)
 	json_add_number(doc, "last_improvement", (double)gr->last_improvement);
 	json_add_number(doc, "incumbent", (double)gr->incumbent);
 	json_add_number(doc, "baseline_ms", gr->baseline_ms);
+	json_add(doc, "regraph", gr->regraph ? cJSON_CreateString(gr->regraph) : cJSON_CreateNull());
 	for (size_t i = 0; i < gr->g.nnodes; i++)
 		if (!cJSON_AddItemToArray(nodes, node_json(gr, i)))
 			xalloc_die();
@@ -311,6 +313,8 @@ int graph_load(struct graph *g, const char *run)
 		g->last_improvement = (long)number(doc, "last_improvement", 0);
 		g->incumbent = (size_t)number(doc, "incumbent", 0);
 		g->baseline_ms = number(doc, "baseline_ms", NAN);
+		const cJSON *regraph = cJSON_GetObjectItemCaseSensitive(doc, "regraph");
+		g->regraph = cJSON_IsString(regraph) ? xstrdup(regraph->valuestring) : NULL;
 		const cJSON *rollout = cJSON_GetObjectItemCaseSensitive(doc, "rollout"), *item;
 		if (cJSON_IsObject(rollout)) {
 			const cJSON *edges = cJSON_GetObjectItemCaseSensitive(rollout, "path_edges");

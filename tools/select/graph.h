@@ -70,6 +70,7 @@ struct graph {
 	long last_improvement;	/* the iteration of the last improvement of the incumbent */
 	size_t incumbent;
 	double baseline_ms;
+	char *regraph;		/* --regraph: method-transition statistics for edge priors, or NULL */
 	struct rollout rollout;
 	struct mcgs g;		/* node 0 is the root */
 	struct gnode *nodes;	/* parallel to g.nodes */

@@ -47,6 +47,7 @@ static int save_graph(const struct graph *g)
 
 struct options {
 	const char *run;
+	const char *regraph;
 	int update;
 	long batch;
 	int seed_given;
@@ -80,6 +81,9 @@ static void usage(FILE *fp)
 	      "  -u, --update                learn from finished records\n"
 	      "  -b, --batch K               pick K distinct things at once (virtual loss)\n"
 	      "  -s, --seed S                the random state of a new graph (noise, ties)\n"
+	      "      --regraph FILE          priors of new edges from method-transition statistics\n"
+	      "                              (kg-regraph's regraph.json): P(method | parent's last\n"
+	      "                              method) x its success rate; kept in the graph\n"
 	      "      --c-puct C              PUCT constant c_init (1.25)\n"
 	      "      --c-base B              growth base of c (19652)\n"
 	      "      --fpu-reduction R       first-play urgency reduction below the root (0.2)\n"
@@ -116,7 +120,7 @@ static void usage(FILE *fp)
 enum {
 	OPT_C_PUCT = 256, OPT_C_BASE, OPT_FPU, OPT_ROOT_FPU, OPT_WIDEN_K, OPT_WIDEN_ALPHA, OPT_CLIP, OPT_FAILURE,
 	OPT_BACKUP, OPT_CYCLE, OPT_NOISE, OPT_NOISE_ALPHA, OPT_IMPROVE, OPT_CONVERGE, OPT_BUDGET, OPT_ROLLOUT_DEPTH,
-	OPT_ROLLOUT_EPSILON, OPT_ROLLOUT_LAMBDA,
+	OPT_ROLLOUT_EPSILON, OPT_ROLLOUT_LAMBDA, OPT_REGRAPH,
 };
 
 static double *param_slot(struct search_params *p, int opt)
@@ -167,6 +171,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{"noise", required_argument, NULL, OPT_NOISE},
 		{"noise-alpha", required_argument, NULL, OPT_NOISE_ALPHA},
 		{"quiet", no_argument, NULL, 'q'},
+		{"regraph", required_argument, NULL, OPT_REGRAPH},
 		{"reward-clip", required_argument, NULL, OPT_CLIP},
 		{"rollout-depth", required_argument, NULL, OPT_ROLLOUT_DEPTH},
 		{"rollout-epsilon", required_argument, NULL, OPT_ROLLOUT_EPSILON},
@@ -209,6 +214,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			opt->params.backup_max = strcmp(optarg, "max") == 0;
 			opt->given[c - OPT_C_PUCT] = 1;
 			break;
+		case OPT_REGRAPH: opt->regraph = optarg; break;
 		case 'b':
 			if ((why = parse_int64(optarg, 1, 1024, &i64)))
 				cli_usage_error("--batch: '%s': %s", optarg, why);
@@ -378,7 +384,8 @@ static size_t choose_edge(struct graph *g, size_t node, const size_t *path, size
 			continue;
 		if (e->to != MCGS_NONE && g->nodes[e->to].failed)
 			continue; /* a dead end: nothing below it to try */
-		double score = puct_score(visited[i] ? qhat[i] : fpu, c, prior[i], sum_n, e->n);
+		/* max(sum, 1) as lc0 does: before any visit the priors alone must rank the edges. */
+		double score = puct_score(visited[i] ? qhat[i] : fpu, c, prior[i], fmax(sum_n, 1), e->n);
 		if (e->to != MCGS_NONE && state_on_path(g, path, len, g->nodes[e->to].state))
 			score -= p->cycle_penalty;
 		if (score > best_score) {
@@ -593,6 +600,7 @@ static int run_select(struct graph *g, const struct options *opt)
 
 struct updater {
 	struct graph *g;
+	cJSON *regraph_doc; /* the ReGraph, read when a prior is first needed */
 	int exists;
 	const char *input_name;
 	int status;
@@ -800,6 +808,33 @@ static void back_up_max(struct graph *g, const size_t *path, size_t len)
 	}
 }
 
+/* The prior of a new edge with method `to` out of a node whose last method is `from`, from
+ * the ReGraph's transition statistics: probability x success mean; NAN when it has none. */
+static double regraph_prior(struct updater *u, const char *from, const char *to)
+{
+	if (!u->g->regraph)
+		return NAN;
+	if (!u->regraph_doc) {
+		size_t len;
+		char *text = file_read_all(u->g->regraph, &len);
+		u->regraph_doc = text ? json_parse_document(u->g->regraph, text, len) : NULL;
+		if (!text)
+			log_warn("cannot read the ReGraph '%s':", u->g->regraph);
+		free(text);
+		if (!u->regraph_doc)
+			u->regraph_doc = cJSON_CreateObject(); /* warned once; priors stay as given */
+	}
+	const cJSON *edge;
+	cJSON_ArrayForEach(edge, cJSON_GetObjectItemCaseSensitive(u->regraph_doc, "edges")) {
+		const char *a = string_at(edge, "from"), *b = string_at(edge, "to");
+		if (!a || !b || strcmp(a, from) != 0 || strcmp(b, to) != 0)
+			continue;
+		double p = number_at(edge, "probability"), success = number_at(edge, "success_mean");
+		return isnan(p) ? NAN : p * (isnan(success) ? 1 : success);
+	}
+	return NAN;
+}
+
 /* A candidate record: registered (no build yet) or evaluated. */
 static int update_candidate(struct updater *u, cJSON *record, long line)
 {
@@ -819,6 +854,8 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 		e = (size_t)edge_id;
 	} else {
 		double prior = number_at(candidate, "prior");
+		if (isnan(prior))
+			prior = regraph_prior(u, last_method(g, parent), method_of(record));
 		e = graph_add_edge(g, parent, isnan(prior) ? 1 : prior, candidate, method_of(record));
 	}
 	cJSON *upd = json_object();
@@ -983,6 +1020,7 @@ static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
 	}
 	free(events);
 	free(u.outdir);
+	cJSON_Delete(u.regraph_doc);
 	return u.status;
 }
 
@@ -1009,6 +1047,10 @@ int main(int argc, char **argv)
 		if (!exists && opt.seed_given)
 			g.rng = opt.seed;
 		apply_given(&g, &opt);
+		if (opt.regraph) {
+			free(g.regraph);
+			g.regraph = xstrdup(opt.regraph);
+		}
 		if (opt.update) {
 			struct jsonl_reader reader;
 			if (jsonl_reader_open(&reader, optind < argc ? argv[optind] : "-") != 0) {
