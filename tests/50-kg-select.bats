@@ -236,3 +236,35 @@ start() {
 	run_tool 0 kg-select --batch 2 "$RUN"
 	[ "$(jq -c '.candidate.method' <<<"$output" | tr -d '\n')" = '"unroll""tile"' ]
 }
+
+@test "bad records and damaged graphs are reported with the file, line or field; exit 1" {
+	start
+	{
+		echo '{"node_id":99,"candidate":{"id":"a"}}'
+		echo '{"node":"SX","node_id":0,"candidate":{"id":"b"}}'
+		echo '{"node":"SZ","candidate":{"id":"c"}}'
+		echo '{"node_id":0,"edge":5,"candidate":{"id":"d"},"build":{"status":"ok","state":"S1"}}'
+		echo 'not json'
+		echo '{"node_id":0,"candidate":{"id":"fine"}}'
+	} >bad.jsonl
+	run_tool 1 kg-select --update "$RUN" bad.jsonl
+	assert_stderr "$(printf '%s\n' \
+		'kg-select: bad.jsonl:1: node_id: 99 is not a node of the graph' \
+		'kg-select: bad.jsonl:2: node: SX is not the state of node 0' \
+		'kg-select: bad.jsonl:3: node: SZ is not in the graph' \
+		'kg-select: bad.jsonl:4: edge: 5 is not an edge out of node 0' \
+		'kg-select: bad.jsonl:5: invalid JSON at column 1')"
+	[ "${#lines[@]}" -eq 5 ]
+	[ "$(jq -c .update <<<"${lines[4]}")" = '{"edge":0,"registered":true}' ]
+	jq '.version = 2' "$RUN/graph.json" >g && mv g "$RUN/graph.json"
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.json: version 2, but this kg-select reads version 1"
+	echo '[]' >"$RUN/graph.json"
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.json: not a graph (a JSON object)"
+	echo '{"version": 1, "nodes": [{"rank": 0}]}' >"$RUN/graph.json"
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.json: nodes[0].state: missing"
+	run_tool 2 kg-select "/nonexistent/run"
+	assert_stderr "kg-select: cannot lock the run '/nonexistent/run': No such file or directory"
+}
