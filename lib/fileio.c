@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <libgen.h>
+#include <stdlib.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -157,6 +158,16 @@ static int remove_entry(const char *path, const struct stat *st, int type, struc
 int dir_remove_tree(const char *path)
 {
 	return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+char *kg_cache_dir(void)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	if (xdg && xdg[0] == '/')
+		return xasprintf("%s/kernelgraph", xdg);
+	if (home && home[0])
+		return xasprintf("%s/.cache/kernelgraph", home);
+	return NULL;
 }
 
 int dirlock_acquire(struct dirlock *lock, const char *dir, int wait)

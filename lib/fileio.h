@@ -33,6 +33,10 @@ int dir_create(const char *path);
  * 0, or -1 with errno set after removing what it could. */
 int dir_remove_tree(const char *path);
 
+/* The root of kernelgraph's caches shared by all runs: $XDG_CACHE_HOME/kernelgraph, else
+ * ~/.cache/kernelgraph; NULL when neither variable is set. The caller frees it. */
+char *kg_cache_dir(void);
+
 /* An exclusive lock on a directory, held through flock(2) on "<dir>/.lock". Other
  * processes that ask for it wait (or fail at once with wait = 0); the kernel drops it
  * when the holder exits, so a crashed holder never leaves the directory locked. */

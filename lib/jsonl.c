@@ -6,6 +6,7 @@
 
 #include <errno.h>
 
+#include "fileio.h"
 #include "jsonl.h"
 #include "xalloc.h"
 #include "log.h"
@@ -179,4 +180,40 @@ void json_add_string(cJSON *obj, const char *key, const char *value)
 void json_add_bool(cJSON *obj, const char *key, int value)
 {
 	json_add(obj, key, cJSON_CreateBool(value));
+}
+
+void json_append(cJSON *array, cJSON *item)
+{
+	if (!item || !cJSON_AddItemToArray(array, item))
+		xalloc_die();
+}
+
+const char *json_string(const cJSON *obj, const char *key)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+	return cJSON_IsString(item) ? item->valuestring : NULL;
+}
+
+double json_number(const cJSON *obj, const char *key, double fallback)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+	return cJSON_IsNumber(item) ? item->valuedouble : fallback;
+}
+
+int json_write_file(const char *path, const cJSON *doc, int pretty)
+{
+	char *text = pretty ? cJSON_Print(doc) : cJSON_PrintUnformatted(doc);
+	if (!text)
+		xalloc_die();
+	size_t len = strlen(text);
+	char *file = xmalloc(len + 2);
+	memcpy(file, text, len);
+	file[len] = '\n';
+	file[len + 1] = '\0';
+	cJSON_free(text);
+	int rc = file_write_atomic(path, file, len + 1);
+	int saved_errno = errno;
+	free(file);
+	errno = saved_errno;
+	return rc;
 }

@@ -46,6 +46,16 @@ void json_add(cJSON *obj, const char *key, cJSON *item);
 void json_add_number(cJSON *obj, const char *key, double value);
 void json_add_string(cJSON *obj, const char *key, const char *value);
 void json_add_bool(cJSON *obj, const char *key, int value);
+void json_append(cJSON *array, cJSON *item);
+
+/* Reading members: the string value of key, or NULL when it is absent or not a string; the
+ * number, or fallback when it is absent or not a number. */
+const char *json_string(const cJSON *obj, const char *key);
+double json_number(const cJSON *obj, const char *key, double fallback);
+
+/* Replaces path with doc, printed (pretty or compact) and ending in a newline, through
+ * file_write_atomic. Returns 0, or -1 with errno set; reports nothing. */
+int json_write_file(const char *path, const cJSON *doc, int pretty);
 
 /* Parses text as one JSON document. On error, reports "<name>:<line>:<column>: invalid JSON"
  * and returns NULL; otherwise the caller frees the result with cJSON_Delete. */

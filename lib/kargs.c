@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "jsonl.h"
 #include "kargs.h"
 #include "rng.h"
 
@@ -73,20 +74,7 @@ int karg_is_output(const struct karg *a)
 
 /* ---------------------------------------------------------------- loading */
 
-static const char *string_member(const cJSON *obj, const char *key)
-{
-	const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
-	return cJSON_IsString(item) ? item->valuestring : NULL;
-}
 
-static int number_member(const cJSON *obj, const char *key, double *out)
-{
-	const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
-	if (!cJSON_IsNumber(item))
-		return 0;
-	*out = item->valuedouble;
-	return 1;
-}
 
 /* Size: an integer, or an expression with each tuning parameter bound to all its values. */
 static int load_size(const struct t1_spec *spec, const cJSON *arg, struct karg *a, struct strbuf *why)
@@ -134,8 +122,8 @@ static int load_size(const struct t1_spec *spec, const cJSON *arg, struct karg *
 static int load_fill(const struct t1_spec *spec, const cJSON *arg, struct karg *a, struct strbuf *why)
 {
 	static const char *const fills[] = {"Constant", "Random", "Generator", "BinaryRaw"};
-	const char *fill = string_member(arg, "FillType");
-	const char *source = string_member(arg, "DataSource");
+	const char *fill = json_string(arg, "FillType");
+	const char *source = json_string(arg, "DataSource");
 	double seed;
 	a->fill = KARG_FILL_CONSTANT;
 	for (size_t k = 0; fill && k < ARRAY_SIZE(fills); k++)
@@ -146,8 +134,9 @@ static int load_fill(const struct t1_spec *spec, const cJSON *arg, struct karg *
 			    spec->path, a->field, fill);
 		return -1;
 	}
-	a->has_fill_value = number_member(arg, "FillValue", &a->fill_value);
-	if (number_member(arg, "RandomSeed", &seed))
+	a->fill_value = json_number(arg, "FillValue", NAN);
+	a->has_fill_value = !isnan(a->fill_value);
+	if (!isnan(seed = json_number(arg, "RandomSeed", NAN)))
 		a->seed = (uint64_t)seed;
 	if (a->fill == KARG_FILL_GENERATOR || a->fill == KARG_FILL_BINARY) {
 		if (!source) {
@@ -184,10 +173,8 @@ static void load_tolerance(const struct t1_spec *spec, const cJSON *arg, struct 
 	const cJSON *tol = cJSON_GetObjectItemCaseSensitive(ext, "Tolerance");
 	const cJSON *own = cJSON_GetObjectItemCaseSensitive(arg, "Tolerance");
 	a->abs_tol = a->rel_tol = a->base == KARG_F16 ? 1e-2 : a->base == KARG_F64 ? 1e-8 : is_float_base(a->base) ? 1e-4 : 0;
-	number_member(tol, "atol", &a->abs_tol);
-	number_member(tol, "rtol", &a->rel_tol);
-	number_member(own, "atol", &a->abs_tol);
-	number_member(own, "rtol", &a->rel_tol);
+	a->abs_tol = json_number(own, "atol", json_number(tol, "atol", a->abs_tol));
+	a->rel_tol = json_number(own, "rtol", json_number(tol, "rtol", a->rel_tol));
 }
 
 static int load_references(const struct t1_spec *spec, const cJSON *kernel, struct kargs *out, struct strbuf *why);
@@ -200,19 +187,19 @@ int kargs_load(const struct t1_spec *spec, struct kargs *out, struct strbuf *why
 	double shared;
 	memset(out, 0, sizeof(*out));
 	out->args = xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(*out->args));
-	if (number_member(kernel, "SharedMemory", &shared) && shared > 0)
+	if ((shared = json_number(kernel, "SharedMemory", 0)) > 0)
 		out->dynamic_smem = (size_t)shared;
 	cJSON_ArrayForEach(arg, list) {
 		struct karg *a = &out->args[out->n];
-		const char *name = string_member(arg, "Name"), *memory = string_member(arg, "MemoryType");
-		const char *access = string_member(arg, "AccessType");
-		double type_size = 0, output = 0;
+		const char *name = json_string(arg, "Name"), *memory = json_string(arg, "MemoryType");
+		const char *access = json_string(arg, "AccessType");
+		double type_size;
 		a->field = xasprintf("KernelSpecification.Arguments[%zu]", out->n);
 		a->name = name ? xstrdup(name) : xasprintf("argument %zu", out->n);
 		a->seed = out->n + 1;
 		a->problem_size = &spec->problem_size;
 		out->n++;
-		parse_type(string_member(arg, "Type"), a);
+		parse_type(json_string(arg, "Type"), a);
 		for (size_t k = 0; k < ARRAY_SIZE(memories); k++)
 			if (strcmp(memory, memories[k]) == 0)
 				a->memory = (enum karg_memory)k;
@@ -220,11 +207,11 @@ int kargs_load(const struct t1_spec *spec, struct kargs *out, struct strbuf *why
 			    : strcmp(access, "ReadOnly") == 0 ? KARG_READ
 			    : strcmp(access, "WriteOnly") == 0 ? KARG_WRITE : KARG_READ_WRITE;
 		/* Kernel Tuner's "Output": 1 marks an output that has no AccessType. */
-		if (!access && number_member(arg, "Output", &output) && output == 0)
+		if (!access && json_number(arg, "Output", 1) == 0)
 			a->access = KARG_READ;
 		a->elem_bytes = base_bytes(a->base) * a->lanes;
 		if (a->base == KARG_CUSTOM) {
-			if (!number_member(arg, "TypeSize", &type_size) || type_size < 1) {
+			if ((type_size = json_number(arg, "TypeSize", 0)) < 1) {
 				strbuf_addf(why, "%s: %s.TypeSize: missing (a custom Type needs its size in bytes)",
 					    spec->path, a->field);
 				kargs_release(out);
@@ -259,8 +246,8 @@ static int load_references(const struct t1_spec *spec, const cJSON *kernel, stru
 	out->ref_target = xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(*out->ref_target));
 	cJSON_ArrayForEach(ref, list) {
 		char *field = xasprintf("KernelSpecification.ReferenceArguments[%zu]", out->nrefs);
-		const char *target = string_member(ref, "TargetName");
-		const char *method = string_member(ref, "ValidationMethod");
+		const char *target = json_string(ref, "TargetName");
+		const char *method = json_string(ref, "ValidationMethod");
 		size_t k;
 		for (k = 0; k < out->n && strcmp(out->args[k].name, target) != 0; k++)
 			;
@@ -271,7 +258,7 @@ static int load_references(const struct t1_spec *spec, const cJSON *kernel, stru
 		}
 		struct karg *r = &out->refs[out->nrefs];
 		*r = out->args[k];
-		r->name = xstrdup(string_member(ref, "Name"));
+		r->name = xstrdup(json_string(ref, "Name"));
 		r->field = field;
 		r->data_path = NULL;
 		r->generator = NULL;
@@ -281,7 +268,7 @@ static int load_references(const struct t1_spec *spec, const cJSON *kernel, stru
 		if (load_fill(spec, ref, r, why))
 			return -1;
 		double threshold;
-		if (number_member(ref, "ValidationThreshold", &threshold)) {
+		if (!isnan(threshold = json_number(ref, "ValidationThreshold", NAN))) {
 			int relative = method && strcmp(method, "SideBySideRelativeComparison") == 0;
 			out->args[k].abs_tol = relative ? 0 : threshold;
 			out->args[k].rel_tol = relative ? threshold : 0;

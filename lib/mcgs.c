@@ -244,9 +244,14 @@ static int compare_doubles(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static double median_of(double *x, size_t n)
+void sort_doubles(double *x, size_t n)
 {
 	qsort(x, n, sizeof(*x), compare_doubles);
+}
+
+static double median_of(double *x, size_t n)
+{
+	sort_doubles(x, n);
 	return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
 }
 
@@ -263,7 +268,7 @@ void bootstrap_median_ratio(const double *a, size_t na, const double *b, size_t 
 			ra[i] = a[rng_next(&state) % na];
 		ratios[r] = median_of(ra, na) / median_of(rb, nb);
 	}
-	qsort(ratios, resamples, sizeof(*ratios), compare_doubles);
+	sort_doubles(ratios, resamples);
 	interval[0] = ratios[(size_t)floor(0.025 * (double)resamples)];
 	interval[1] = ratios[(size_t)ceil(0.975 * (double)resamples) - 1];
 	free(ratios);

@@ -98,6 +98,9 @@ double mcgs_best(const struct mcgs *g, size_t node);
 
 /* ---- Comparison (§8) */
 
+/* Sorts x ascending. */
+void sort_doubles(double *x, size_t n);
+
 /* Percentile bootstrap of median(a) / median(b) with splitmix64 (search.md T7d): each of
  * the resamples draws b first, then a; the interval is the sorted values at
  * floor(0.025 B) and ceil(0.975 B) - 1. */

@@ -5,7 +5,9 @@
 #include <math.h>
 #include <time.h>
 
+#include "clock.h"
 #include "fileio.h"
+#include "jsonl.h"
 #include "t4.h"
 #include "xalloc.h"
 
@@ -31,22 +33,8 @@ int t4_invalidity_parse(const char *name, enum t4_invalidity *out)
 }
 
 /* Adds item to obj under key, or dies; cJSON leaves an item it failed to add with us. */
-static void add(cJSON *obj, const char *key, cJSON *item)
-{
-	if (!item || !cJSON_AddItemToObject(obj, key, item)) {
-		cJSON_Delete(item);
-		xalloc_die();
-	}
-}
 
 /* Appends item to array, or dies, as add does. */
-static void append(cJSON *array, cJSON *item)
-{
-	if (!item || !cJSON_AddItemToArray(array, item)) {
-		cJSON_Delete(item);
-		xalloc_die();
-	}
-}
 
 /* cJSON's array constructors refuse an empty (NULL, 0) input; an empty array is wanted. */
 static cJSON *string_array(const char *const *items, size_t n)
@@ -62,7 +50,7 @@ static cJSON *number_array(const double *items, size_t n)
 static void add_time(cJSON *times, const char *key, double ms)
 {
 	if (!isnan(ms))
-		add(times, key, cJSON_CreateNumber(ms));
+		json_add(times, key, cJSON_CreateNumber(ms));
 }
 
 cJSON *t4_new(void)
@@ -70,61 +58,49 @@ cJSON *t4_new(void)
 	cJSON *doc = cJSON_CreateObject();
 	if (!doc)
 		xalloc_die();
-	add(doc, "schema_version", cJSON_CreateString("1.0.0"));
+	json_add(doc, "schema_version", cJSON_CreateString("1.0.0"));
 	cJSON *metadata = cJSON_CreateObject();
-	add(doc, "metadata", metadata);
-	add(metadata, "timeunit", cJSON_CreateString("milliseconds"));
-	add(doc, "results", cJSON_CreateArray());
+	json_add(doc, "metadata", metadata);
+	json_add(metadata, "timeunit", cJSON_CreateString("milliseconds"));
+	json_add(doc, "results", cJSON_CreateArray());
 	return doc;
 }
 
 void t4_add(cJSON *doc, const struct t4_result *r)
 {
 	cJSON *result = cJSON_CreateObject();
-	append(cJSON_GetObjectItemCaseSensitive(doc, "results"), result);
+	json_append(cJSON_GetObjectItemCaseSensitive(doc, "results"), result);
 	char now[32];
-	if (!r->timestamp) {
-		time_t t = time(NULL);
-		struct tm tm;
-		gmtime_r(&t, &tm);
-		strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	}
-	add(result, "timestamp", cJSON_CreateString(r->timestamp ? r->timestamp : now));
-	add(result, "configuration", cJSON_Duplicate(r->configuration, 1));
+	if (!r->timestamp)
+		utc_now(now, sizeof(now), 0);
+	json_add(result, "timestamp", cJSON_CreateString(r->timestamp ? r->timestamp : now));
+	json_add(result, "configuration", cJSON_Duplicate(r->configuration, 1));
 
-	add(result, "objectives", string_array(r->objectives, r->nobjectives));
+	json_add(result, "objectives", string_array(r->objectives, r->nobjectives));
 
 	cJSON *times = cJSON_CreateObject();
-	add(result, "times", times);
+	json_add(result, "times", times);
 	add_time(times, "compilation_time", r->compilation_ms);
-	add(times, "runtimes", number_array(r->runtimes_ms, r->nruntimes));
+	json_add(times, "runtimes", number_array(r->runtimes_ms, r->nruntimes));
 	add_time(times, "framework", r->framework_ms);
 	add_time(times, "search_algorithm", r->search_algorithm_ms);
 	add_time(times, "validation", r->validation_ms);
 
-	add(result, "invalidity", cJSON_CreateString(t4_invalidity_name(r->invalidity)));
-	add(result, "correctness", cJSON_CreateNumber(r->correctness));
+	json_add(result, "invalidity", cJSON_CreateString(t4_invalidity_name(r->invalidity)));
+	json_add(result, "correctness", cJSON_CreateNumber(r->correctness));
 
 	cJSON *measurements = cJSON_CreateArray();
-	add(result, "measurements", measurements);
+	json_add(result, "measurements", measurements);
 	for (size_t k = 0; k < r->nmeasurements; k++) {
 		cJSON *m = cJSON_CreateObject();
-		append(measurements, m);
-		add(m, "name", cJSON_CreateString(r->measurements[k].name));
-		add(m, "value", cJSON_CreateNumber(r->measurements[k].value));
-		add(m, "unit", cJSON_CreateString(r->measurements[k].unit));
+		json_append(measurements, m);
+		json_add(m, "name", cJSON_CreateString(r->measurements[k].name));
+		json_add(m, "value", cJSON_CreateNumber(r->measurements[k].value));
+		json_add(m, "unit", cJSON_CreateString(r->measurements[k].unit));
 	}
 }
 
 int t4_write_file(const cJSON *doc, const char *path)
 {
-	char *text = cJSON_Print(doc);
-	if (!text)
-		xalloc_die();
-	/* A text file ends with a newline; cJSON_Print leaves it off. */
-	char *file = xasprintf("%s\n", text);
-	cJSON_free(text);
-	int rc = file_write_atomic(path, file, strlen(file));
-	free(file);
-	return rc;
+	return json_write_file(path, doc, 1);
 }

@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "fileio.h"
 #include "jsonl.h"
 #include "log.h"
@@ -155,15 +155,6 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		cli_usage_error("--calibrate takes no input and no --replay");
 }
 
-static char *cache_dir(void)
-{
-	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-	if (xdg && xdg[0] == '/')
-		return xasprintf("%s/kernelgraph", xdg);
-	if (home && home[0])
-		return xasprintf("%s/.cache/kernelgraph", home);
-	return NULL;
-}
 
 /* ---------------------------------------------------------------- the worker, from outside */
 
@@ -174,18 +165,12 @@ struct worker {
 	char *device;	      /* the GPU's name, once ready */
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Reads one line from the worker, waiting at most timeout_s. Returns the parsed line, or
  * NULL on timeout (*timed_out set) or when the worker closed its end. */
 static cJSON *read_reply(struct worker *w, double timeout_s, int *timed_out)
 {
-	double deadline = now_s() + timeout_s;
+	double deadline = monotonic_ms() / 1e3 + timeout_s;
 	*timed_out = 0;
 	for (;;) {
 		char *nl = memchr(w->unread.buf, '\n', w->unread.len);
@@ -196,7 +181,7 @@ static cJSON *read_reply(struct worker *w, double timeout_s, int *timed_out)
 			w->unread.len -= len;
 			return json ? json : cJSON_CreateObject();
 		}
-		double left = deadline - now_s();
+		double left = deadline - monotonic_ms() / 1e3;
 		if (left <= 0) {
 			*timed_out = 1;
 			return NULL;
@@ -445,7 +430,7 @@ int main(int argc, char **argv)
 	struct options opt = {0};
 	log_init("kg-bench");
 	parse_options(argc, argv, &opt);
-	char *cache = cache_dir();
+	char *cache = kg_cache_dir();
 	opt.settings.cache_dir = cache;
 	if (opt.calibrate) {
 		int rc = worker_calibrate(&opt.settings);

@@ -7,15 +7,9 @@
 #include <string.h>
 
 #include "jsonl.h"
-#include "rng.h"
+#include "mcgs.h"
 #include "stats.h"
 #include "xalloc.h"
-
-static int compare_doubles(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
 
 static double quantile(const double *sorted, size_t n, double q)
 {
@@ -33,7 +27,7 @@ void summarize(const double *samples, size_t n, struct summary *s)
 		return;
 	double *sorted = xmalloc(n * sizeof(*sorted)), sum = 0, squares = 0;
 	memcpy(sorted, samples, n * sizeof(*sorted));
-	qsort(sorted, n, sizeof(*sorted), compare_doubles);
+	sort_doubles(sorted, n);
 	for (size_t k = 0; k < n; k++)
 		sum += sorted[k];
 	s->count = n;
@@ -49,7 +43,7 @@ void summarize(const double *samples, size_t n, struct summary *s)
 	s->max = sorted[n - 1];
 	for (size_t k = 0; k < n; k++)
 		sorted[k] = fabs(sorted[k] - s->median);
-	qsort(sorted, n, sizeof(*sorted), compare_doubles);
+	sort_doubles(sorted, n);
 	s->mad = quantile(sorted, n, 0.5);
 	free(sorted);
 }
@@ -60,33 +54,6 @@ double median_rse(const struct summary *s)
 		return INFINITY;
 	return 1.2533 * 1.4826 * s->mad / sqrt((double)s->count) / s->median;
 }
-
-static double resampled_median(const double *x, size_t n, double *scratch, uint64_t *state)
-{
-	for (size_t k = 0; k < n; k++)
-		scratch[k] = x[rng_next(state) % n];
-	qsort(scratch, n, sizeof(*scratch), compare_doubles);
-	return quantile(scratch, n, 0.5);
-}
-
-void bootstrap_ratio(const double *a, size_t na, const double *b, size_t nb, double interval[2])
-{
-	enum { RESAMPLES = 2000 };
-	double *ratios = xmalloc(RESAMPLES * sizeof(*ratios));
-	double *scratch = xmalloc((na > nb ? na : nb) * sizeof(*scratch));
-	uint64_t state = 20261121;
-	for (size_t r = 0; r < RESAMPLES; r++) {
-		double ma = resampled_median(a, na, scratch, &state);
-		double mb = resampled_median(b, nb, scratch, &state);
-		ratios[r] = mb > 0 ? ma / mb : INFINITY;
-	}
-	qsort(ratios, RESAMPLES, sizeof(*ratios), compare_doubles);
-	interval[0] = quantile(ratios, RESAMPLES, 0.025);
-	interval[1] = quantile(ratios, RESAMPLES, 0.975);
-	free(ratios);
-	free(scratch);
-}
-
 
 void summary_to_json(const struct summary *s, cJSON *obj)
 {

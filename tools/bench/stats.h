@@ -1,5 +1,5 @@
-/* stats.h: summaries of timing samples: order statistics, spread, the standard error of the
- * median that stops sampling, and a bootstrap interval for a ratio of medians. */
+/* stats.h: summaries of timing samples: order statistics, spread, and the standard error of
+ * the median that stops sampling. (The bootstrap interval of a speedup is lib/mcgs's.) */
 #ifndef KG_BENCH_STATS_H
 #define KG_BENCH_STATS_H
 
@@ -24,9 +24,6 @@ void summarize(const double *samples, size_t n, struct summary *s);
  * sampling stops once it is small enough. */
 double median_rse(const struct summary *s);
 
-/* A 95 % interval for median(a) / median(b), from 2000 bootstrap resamples drawn with a
- * fixed seed, so that the same samples always give the same interval. */
-void bootstrap_ratio(const double *a, size_t na, const double *b, size_t nb, double interval[2]);
 
 /* {"median_ms": ..., "p10_ms": ..., ...} fields added to obj. */
 void summary_to_json(const struct summary *s, cJSON *obj);

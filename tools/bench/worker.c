@@ -11,11 +11,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fileio.h"
 #include "gpu.h"
 #include "jsonl.h"
 #include "kargs.h"
 #include "log.h"
+#include "mcgs.h"
 #include "stats.h"
 #include "t1.h"
 #include "worker.h"
@@ -76,17 +78,11 @@ static struct {
 	double last_progress;
 } gpu;
 
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* Tells the parent the GPU is alive, at most every 50 ms. */
 static void progress(void)
 {
-	double t = now_ms();
+	double t = monotonic_ms();
 	if (t - gpu.last_progress < 50)
 		return;
 	gpu.last_progress = t;
@@ -710,8 +706,8 @@ static int time_series(struct wrun *r, struct input_set *s0, struct series *seri
 
 	/* Warm-up: at least 3 launches and 25 ms of each kernel, discarded. */
 	for (size_t j = 0; j < nseries; j++) {
-		double t0 = now_ms();
-		for (int n = 0; n < 3 || now_ms() - t0 < 25; n++)
+		double t0 = monotonic_ms();
+		for (int n = 0; n < 3 || monotonic_ms() - t0 < 25; n++)
 			if (sample(r, &series[j], &inputs, cfg, start, stop, f))
 				goto done;
 		series[j].n = 0;
@@ -721,7 +717,7 @@ static int time_series(struct wrun *r, struct input_set *s0, struct series *seri
 		cupti.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 	}
 	size_t rounds = 0;
-	double spent = 0, wall0 = now_ms();
+	double spent = 0, wall0 = monotonic_ms();
 	for (;;) {
 		for (size_t j = 0; j < nseries; j++) {
 			if (sample(r, &series[j], &inputs, cfg, start, stop, f))
@@ -738,7 +734,7 @@ static int time_series(struct wrun *r, struct input_set *s0, struct series *seri
 			quiet &= median_rse(&sm) < cfg->noise;
 		}
 		/* The wall-clock cap bounds flushes and launch gaps that GPU time leaves out. */
-		if (quiet || spent >= cfg->budget_ms || now_ms() - wall0 > 10 * cfg->budget_ms + 1000 || rounds >= 100000)
+		if (quiet || spent >= cfg->budget_ms || monotonic_ms() - wall0 > 10 * cfg->budget_ms + 1000 || rounds >= 100000)
 			break;
 	}
 	*gpu_ms = spent;
@@ -832,12 +828,8 @@ static cJSON *number_array(const double *v, size_t n)
 /* Replaces path with doc; a failure is only a warning, since the record carries the figures. */
 static void write_json_file(const char *path, const cJSON *doc)
 {
-	char *text = cJSON_Print(doc);
-	if (!text)
-		xalloc_die();
-	if (file_write_atomic(path, text, strlen(text)) != 0)
+	if (json_write_file(path, doc, 1) != 0)
 		log_warn("cannot write '%s':", path);
-	cJSON_free(text);
 }
 
 /* Writes variants/STATE/bench.json: every raw sample and the summary. */
@@ -973,7 +965,8 @@ static void bench_record(const char *run_dir, const cJSON *build, int is_baselin
 			keep_baseline(r->dir, build, sm[0].median);
 		} else {
 			double ci[2];
-			bootstrap_ratio(primary[1], series[1].n, primary[0], series[0].n, ci);
+			/* The same bootstrap kg-select's decisions are specified with (search.md T7d). */
+			bootstrap_median_ratio(primary[1], series[1].n, primary[0], series[0].n, 2000, 42, ci);
 			json_add_number(bench, "baseline_ms", sm[1].median);
 			json_add_number(bench, "speedup", sm[1].median / sm[0].median);
 			if (!cJSON_AddItemToObject(bench, "speedup_ci", number_array(ci, 2)))
@@ -1099,10 +1092,10 @@ NORETURN void worker_main(int in_fd, int out_fd, const struct bench_settings *cf
 		{
 			const cJSON *run = cJSON_GetObjectItemCaseSensitive(request, "run");
 			const cJSON *build = cJSON_GetObjectItemCaseSensitive(request, "build");
-			double t0 = now_ms();
+			double t0 = monotonic_ms();
 			bench_record(run->valuestring, build, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(request, "baseline")),
 				     cfg, bench, &f);
-			json_add_number(bench, "wall_ms", now_ms() - t0);
+			json_add_number(bench, "wall_ms", monotonic_ms() - t0);
 		}
 		if (f.failed) {
 			cJSON_Delete(bench);

@@ -16,17 +16,11 @@ static const char *const entry_files[] = {"build.log", "kernel.ptx", "kernel.cub
 
 void cache_init(struct build_cache *cache, const char *option, int disabled)
 {
-	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
 	cache->dir = NULL;
 	if (disabled)
 		return;
-	if (option)
-		cache->dir = xstrdup(option);
-	else if (xdg && xdg[0] == '/')
-		cache->dir = xasprintf("%s/kernelgraph", xdg);
-	else if (home && home[0])
-		cache->dir = xasprintf("%s/.cache/kernelgraph", home);
-	else
+	cache->dir = option ? xstrdup(option) : kg_cache_dir();
+	if (!cache->dir)
 		log_warn("no compile cache: neither XDG_CACHE_HOME nor HOME is set (give --cache-dir DIR)");
 }
 

@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cuda.h>
 #include <nvrtc.h>
 
+#include "clock.h"
 #include "compile.h"
 #include "fileio.h"
 #include "jsonl.h"
@@ -176,12 +176,6 @@ int gpu_arch(char arch[16])
 
 /* ---------------------------------------------------------------- one compile, in a child */
 
-static double now_seconds(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* The compiler's messages without ptxas's resource report, at most 4 KB of them. */
 static char *compiler_errors(const char *log, const char *status)
@@ -244,9 +238,9 @@ NORETURN static void compile_child(const struct compile_job *job, int fd)
 	if (rc != NVRTC_SUCCESS)
 		child_exit(fd, 0, 0, 0, NULL, nvrtc.GetErrorString(rc));
 	nvrtc.AddNameExpression(prog, job->name_expression);
-	double t0 = now_seconds();
+	double t0 = monotonic_ms();
 	rc = nvrtc.CompileProgram(prog, (int)job->noptions, (const char *const *)job->options);
-	double ms = (now_seconds() - t0) * 1e3;
+	double ms = monotonic_ms() - t0;
 
 	size_t size = 0;
 	char *log = NULL;
@@ -354,7 +348,7 @@ static int start(struct compile_pool *pool, const struct compile_job *job)
 	r->pid = pid;
 	r->fd = fd;
 	strbuf_init(&r->out);
-	r->deadline = now_seconds() + pool->timeout_s;
+	r->deadline = (monotonic_ms() / 1e3) + pool->timeout_s;
 	return 0;
 }
 
@@ -370,10 +364,6 @@ void compile_pool_submit(struct compile_pool *pool, struct compile_job *job)
 		memmove(pool->queue, pool->queue + 1, --pool->nqueued * sizeof(*pool->queue));
 }
 
-int compile_pool_busy(const struct compile_pool *pool)
-{
-	return pool->nrunning > 0 || pool->nqueued > 0;
-}
 
 /* Turns what a finished child left into a result. */
 static void collect(struct running *r, int status, struct compile_result *res)
@@ -419,7 +409,7 @@ int compile_pool_wait(struct compile_pool *pool, void **tag, struct compile_resu
 		return -1;
 	for (;;) {
 		struct pollfd fds[pool->nrunning];
-		double now = now_seconds(), next = now + 3600;
+		double now = (monotonic_ms() / 1e3), next = now + 3600;
 		for (size_t k = 0; k < pool->nrunning; k++) {
 			fds[k] = (struct pollfd){.fd = pool->running[k].fd, .events = POLLIN};
 			if (!pool->running[k].timed_out && pool->running[k].deadline < next)
@@ -428,7 +418,7 @@ int compile_pool_wait(struct compile_pool *pool, void **tag, struct compile_resu
 		int timeout_ms = next <= now ? 0 : (int)((next - now) * 1e3) + 1;
 		if (poll(fds, pool->nrunning, timeout_ms) < 0)
 			continue; /* EINTR, or no memory for now: try again */
-		now = now_seconds();
+		now = (monotonic_ms() / 1e3);
 		for (size_t k = 0; k < pool->nrunning; k++) {
 			struct running *r = &pool->running[k];
 			if (!r->timed_out && r->deadline <= now) {

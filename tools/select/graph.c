@@ -200,26 +200,17 @@ int graph_save(const struct graph *gr)
 	}
 	json_add(doc, "nodes", nodes);
 	json_add(doc, "edges", edges);
-	char *text = cJSON_PrintUnformatted(doc);
-	cJSON_Delete(doc);
-	if (!text)
-		xalloc_die();
 	char *path = xasprintf("%s/graph.json", gr->run);
-	int rc = file_write_atomic(path, text, strlen(text));
+	int rc = json_write_file(path, doc, 0);
 	if (rc)
 		log_error("cannot write '%s':", path);
+	cJSON_Delete(doc);
 	free(path);
-	cJSON_free(text);
 	return rc;
 }
 
 /* ---------------------------------------------------------------- loading */
 
-static double number(const cJSON *o, const char *key, double fallback)
-{
-	const cJSON *item = cJSON_GetObjectItemCaseSensitive(o, key);
-	return cJSON_IsNumber(item) ? item->valuedouble : fallback;
-}
 
 static int load_nodes(struct graph *g, const cJSON *nodes, const char *path)
 {
@@ -229,15 +220,15 @@ static int load_nodes(struct graph *g, const cJSON *nodes, const char *path)
 		const cJSON *state = cJSON_GetObjectItemCaseSensitive(o, "state");
 		if (!cJSON_IsString(state))
 			return log_error("%s: nodes[%zu].state: missing", path, k);
-		size_t id = graph_add_node(g, state->valuestring, number(o, "u", 0), (int)number(o, "rank", 0));
+		size_t id = graph_add_node(g, state->valuestring, json_number(o, "u", 0), (int)json_number(o, "rank", 0));
 		struct gnode *n = &g->nodes[id];
-		g->g.nodes[id].n = number(o, "n", 0);
-		g->g.nodes[id].q = number(o, "q", 0);
+		g->g.nodes[id].n = json_number(o, "n", 0);
+		g->g.nodes[id].q = json_number(o, "q", 0);
 		n->failed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "failed"));
-		n->median_ms = number(o, "median_ms", NAN);
-		n->speedup = number(o, "speedup", NAN);
-		n->speedup_lo = number(o, "speedup_lo", NAN);
-		n->created_iter = (long)number(o, "created_iter", 0);
+		n->median_ms = json_number(o, "median_ms", NAN);
+		n->speedup = json_number(o, "speedup", NAN);
+		n->speedup_lo = json_number(o, "speedup_lo", NAN);
+		n->created_iter = (long)json_number(o, "created_iter", 0);
 		const cJSON *config = cJSON_GetObjectItemCaseSensitive(o, "config");
 		const cJSON *methods = cJSON_GetObjectItemCaseSensitive(o, "methods");
 		n->config = cJSON_IsObject(config) ? cJSON_Duplicate(config, 1) : NULL;
@@ -252,18 +243,18 @@ static int load_edges(struct graph *g, const cJSON *edges, const char *path)
 	const cJSON *o;
 	size_t k = 0;
 	cJSON_ArrayForEach(o, edges) {
-		double from = number(o, "from", -1), to = number(o, "to", -1);
+		double from = json_number(o, "from", -1), to = json_number(o, "to", -1);
 		const cJSON *method = cJSON_GetObjectItemCaseSensitive(o, "method");
 		if (from < 0 || from >= (double)g->g.nnodes || to >= (double)g->g.nnodes)
 			return log_error("%s: edges[%zu]: from or to is not a node", path, k);
-		size_t id = graph_add_edge(g, (size_t)from, number(o, "prior", 0),
+		size_t id = graph_add_edge(g, (size_t)from, json_number(o, "prior", 0),
 					   cJSON_GetObjectItemCaseSensitive(o, "candidate"),
 					   cJSON_IsString(method) ? method->valuestring : "");
 		g->g.edges[id].to = to < 0 ? MCGS_NONE : (size_t)to;
-		g->g.edges[id].n = number(o, "n", 0);
-		g->edges[id].reward_sum = number(o, "reward_sum", 0);
-		g->edges[id].reward_max = number(o, "reward_max", -INFINITY);
-		g->edges[id].evaluations = (long)number(o, "evaluations", 0);
+		g->g.edges[id].n = json_number(o, "n", 0);
+		g->edges[id].reward_sum = json_number(o, "reward_sum", 0);
+		g->edges[id].reward_max = json_number(o, "reward_max", -INFINITY);
+		g->edges[id].evaluations = (long)json_number(o, "evaluations", 0);
 		k++;
 	}
 	return 0;
@@ -288,8 +279,8 @@ int graph_load(struct graph *g, const char *run)
 	if (!cJSON_IsObject(doc)) {
 		if (doc)
 			log_error("%s: not a graph (a JSON object)", path);
-	} else if (number(doc, "version", 0) != GRAPH_VERSION) {
-		log_error("%s: version %g, but this kg-select reads version %d", path, number(doc, "version", 0),
+	} else if (json_number(doc, "version", 0) != GRAPH_VERSION) {
+		log_error("%s: version %g, but this kg-select reads version %d", path, json_number(doc, "version", 0),
 			  GRAPH_VERSION);
 	} else {
 		const cJSON *params = cJSON_GetObjectItemCaseSensitive(doc, "params");
@@ -308,21 +299,21 @@ int graph_load(struct graph *g, const char *run)
 		g->params.backup_max = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(params, "backup_max"));
 		g->kernel = xstrdup(cJSON_IsString(kernel) ? kernel->valuestring : "");
 		g->rng = cJSON_IsString(rng) ? strtoull(rng->valuestring, NULL, 16) : 0;
-		g->iter = (long)number(doc, "iter", 0);
-		g->builds = (long)number(doc, "builds", 0);
-		g->last_improvement = (long)number(doc, "last_improvement", 0);
-		g->incumbent = (size_t)number(doc, "incumbent", 0);
-		g->baseline_ms = number(doc, "baseline_ms", NAN);
+		g->iter = (long)json_number(doc, "iter", 0);
+		g->builds = (long)json_number(doc, "builds", 0);
+		g->last_improvement = (long)json_number(doc, "last_improvement", 0);
+		g->incumbent = (size_t)json_number(doc, "incumbent", 0);
+		g->baseline_ms = json_number(doc, "baseline_ms", NAN);
 		const cJSON *regraph = cJSON_GetObjectItemCaseSensitive(doc, "regraph");
 		g->regraph = cJSON_IsString(regraph) ? xstrdup(regraph->valuestring) : NULL;
 		const cJSON *rollout = cJSON_GetObjectItemCaseSensitive(doc, "rollout"), *item;
 		if (cJSON_IsObject(rollout)) {
 			const cJSON *edges = cJSON_GetObjectItemCaseSensitive(rollout, "path_edges");
 			g->rollout.active = 1;
-			g->rollout.node = (size_t)number(rollout, "node", 0);
-			g->rollout.steps_left = (long)number(rollout, "steps_left", 0);
-			g->rollout.step = (long)number(rollout, "step", 0);
-			g->rollout.best = number(rollout, "best", 0);
+			g->rollout.node = (size_t)json_number(rollout, "node", 0);
+			g->rollout.steps_left = (long)json_number(rollout, "steps_left", 0);
+			g->rollout.step = (long)json_number(rollout, "step", 0);
+			g->rollout.best = json_number(rollout, "best", 0);
 			g->rollout.path = xcalloc((size_t)cJSON_GetArraySize(edges) + 1, sizeof(*g->rollout.path));
 			cJSON_ArrayForEach(item, edges)
 				g->rollout.path[g->rollout.len++] = (size_t)item->valuedouble;

@@ -8,10 +8,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "fileio.h"
 #include "graph.h"
 #include "jsonl.h"
@@ -29,19 +29,13 @@ static struct {
 	double load_ms, decide_ms, save_ms;
 } timing;
 
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* graph_save, timed. */
 static int save_graph(const struct graph *g)
 {
-	double t0 = now_ms();
+	double t0 = monotonic_ms();
 	int rc = graph_save(g);
-	timing.save_ms += now_ms() - t0;
+	timing.save_ms += monotonic_ms() - t0;
 	return rc;
 }
 
@@ -568,7 +562,7 @@ static int run_select(struct graph *g, const struct options *opt)
 		log_info("%s: the search is over (%s) after %ld iterations and %ld builds", g->run, reason, g->iter, g->builds);
 		return write_record(stop) ? KG_EXIT_IO : EXIT_SEARCH_DONE;
 	}
-	double t0 = now_ms();
+	double t0 = monotonic_ms();
 	g->iter++;
 	struct picks pk = {0};
 	int status = KG_EXIT_OK;
@@ -592,7 +586,7 @@ static int run_select(struct graph *g, const struct options *opt)
 	free(pk.expanded);
 	free(pk.evaluated);
 	free(pk.virtual_edges);
-	timing.decide_ms += now_ms() - t0;
+	timing.decide_ms += monotonic_ms() - t0;
 	return save_graph(g) ? KG_EXIT_IO : status;
 }
 
@@ -612,27 +606,8 @@ struct updater {
 	((u)->status = (u)->status == KG_EXIT_OK ? KG_EXIT_INPUT : (u)->status,                  \
 	 log_at((u)->input_name, (line), __VA_ARGS__))
 
-static const char *string_at(const cJSON *o, const char *key)
-{
-	const cJSON *item = cJSON_GetObjectItemCaseSensitive(o, key);
-	return cJSON_IsString(item) ? item->valuestring : NULL;
-}
 
-static double number_at(const cJSON *o, const char *key)
-{
-	const cJSON *item = cJSON_GetObjectItemCaseSensitive(o, key);
-	return cJSON_IsNumber(item) ? item->valuedouble : NAN;
-}
 
-static void now_iso(char *buf, size_t size)
-{
-	struct timespec ts;
-	struct tm tm;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	size_t n = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf + n, size - n, ".%03ldZ", ts.tv_nsec / 1000000);
-}
 
 static void append_line(const char *path, const cJSON *obj)
 {
@@ -667,10 +642,8 @@ static void refresh_best(const struct graph *g)
 	json_add_number(best, "iter", (double)g->iter);
 	json_add(best, "config", n->config ? cJSON_Duplicate(n->config, 1) : cJSON_CreateNull());
 	json_add(best, "methods", cJSON_Duplicate(n->methods, 1));
-	char *text = cJSON_Print(best);
-	if (!text || file_write_atomic(json_path, text, strlen(text)) != 0)
+	if (json_write_file(json_path, best, 1) != 0)
 		log_warn("cannot write '%s':", json_path);
-	cJSON_free(text);
 	cJSON_Delete(best);
 	free(target);
 	free(tmp);
@@ -683,18 +656,18 @@ static int create_root(struct updater *u, const cJSON *record, long line)
 	struct graph *g = u->g;
 	const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
 	const cJSON *bench = cJSON_GetObjectItemCaseSensitive(record, "bench");
-	const char *state = string_at(build, "state"), *status = string_at(bench, "status");
+	const char *state = json_string(build, "state"), *status = json_string(bench, "status");
 	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(build, "baseline")) || !state || !status ||
 	    strcmp(status, "ok") != 0)
 		return record_error(u, line, "the run has no graph yet: the first record must be the baseline, built and benched ok (kg-init does this)");
-	const char *kernel = string_at(record, "kernel");
+	const char *kernel = json_string(record, "kernel");
 	char *copy = xstrdup(g->run);
 	g->kernel = xstrdup(kernel ? kernel : basename(copy));
 	free(copy);
 	size_t root = graph_add_node(g, state, 0, 0);
 	g->nodes[root].config = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(build, "config"), 1);
 	g->nodes[root].methods = cJSON_CreateArray();
-	g->nodes[root].median_ms = g->baseline_ms = number_at(bench, "median_ms");
+	g->nodes[root].median_ms = g->baseline_ms = json_number(bench, "median_ms", NAN);
 	g->nodes[root].speedup = g->nodes[root].speedup_lo = 1;
 	mcgs_playout(&g->g, root, NULL, 0, 1);
 	g->incumbent = root;
@@ -719,8 +692,8 @@ static int create_root(struct updater *u, const cJSON *record, long line)
 static size_t parent_of(struct updater *u, const cJSON *record, long line)
 {
 	const struct graph *g = u->g;
-	double id = number_at(record, "node_id");
-	const char *state = string_at(record, "node");
+	double id = json_number(record, "node_id", NAN);
+	const char *state = json_string(record, "node");
 	if (!isnan(id)) {
 		if (id < 0 || id >= (double)g->g.nnodes || floor(id) != id) {
 			record_error(u, line, "node_id: %g is not a node of the graph", id);
@@ -786,10 +759,10 @@ static size_t path_to(const struct graph *g, const cJSON *record, size_t parent,
 static const char *method_of(const cJSON *record)
 {
 	const cJSON *method = cJSON_GetObjectItemCaseSensitive(record, "method");
-	const char *canonical = string_at(method, "canonical");
+	const char *canonical = json_string(method, "canonical");
 	if (canonical)
 		return canonical;
-	const char *named = string_at(cJSON_GetObjectItemCaseSensitive(record, "candidate"), "method");
+	const char *named = json_string(cJSON_GetObjectItemCaseSensitive(record, "candidate"), "method");
 	return named ? named : "";
 }
 
@@ -826,10 +799,10 @@ static double regraph_prior(struct updater *u, const char *from, const char *to)
 	}
 	const cJSON *edge;
 	cJSON_ArrayForEach(edge, cJSON_GetObjectItemCaseSensitive(u->regraph_doc, "edges")) {
-		const char *a = string_at(edge, "from"), *b = string_at(edge, "to");
+		const char *a = json_string(edge, "from"), *b = json_string(edge, "to");
 		if (!a || !b || strcmp(a, from) != 0 || strcmp(b, to) != 0)
 			continue;
-		double p = number_at(edge, "probability"), success = number_at(edge, "success_mean");
+		double p = json_number(edge, "probability", NAN), success = json_number(edge, "success_mean", NAN);
 		return isnan(p) ? NAN : p * (isnan(success) ? 1 : success);
 	}
 	return NAN;
@@ -846,14 +819,14 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(record, "candidate");
 	const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
 	const cJSON *bench = cJSON_GetObjectItemCaseSensitive(record, "bench");
-	double edge_id = number_at(record, "edge");
+	double edge_id = json_number(record, "edge", NAN);
 	size_t e;
 	if (!isnan(edge_id)) {
 		if (edge_id < 0 || edge_id >= (double)g->g.nedges || g->g.edges[(size_t)edge_id].from != parent)
 			return record_error(u, line, "edge: %g is not an edge out of node %zu", edge_id, parent);
 		e = (size_t)edge_id;
 	} else {
-		double prior = number_at(candidate, "prior");
+		double prior = json_number(candidate, "prior", NAN);
 		if (isnan(prior))
 			prior = regraph_prior(u, last_method(g, parent), method_of(record));
 		e = graph_add_edge(g, parent, isnan(prior) ? 1 : prior, candidate, method_of(record));
@@ -869,10 +842,10 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 		cJSON_Delete(upd);
 		return record_error(u, line, "edge %zu was evaluated already: a record is never evaluated twice", e);
 	}
-	const char *build_status = string_at(build, "status"), *bench_status = string_at(bench, "status");
-	const char *state = string_at(build, "state");
+	const char *build_status = json_string(build, "status"), *bench_status = json_string(bench, "status");
+	const char *state = json_string(build, "state");
 	int ok = build_status && strcmp(build_status, "ok") == 0 && bench_status && strcmp(bench_status, "ok") == 0;
-	double speedup = number_at(bench, "speedup"), median = number_at(bench, "median_ms");
+	double speedup = json_number(bench, "speedup", NAN), median = json_number(bench, "median_ms", NAN);
 	if (ok && isnan(speedup))
 		speedup = g->baseline_ms / median;
 	double reward = ok ? reward_log2(speedup, 1, p->reward_clip) : p->failure_reward;
@@ -910,7 +883,7 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 		back_up_max(g, path, len);
 
 	/* Rollouts: an improving child starts one; a failure ends the one under way. */
-	double rollout = number_at(record, "rollout");
+	double rollout = json_number(record, "rollout", NAN);
 	if (g->rollout.active && rollout > 0) {
 		g->rollout.best = fmax(g->rollout.best, reward);
 		if (!ok)
@@ -941,11 +914,11 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 
 	/* One row per evaluated transition, for kg-regraph. */
 	char t[40];
-	now_iso(t, sizeof(t));
+	utc_now(t, sizeof(t), 1);
 	cJSON *row = json_object();
 	json_add_string(row, "t", t);
 	json_add_string(row, "kernel", g->kernel);
-	json_add_string(row, "arch", string_at(build, "arch") ? string_at(build, "arch") : "");
+	json_add_string(row, "arch", json_string(build, "arch") ? json_string(build, "arch") : "");
 	json_add_string(row, "from_method", last_method(g, parent));
 	json_add_string(row, "to_method", g->edges[e].method[0] ? g->edges[e].method : "unknown");
 	json_add(row, "ok", cJSON_CreateBool(ok));
@@ -953,8 +926,8 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	json_add_number(row, "baseline_ms", g->baseline_ms);
 	json_add_number(row, "speedup", ok ? speedup : NAN);
 	json_add_number(row, "reward", reward);
-	json_add_string(row, "candidate_id", string_at(candidate, "id") ? string_at(candidate, "id") : "");
-	json_add_string(row, "variant_dir", string_at(build, "dir") ? string_at(build, "dir") : "");
+	json_add_string(row, "candidate_id", json_string(candidate, "id") ? json_string(candidate, "id") : "");
+	json_add_string(row, "variant_dir", json_string(build, "dir") ? json_string(build, "dir") : "");
 	char *dataset = xasprintf("%s/regraph_dataset.jsonl", u->outdir);
 	append_line(dataset, row);
 	free(dataset);
@@ -992,19 +965,19 @@ static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
 		}
 		int changed = 0;
 		const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(record, "candidate");
-		double t0 = now_ms();
+		double t0 = monotonic_ms();
 		if (!u.exists) {
 			changed = create_root(&u, record, reader->line) == 0;
 		} else if (cJSON_IsObject(candidate) &&
 			   !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(record, "build"), "baseline"))) {
 			changed = update_candidate(&u, record, reader->line) == 0;
 		}
-		timing.decide_ms += now_ms() - t0;
+		timing.decide_ms += monotonic_ms() - t0;
 		if (changed) {
 			/* The log first, then the graph: a kill between them leaves the record in the
 			 * log, where a resumed run finds it; never a graph ahead of its log. */
 			char t[40];
-			now_iso(t, sizeof(t));
+			utc_now(t, sizeof(t), 1);
 			cJSON *logged = cJSON_Duplicate(record, 1);
 			json_add_string(logged, "t", t);
 			append_line(events, logged);
@@ -1037,9 +1010,9 @@ int main(int argc, char **argv)
 		return KG_EXIT_USAGE;
 	}
 	struct graph g;
-	double t0 = now_ms();
+	double t0 = monotonic_ms();
 	int exists = graph_load(&g, opt.run);
-	timing.load_ms = now_ms() - t0;
+	timing.load_ms = monotonic_ms() - t0;
 	int status;
 	if (exists < 0) {
 		status = KG_EXIT_INPUT;
