@@ -372,6 +372,9 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 		echo '{"run":"run","candidate":{"config":[1]}}'
 		echo '{"run":"empty-run","candidate":{}}'
 		echo '{"run":"run","candidate":"x"}'
+		echo '{"run":7,"candidate":{}}'
+		echo '{"run":"run","node":1,"candidate":{}}'
+		echo '{"run":"run","candidate":{"source":["x"]}}'
 		record run "" '{"id":"fine"}'
 	} >input.jsonl
 	run_tool 1 kg-build input.jsonl
@@ -384,10 +387,13 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 		'kg-build: input.jsonl:6: candidate.config: must be an object of tuning parameters' \
 		"kg-build: cannot read 'empty-run/spec.json': No such file or directory" \
 		"kg-build: input.jsonl:7: run 'empty-run' has no usable spec.json (see above)" \
-		'kg-build: input.jsonl:8: candidate: must be an object')"
-	[ "${#lines[@]}" -eq 8 ]
+		'kg-build: input.jsonl:8: candidate: must be an object' \
+		'kg-build: input.jsonl:9: run: must be a string (a run directory)' \
+		'kg-build: input.jsonl:10: node: must be a string (a state hash) or null' \
+		'kg-build: input.jsonl:11: candidate.source: must be a string (a whole kernel file) or null')"
+	[ "${#lines[@]}" -eq 11 ]
 	[ "${lines[0]}" = '{"candidate":{"id":"no-run"}}' ]
-	[ "$(jq -r '.build.status // "none"' <<<"$output" | tr '\n' ' ')" = 'none none none none none none none ok ' ]
+	[ "$(jq -r '.build.status // "none"' <<<"$output" | tr '\n' ' ')" = 'none none none none none none none none none none ok ' ]
 	# --run supplies the run of records that have none.
 	run_tool 0 kg-build --run run < <(echo '{"candidate":{"id":"no-run"}}')
 	[ "$(jq -r .build.status <<<"$output")" = ok ]

@@ -88,3 +88,16 @@ candidate() {
 	run_tool 0 kg-bench --budget 0.2 < <(candidate again saxpy.cu '{"items_per_thread":2}' | timeout 120 kg-build)
 	[ "$(jq '.bench.pct_peak_bw > 0' <<<"$output")" = true ]
 }
+
+@test "a record without a run is reported and passed on (exit 1); one before the baseline is an error record" {
+	mkdir other
+	cp "$BENCH"/spec.json "$BENCH"/saxpy.cu other/
+	jq -cn '{run: "other", candidate: {id: "c", config: {items_per_thread: 2}}}' | timeout 120 kg-build >nobase.jsonl
+	jq -c 'del(.run)' nobase.jsonl >norun.jsonl
+	run_tool 1 kg-bench norun.jsonl
+	assert_stderr 'kg-bench: norun.jsonl:1: run: missing (give the record a "run" or kg-bench --run DIR)'
+	[ "$output" = "$(cat norun.jsonl)" ]
+	run_tool 0 kg-bench nobase.jsonl
+	[ "$(jq -c '.bench | [.status, .error]' <<<"$output")" = \
+		'["error","no baseline in other (other/baseline.json is missing): bench the baseline first, as kg-init does"]' ]
+}
