@@ -1,4 +1,4 @@
-/* fileio.c: read-all, write-temp-fsync-rename, and flock-based directory locks.
+/* fileio.c: read-all, maps, write-temp-fsync-rename, tails, and flock-based directory locks.
  * Plain POSIX calls with EINTR handled; none of these functions prints anything. */
 #include "common.h"
 
@@ -8,6 +8,7 @@
 #include <libgen.h>
 #include <stdlib.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -107,6 +108,69 @@ int file_write(const char *path, const void *data, size_t len)
 		return -1;
 	errno = saved_errno;
 	return rc;
+}
+
+int file_write_tail(const char *path, size_t offset, const void *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | (offset ? 0 : O_CREAT) | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	int rc = -1;
+	if (ftruncate(fd, (off_t)offset) == 0 && lseek(fd, (off_t)offset, SEEK_SET) == (off_t)offset &&
+	    write_all(fd, data, len) == 0 && fdatasync(fd) == 0)
+		rc = 0;
+	int saved_errno = errno;
+	if (close(fd) != 0 && rc == 0)
+		return -1;
+	errno = saved_errno;
+	return rc;
+}
+
+static char *map_file(const char *path, size_t *len, int populate, int writable)
+{
+	static char empty[1];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	char *map = NULL;
+	if (fstat(fd, &st) == 0) {
+		*len = (size_t)st.st_size;
+		if (*len == 0) {
+			map = empty;
+		} else {
+			/* Mapped read-only, then made writable: populating a writable private
+			 * mapping would copy every page up front. */
+			void *p = mmap(NULL, *len, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0);
+			if (p != MAP_FAILED && writable && mprotect(p, *len, PROT_READ | PROT_WRITE) != 0) {
+				int saved_errno = errno;
+				munmap(p, *len);
+				errno = saved_errno;
+				p = MAP_FAILED;
+			}
+			map = p == MAP_FAILED ? NULL : p;
+		}
+	}
+	int saved_errno = errno;
+	close(fd);
+	errno = saved_errno;
+	return map;
+}
+
+const char *file_map(const char *path, size_t *len, int populate)
+{
+	return map_file(path, len, populate, 0);
+}
+
+char *file_map_copy(const char *path, size_t *len)
+{
+	return map_file(path, len, 0, 1);
+}
+
+void file_unmap(const void *map, size_t len)
+{
+	if (map && len > 0)
+		munmap((void *)map, len);
 }
 
 int file_copy(const char *src, const char *dst)

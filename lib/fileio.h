@@ -21,6 +21,21 @@ int file_write_atomic(const char *path, const void *data, size_t len);
  * that is itself published by an atomic rename. Returns 0, or -1 with errno set. */
 int file_write(const char *path, const void *data, size_t len);
 
+/* Replaces what path holds from offset on with data (creating path when offset is 0), then
+ * fdatasyncs it: for files that only grow and whose readers know where the valid part ends,
+ * so a tail a killed writer left is cut off. Returns 0, or -1 with errno set. */
+int file_write_tail(const char *path, size_t offset, const void *data, size_t len);
+
+/* Maps all of path read-only; *len gets its size. populate: map every page now (for a file
+ * read whole), else as each is first read. An empty file gives a valid pointer to nothing.
+ * Returns NULL with errno set on error. Release with file_unmap. */
+const char *file_map(const char *path, size_t *len, int populate);
+/* All of path, populated and writable: a private copy made page by page as pages are
+ * written (the file never changes), so a process can use a file's arrays in place and pay
+ * only for what it changes. */
+char *file_map_copy(const char *path, size_t *len);
+void file_unmap(const void *map, size_t len);
+
 /* Copies the regular file src to dst (created or truncated) with file_write's guarantees.
  * Returns 0, or -1 with errno set. */
 int file_copy(const char *src, const char *dst);

@@ -156,40 +156,50 @@ void mcgs_init(struct mcgs *g)
 
 void mcgs_release(struct mcgs *g)
 {
-	for (size_t i = 0; i < g->nnodes; i++)
-		free(g->nodes[i].out);
 	free(g->nodes);
 	free(g->edges);
 	memset(g, 0, sizeof(*g));
 }
 
-size_t mcgs_add_node(struct mcgs *g, double u, int rank)
+void mcgs_reserve(struct mcgs *g, size_t nodes, size_t edges)
 {
-	if (g->nnodes == g->nodes_cap) {
-		g->nodes_cap = g->nodes_cap ? 2 * g->nodes_cap : 64;
+	if (nodes > g->nodes_cap) {
+		g->nodes_cap = nodes > 2 * g->nodes_cap ? nodes : 2 * g->nodes_cap;
 		g->nodes = xreallocarray(g->nodes, g->nodes_cap, sizeof(*g->nodes));
 	}
-	struct mcgs_node *n = &g->nodes[g->nnodes];
-	memset(n, 0, sizeof(*n));
-	n->u = u;
-	n->rank = rank;
+	if (edges > g->edges_cap) {
+		g->edges_cap = edges > 2 * g->edges_cap ? edges : 2 * g->edges_cap;
+		g->edges = xreallocarray(g->edges, g->edges_cap, sizeof(*g->edges));
+	}
+}
+
+size_t mcgs_add_node(struct mcgs *g, double u, int rank)
+{
+	mcgs_reserve(g, g->nnodes + 1 > 64 ? g->nnodes + 1 : 64, g->nedges);
+	g->nodes[g->nnodes] = (struct mcgs_node){.u = u, .rank = rank, .first_out = MCGS_NONE, .last_out = MCGS_NONE};
 	return g->nnodes++;
 }
 
 size_t mcgs_add_edge(struct mcgs *g, size_t from, size_t to, double prior)
 {
-	if (g->nedges == g->edges_cap) {
-		g->edges_cap = g->edges_cap ? 2 * g->edges_cap : 64;
-		g->edges = xreallocarray(g->edges, g->edges_cap, sizeof(*g->edges));
-	}
-	g->edges[g->nedges] = (struct mcgs_edge){.from = from, .to = to, .n = 0, .prior = prior};
+	mcgs_reserve(g, g->nnodes, g->nedges + 1 > 64 ? g->nedges + 1 : 64);
+	size_t id = g->nedges++;
+	g->edges[id] = (struct mcgs_edge){.from = from, .to = to, .next_out = MCGS_NONE, .n = 0, .prior = prior};
 	struct mcgs_node *n = &g->nodes[from];
-	if (n->nout == n->cap) {
-		n->cap = n->cap ? 2 * n->cap : 4;
-		n->out = xreallocarray(n->out, n->cap, sizeof(*n->out));
-	}
-	n->out[n->nout++] = g->nedges;
-	return g->nedges++;
+	if (n->last_out == MCGS_NONE)
+		n->first_out = id;
+	else
+		g->edges[n->last_out].next_out = id;
+	n->last_out = id;
+	n->nout++;
+	return id;
+}
+
+void mcgs_out_edges(const struct mcgs *g, size_t node, size_t *out)
+{
+	size_t k = 0;
+	for (size_t e = g->nodes[node].first_out; e != MCGS_NONE; e = g->edges[e].next_out)
+		out[k++] = e;
 }
 
 int mcgs_rank_allows(const struct mcgs *g, size_t from, size_t to)
@@ -201,8 +211,8 @@ void mcgs_recompute(struct mcgs *g, size_t node)
 {
 	struct mcgs_node *n = &g->nodes[node];
 	double visits = 1, sum = n->u;
-	for (size_t i = 0; i < n->nout; i++) {
-		const struct mcgs_edge *e = &g->edges[n->out[i]];
+	for (size_t i = n->first_out; i != MCGS_NONE; i = g->edges[i].next_out) {
+		const struct mcgs_edge *e = &g->edges[i];
 		if (e->to == MCGS_NONE || e->n == 0)
 			continue;
 		visits += e->n;
@@ -228,8 +238,8 @@ double mcgs_best(const struct mcgs *g, size_t node)
 {
 	const struct mcgs_node *n = &g->nodes[node];
 	double best = n->u;
-	for (size_t i = 0; i < n->nout; i++) {
-		const struct mcgs_edge *e = &g->edges[n->out[i]];
+	for (size_t i = n->first_out; i != MCGS_NONE; i = g->edges[i].next_out) {
+		const struct mcgs_edge *e = &g->edges[i];
 		if (e->to != MCGS_NONE)
 			best = fmax(best, mcgs_best(g, e->to));
 	}

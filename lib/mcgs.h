@@ -59,18 +59,21 @@ void prior_temper(const double *p, size_t k, double temperature, double *out);
 
 #define MCGS_NONE SIZE_MAX
 
+/* Nodes and edges hold no pointers (out-edges are a list threaded through the edges), so
+ * a graph can be stored and loaded as its two arrays. */
 struct mcgs_node {
 	double u;      /* the node's own reward */
 	double n;      /* 1 + the visits of its out-edges */
 	double q;      /* backed-up value */
-	int rank;      /* depth at creation: an edge u->v needs rank(v) > rank(u) */
-	size_t *out;   /* indices of its out-edges */
-	size_t nout, cap;
+	int64_t rank;  /* depth at creation: an edge u->v needs rank(v) > rank(u) */
+	size_t first_out, last_out; /* its out-edges, oldest first (MCGS_NONE: none) */
+	size_t nout;
 };
 
 struct mcgs_edge {
-	size_t from, to; /* to is MCGS_NONE while the edge is not evaluated */
-	double n;	 /* visits */
+	size_t from, to;  /* to is MCGS_NONE while the edge is not evaluated */
+	size_t next_out;  /* the next out-edge of from, always a later edge, or MCGS_NONE */
+	double n;	  /* visits */
 	double prior;
 };
 
@@ -83,8 +86,12 @@ struct mcgs {
 
 void mcgs_init(struct mcgs *g);
 void mcgs_release(struct mcgs *g);
+/* Makes room for that many nodes and edges in all, for a graph about to be loaded. */
+void mcgs_reserve(struct mcgs *g, size_t nodes, size_t edges);
 size_t mcgs_add_node(struct mcgs *g, double u, int rank);
 size_t mcgs_add_edge(struct mcgs *g, size_t from, size_t to, double prior);
+/* The out-edges of node, oldest first, into out (room for nodes[node].nout of them). */
+void mcgs_out_edges(const struct mcgs *g, size_t node, size_t *out);
 /* Whether an edge from u to v keeps the graph acyclic (the rank rule). */
 int mcgs_rank_allows(const struct mcgs *g, size_t from, size_t to);
 /* N(n) = 1 + sum of out-edge visits; Q(n) = (U(n) + sum N(e) Q(child)) / N(n). */

@@ -43,18 +43,21 @@ start() {
 	assert_stderr "$(printf '%s\n' "kg-select: no run directory given" "Try 'kg-select --help' for more information.")"
 	run_tool 2 kg-select --backup median "$RUN"
 	assert_stderr "$(printf '%s\n' "kg-select: --backup: 'median' is not mean or max" "Try 'kg-select --help' for more information.")"
+	run_tool 2 kg-select --export --update "$RUN"
+	assert_stderr "$(printf '%s\n' "kg-select: --export and --update do not go together" "Try 'kg-select --help' for more information.")"
 	run_tool 2 kg-select "$RUN" extra
 	assert_stderr "$(printf '%s\n' "kg-select: unexpected argument 'extra' (only --update reads a file)" "Try 'kg-select --help' for more information.")"
 }
 
 @test "the benched baseline makes the root; without one, selecting is an error" {
 	run_tool 1 kg-select "$RUN"
-	assert_stderr "kg-select: $RUN: no graph.json yet: make the root with kg-select --update and the benched baseline (kg-init does this)"
+	assert_stderr "kg-select: $RUN: no graph yet: make the root with kg-select --update and the benched baseline (kg-init does this)"
 	run_tool 1 kg-select --update "$RUN" < <(echo '{"candidate":{"id":"x"},"build":{"status":"ok","state":"S9"}}')
 	assert_stderr "kg-select: <stdin>:1: the run has no graph yet: the first record must be the baseline, built and benched ok (kg-init does this)"
 	run_tool 0 kg-select --update "$RUN" < <(baseline 2.5)
 	[ "$(jq -c .update <<<"$output")" = '{"reward":0,"child":"S0","child_id":0,"root":true,"incumbent":true}' ]
-	[ "$(jq -c '[.kernel, .baseline_ms, .incumbent, (.nodes | length), .nodes[0].state, .nodes[0].n]' "$RUN/graph.json")" = '["k",2.5,0,1,"S0",1]' ]
+	kg-select --export "$RUN" >g.json
+	[ "$(jq -c '[.kernel, .baseline_ms, .incumbent, (.nodes | length), .nodes[0].state, .nodes[0].n]' g.json)" = '["k",2.5,0,1,"S0",1]' ]
 	[ "$(readlink "$RUN/best")" = variants/S0 ]
 	[ "$(jq -r .state "$RUN/best.json")" = S0 ]
 }
@@ -76,8 +79,10 @@ start() {
 	[ "$(jq -c '.update | [.reward, .child, .incumbent]' <<<"$output" | tr -d '\n')" = \
 		'[1,"S1",true][-3,"S2",false][-3,"failed:2",false][3,"S4",true]' ]
 	# The root's value is the mean of its own reward and its children's: (0 + 1 - 3 - 3 + 3) / 5.
-	[ "$(jq '.nodes[0] | [.n, .q]' -c "$RUN/graph.json")" = '[5,-0.4]' ]
-	[ "$(jq -c '[.nodes[] | .failed]' "$RUN/graph.json")" = '[false,false,true,true,false]' ]
+	kg-select --export "$RUN" >g.json
+	[ "$(jq '.nodes[0] | [.n, .q]' -c g.json)" = '[5,-0.4]' ]
+	kg-select --export "$RUN" >g.json
+	[ "$(jq -c '[.nodes[] | .failed]' g.json)" = '[false,false,true,true,false]' ]
 	[ "$(wc -l <"$RUN/events.jsonl")" -eq 5 ]
 	[ "$(jq -r '[.from_method, .to_method, .ok, .reward] | @csv' out/regraph_dataset.jsonl | tr '\n' ' ')" = \
 		'"init","tile",true,1 "init","unroll",false,-3 "init","smem",false,-3 "init","vec",true,3 ' ]
@@ -85,7 +90,8 @@ start() {
 	# --failure-reward changes what failures earn, and is kept in the graph.
 	run_tool 0 kg-select --failure-reward -1 --update "$RUN" < <(evaluated pick.jsonl S5 0 0 x)
 	[ "$(jq -c .update.reward <<<"$output")" = -1 ]
-	[ "$(jq .params.failure_reward "$RUN/graph.json")" = -1 ]
+	kg-select --export "$RUN" >g.json
+	[ "$(jq .params.failure_reward g.json)" = -1 ]
 }
 
 @test "PUCT descends to the best child, which is expanded, and skips dead ends" {
@@ -123,11 +129,14 @@ start() {
 	jq -c '.node = "S2" | .node_id = 2 | .path_edges = [1]' pick0.jsonl >pick2.jsonl
 	run_tool 0 kg-select --update "$RUN" < <(evaluated pick2.jsonl S3 3.0)
 	[ "$(jq -c '.update | [.child, .child_id, .transposition]' <<<"$output")" = '["S3",3,true]' ]
-	[ "$(jq -c '[.nodes[] | [.state, .rank]]' "$RUN/graph.json")" = '[["S0",0],["S1",1],["S2",1],["S3",2],["S0",2]]' ]
+	kg-select --export "$RUN" >g.json
+	[ "$(jq -c '[.nodes[] | [.state, .rank]]' g.json)" = '[["S0",0],["S1",1],["S2",1],["S3",2],["S0",2]]' ]
 	# Every edge goes from a lower rank to a higher one: no cycle can form.
-	[ "$(jq '. as $g | [.edges[] | select(.to != null) | $g.nodes[.from].rank < $g.nodes[.to].rank] | all' "$RUN/graph.json")" = true ]
+	kg-select --export "$RUN" >g.json
+	[ "$(jq '. as $g | [.edges[] | select(.to != null) | $g.nodes[.from].rank < $g.nodes[.to].rank] | all' g.json)" = true ]
 	# S3's value counts once, whichever parent reached it.
-	[ "$(jq -c '.nodes[3] | [.n, .q]' "$RUN/graph.json")" = '[1,1.584962500721156]' ]
+	kg-select --export "$RUN" >g.json
+	[ "$(jq -c '.nodes[3] | [.n, .q]' g.json)" = '[1,1.584962500721156]' ]
 }
 
 @test "the incumbent changes only when the speedup interval clears it" {
@@ -153,7 +162,8 @@ start() {
 	done | kg-select --update "$RUN" >/dev/null
 	run_tool 0 kg-select --batch 3 "$RUN"
 	[ "$(jq -c '[.op, .edge]' <<<"$output" | tr -d '\n')" = '["evaluate",0]["evaluate",1]["evaluate",2]' ]
-	[ "$(jq -c '[.edges[].n]' "$RUN/graph.json")" = '[0,0,0]' ] # virtual visits are not kept
+	kg-select --export "$RUN" >g.json
+	[ "$(jq -c '[.edges[].n]' g.json)" = '[0,0,0]' ] # virtual visits are not kept
 }
 
 @test "stopping: the build budget, and convergence without improvement; exit 5 with a stop record" {
@@ -173,10 +183,13 @@ start() {
 
 @test "parameters are kept in the graph; given again, they replace the kept ones" {
 	start --c-puct 2 --widen-k 2 --backup max --seed 7
-	[ "$(jq -c '.params | [.c_init, .widen_k, .backup_max, .reward_clip]' "$RUN/graph.json")" = '[2,2,true,3]' ]
-	[ "$(jq -r .rng "$RUN/graph.json")" = 0000000000000007 ]
+	kg-select --export "$RUN" >g.json
+	[ "$(jq -c '.params | [.c_init, .widen_k, .backup_max, .reward_clip]' g.json)" = '[2,2,true,3]' ]
+	kg-select --export "$RUN" >g.json
+	[ "$(jq -r .rng g.json)" = 0000000000000007 ]
 	kg-select --widen-k 1 "$RUN" >/dev/null
-	[ "$(jq -c '.params | [.c_init, .widen_k, .backup_max]' "$RUN/graph.json")" = '[2,1,true]' ]
+	kg-select --export "$RUN" >g.json
+	[ "$(jq -c '.params | [.c_init, .widen_k, .backup_max]' g.json)" = '[2,1,true]' ]
 }
 
 @test "an update interrupted between two records resumes to the same graph; no record is lost" {
@@ -186,7 +199,9 @@ start() {
 	cp -r out whole && kg-select --update whole/kernels/k ev.jsonl >/dev/null
 	# The same records, one process each, as after a kill between them.
 	for i in 1 2 3; do sed -n "${i}p" ev.jsonl | kg-select --update "$RUN" >/dev/null; done
-	[ "$(jq -c 'del(.rng) | .nodes[].created_iter = 0' "$RUN/graph.json")" = "$(jq -c 'del(.rng) | .nodes[].created_iter = 0' whole/kernels/k/graph.json)" ]
+	kg-select --export "$RUN" >g.json
+	kg-select --export whole/kernels/k >whole.json
+	[ "$(jq -c 'del(.rng) | .nodes[].created_iter = 0' g.json)" = "$(jq -c 'del(.rng) | .nodes[].created_iter = 0' whole.json)" ]
 	[ "$(wc -l <"$RUN/events.jsonl")" -eq 4 ]
 }
 
@@ -199,14 +214,17 @@ start() {
 		kg-select --batch 2 "$r/kernels/k" | jq -c 'del(.run)' >"$r.out"
 	done
 	cmp a.out b.out
-	[ "$(jq -c 'del(.run)' a/kernels/k/graph.json | sed 's/a\/kernels/X/g')" = "$(jq -c 'del(.run)' b/kernels/k/graph.json | sed 's/b\/kernels/X/g')" ]
+	kg-select --export a/kernels/k >a.json
+	kg-select --export b/kernels/k >b.json
+	[ "$(jq -c 'del(.run)' a.json | sed 's/a\/kernels/X/g')" = "$(jq -c 'del(.run)' b.json | sed 's/b\/kernels/X/g')" ]
 }
 
 @test "rollouts: an improving child is expanded greedily for --rollout-depth steps, ending at the first failure" {
 	start --rollout-depth 3 --rollout-epsilon 0
 	kg-select "$RUN" >pick0.jsonl
 	kg-select --update "$RUN" < <(evaluated pick0.jsonl S1 2.0) >/dev/null
-	[ "$(jq -c '.rollout | [.node, .steps_left]' "$RUN/graph.json")" = '[1,3]' ]
+	kg-select --export "$RUN" >g.json
+	[ "$(jq -c '.rollout | [.node, .steps_left]' g.json)" = '[1,3]' ]
 	run_tool 0 kg-select "$RUN"
 	[ "$(jq -c '[.op, .node, .rollout, .path]' <<<"$output")" = '["expand","S1",1,["S0","S1"]]' ]
 	echo "$output" >pick1.jsonl
@@ -216,7 +234,8 @@ start() {
 	[ "$(jq -c '[.op, .node, .rollout, .path]' <<<"$output")" = '["expand","S2",2,["S0","S1","S2"]]' ]
 	echo "$output" >pick2.jsonl
 	kg-select --update "$RUN" < <(evaluated pick2.jsonl S4 0) >/dev/null
-	[ "$(jq .rollout "$RUN/graph.json")" = null ]
+	kg-select --export "$RUN" >g.json
+	[ "$(jq .rollout g.json)" = null ]
 	grep -q -- '- rollout from S2 ended (a candidate failed) after 2 expansions, best reward 1.585' "$RUN/trace.md"
 	run_tool 0 kg-select "$RUN"
 	[ "$(jq .rollout <<<"$output")" = 0 ]
@@ -228,8 +247,10 @@ start() {
 	for m in vec tile unroll; do
 		jq -c --arg m "$m" '{node, node_id, path_edges, candidate: {id: $m, method: $m}}' pick.jsonl
 	done | kg-select --update "$RUN" >/dev/null
-	[ "$(jq -c '[.edges[] | [.method, .prior]]' "$RUN/graph.json")" = '[["vec",0.18],["tile",0.3],["unroll",1]]' ]
-	[ "$(jq -r .regraph "$RUN/graph.json")" = "$FIXTURES/select/regraph.json" ]
+	kg-select --export "$RUN" >g.json
+	[ "$(jq -c '[.edges[] | [.method, .prior]]' g.json)" = '[["vec",0.18],["tile",0.3],["unroll",1]]' ]
+	kg-select --export "$RUN" >g.json
+	[ "$(jq -r .regraph g.json)" = "$FIXTURES/select/regraph.json" ]
 	# With no visits yet, the higher prior wins among the ReGraph's methods; unknown methods keep 1.
 	run_tool 0 kg-select "$RUN"
 	[ "$(jq -c '[.op, .edge, .candidate.method]' <<<"$output")" = '["evaluate",2,"unroll"]' ]
@@ -256,7 +277,30 @@ start() {
 		'kg-select: bad.jsonl:5: invalid JSON at column 1')"
 	[ "${#lines[@]}" -eq 5 ]
 	[ "$(jq -c .update <<<"${lines[4]}")" = '{"edge":0,"registered":true}' ]
-	jq '.version = 2' "$RUN/graph.json" >g && mv g "$RUN/graph.json"
+	cp "$RUN/graph.bin" good.bin
+	# Damaged graph.bin and graph.blobs.
+	head -c 300 good.bin >"$RUN/graph.bin"
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.bin: cut short"
+	echo 'not a graph' >"$RUN/graph.bin"
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.bin: not a kg-select graph"
+	cp good.bin "$RUN/graph.bin"
+	printf '\011' | dd of="$RUN/graph.bin" bs=1 seek=8 conv=notrunc status=none
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.bin: version 9, but this kg-select reads version 2"
+	cp good.bin "$RUN/graph.bin"
+	printf '\001\002\003\004' | dd of="$RUN/graph.bin" bs=1 seek=12 conv=notrunc status=none
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.bin: written on a machine of the other byte order: export it there (kg-select --export)"
+	cp good.bin "$RUN/graph.bin"
+	mv "$RUN/graph.blobs" good.blobs
+	head -c 3 good.blobs >"$RUN/graph.blobs"
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.bin: nodes[0]: state, config or methods outside graph.blobs"
+	# Damaged graph.json, read only without graph.bin.
+	rm "$RUN/graph.bin" "$RUN/graph.blobs"
+	echo '{"version": 2}' >"$RUN/graph.json"
 	run_tool 1 kg-select "$RUN"
 	assert_stderr "kg-select: $RUN/graph.json: version 2, but this kg-select reads version 1"
 	echo '[]' >"$RUN/graph.json"
@@ -267,4 +311,51 @@ start() {
 	assert_stderr "kg-select: $RUN/graph.json: nodes[0].state: missing"
 	run_tool 2 kg-select "/nonexistent/run"
 	assert_stderr "kg-select: cannot lock the run '/nonexistent/run': No such file or directory"
+}
+
+@test "a save cut short by a kill leaves the previous graph, and the next save goes on from it" {
+	start
+	kg-select "$RUN" >pick.jsonl
+	evaluated pick.jsonl S1 2.0 | kg-select --update "$RUN" >/dev/null
+	kg-select --export "$RUN" >before.json
+	size=$(stat -c %s "$RUN/graph.bin")
+	evaluated pick.jsonl S2 1.5 | kg-select --update "$RUN" >/dev/null
+	[ "$(stat -c %s "$RUN/graph.bin")" -gt "$size" ]
+	# The last delta, cut 10 bytes short, as by a kill -9 inside write(2).
+	truncate -s -10 "$RUN/graph.bin"
+	run_tool 0 kg-select --export "$RUN"
+	assert_stderr "kg-select: warning: $RUN/graph.bin: dropping $(($(stat -c %s "$RUN/graph.bin") - size)) bytes after the last whole delta (a step was killed while saving)"
+	[ "$output" = "$(cat before.json)" ]
+	evaluated pick.jsonl S2 1.5 | kg-select --update "$RUN" >/dev/null 2>&1
+	run_tool 0 kg-select --export "$RUN"
+	assert_stderr ""
+	[ "$(jq -c '[.nodes[].state]' <<<"$output")" = '["S0","S1","S2"]' ]
+}
+
+@test "deltas are folded into a new checkpoint once they outgrow it; export and import round-trip" {
+	start
+	kg-select "$RUN" >pick.jsonl
+	shrank=0 last=0
+	for i in $(seq 1 160); do
+		jq -c --arg i "$i" '{node, node_id, candidate: {id: ("c" + $i), method: "tile"}}' pick.jsonl | kg-select --update "$RUN" >/dev/null
+		size=$(stat -c %s "$RUN/graph.bin")
+		[ "$size" -lt "$last" ] && shrank=1
+		last=$size
+	done
+	[ "$shrank" = 1 ]
+	kg-select --export "$RUN" >exported.json
+	[ "$(jq '.edges | length' exported.json)" = 160 ]
+	# More new edges in one process than the checkpoint left room for: the arrays move to the heap.
+	for i in $(seq 1 400); do
+		jq -c --arg i "$i" '{node, node_id, candidate: {id: ("d" + $i), method: "unroll"}}' pick.jsonl
+	done | kg-select --update "$RUN" >/dev/null
+	kg-select --export "$RUN" >exported.json
+	[ "$(jq '[.edges[] | select(.method == "unroll")] | length' exported.json)" = 400 ]
+	[ "$(jq -r '.edges[559].candidate.id' exported.json)" = d400 ]
+	mkdir -p copy/kernels/k
+	cp exported.json copy/kernels/k/graph.json
+	[ "$(kg-select --export copy/kernels/k)" = "$(cat exported.json)" ]
+	kg-select copy/kernels/k >/dev/null # a pick saves: the imported graph is in graph.bin from now on
+	rm copy/kernels/k/graph.json
+	[ "$(kg-select --export copy/kernels/k | jq -c 'del(.iter)')" = "$(jq -c 'del(.iter)' exported.json)" ]
 }

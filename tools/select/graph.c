@@ -1,5 +1,5 @@
-/* graph.c: RUN/graph.json to and from memory. Every number the search uses is stored, so
- * a loaded graph selects exactly as the one that was saved would have. */
+/* graph.c: the search graph in memory, and as JSON (--export, and graph.json imports). Every
+ * number the search uses is kept, so a loaded graph selects exactly as the saved one would have. */
 #include "common.h"
 
 #include <errno.h>
@@ -12,9 +12,11 @@
 #include "graph.h"
 #include "jsonl.h"
 #include "log.h"
+#include "fnv1a.h"
+#include "snapshot.h"
 #include "xalloc.h"
 
-#define GRAPH_VERSION 1
+#define GRAPH_JSON_VERSION 1
 
 void search_params_default(struct search_params *p)
 {
@@ -43,72 +45,217 @@ static const struct {
 #undef L
 };
 
+size_t search_params_export(const struct search_params *p, double v[SEARCH_PARAMS_MAX])
+{
+	size_t k;
+	for (k = 0; k < ARRAY_SIZE(param_fields); k++) {
+		const char *base = (const char *)p + param_fields[k].offset;
+		v[k] = param_fields[k].is_long ? (double)*(const long *)(const void *)base : *(const double *)(const void *)base;
+	}
+	v[k++] = p->backup_max;
+	return k;
+}
+
+void search_params_import(struct search_params *p, const double v[SEARCH_PARAMS_MAX])
+{
+	size_t k;
+	for (k = 0; k < ARRAY_SIZE(param_fields); k++) {
+		char *base = (char *)p + param_fields[k].offset;
+		if (param_fields[k].is_long)
+			*(long *)(void *)base = (long)v[k];
+		else
+			*(double *)(void *)base = v[k];
+	}
+	p->backup_max = v[k] != 0;
+}
+
+static const struct blob no_blob = {BLOB_NONE, 0};
+
 void graph_init(struct graph *g, const char *run)
 {
 	memset(g, 0, sizeof(*g));
 	g->run = xstrdup(run);
+	g->kernel_blob = g->regraph_blob = no_blob;
 	search_params_default(&g->params);
 	mcgs_init(&g->g);
 }
 
 void graph_release(struct graph *g)
 {
+	/* Most entries are empty: a loaded graph caches only what a step used. */
 	for (size_t i = 0; i < g->g.nnodes; i++) {
-		free(g->nodes[i].state);
-		cJSON_Delete(g->nodes[i].config);
-		cJSON_Delete(g->nodes[i].methods);
+		struct node_cache *c = &g->node_cache[i];
+		if (c->state || c->config || c->methods) {
+			free(c->state);
+			cJSON_Delete(c->config);
+			cJSON_Delete(c->methods);
+		}
 	}
 	for (size_t i = 0; i < g->g.nedges; i++) {
-		cJSON_Delete(g->edges[i].candidate);
-		free(g->edges[i].method);
+		struct edge_cache *c = &g->edge_cache[i];
+		if (c->method || c->candidate) {
+			free(c->method);
+			cJSON_Delete(c->candidate);
+		}
+	}
+	if (g->arrays_mapped) {
+		g->nodes = NULL;
+		g->edges = NULL;
+		g->g.nodes = NULL;
+		g->g.edges = NULL;
 	}
 	free(g->nodes);
 	free(g->edges);
+	free(g->node_cache);
+	free(g->edge_cache);
 	free(g->rollout.path);
 	free(g->regraph);
 	free(g->run);
 	free(g->kernel);
+	snapshot_release(g->snapshot);
 	mcgs_release(&g->g);
 	memset(g, 0, sizeof(*g));
 }
 
+/* Grows an array of old items of size bytes to cap; zero: clear the new ones. */
+static void *grow(void *array, size_t old, size_t cap, size_t size, int zero)
+{
+	char *p = xreallocarray(array, cap, size);
+	if (zero)
+		memset(p + old * size, 0, (cap - old) * size);
+	return p;
+}
+
+void graph_use_arrays(struct graph *g, struct mcgs_node *mnodes, struct gnode *nodes, size_t cap_nodes,
+		      struct mcgs_edge *medges, struct gedge *edges, size_t cap_edges)
+{
+	g->g.nodes = mnodes;
+	g->nodes = nodes;
+	g->g.nodes_cap = g->cap_nodes = cap_nodes;
+	g->g.edges = medges;
+	g->edges = edges;
+	g->g.edges_cap = g->cap_edges = cap_edges;
+	g->node_cache = xcalloc(cap_nodes, sizeof(*g->node_cache));
+	g->edge_cache = xcalloc(cap_edges, sizeof(*g->edge_cache));
+	g->arrays_mapped = 1;
+}
+
+/* A copy on the heap of an array that is not the graph's own. */
+static void *own(const void *array, size_t n, size_t size)
+{
+	void *p = xreallocarray(NULL, n ? n : 1, size);
+	memcpy(p, array, n * size);
+	return p;
+}
+
+void graph_reserve(struct graph *g, size_t nodes, size_t edges)
+{
+	if (g->arrays_mapped && (nodes > g->cap_nodes || edges > g->cap_edges)) {
+		g->g.nodes = own(g->g.nodes, g->cap_nodes, sizeof(*g->g.nodes));
+		g->nodes = own(g->nodes, g->cap_nodes, sizeof(*g->nodes));
+		g->g.edges = own(g->g.edges, g->cap_edges, sizeof(*g->g.edges));
+		g->edges = own(g->edges, g->cap_edges, sizeof(*g->edges));
+		g->arrays_mapped = 0;
+	}
+	mcgs_reserve(&g->g, nodes, edges);
+	if (nodes > g->cap_nodes) {
+		size_t cap = nodes > 2 * g->cap_nodes ? nodes : 2 * g->cap_nodes;
+		g->nodes = grow(g->nodes, g->cap_nodes, cap, sizeof(*g->nodes), 0);
+		g->node_cache = grow(g->node_cache, g->cap_nodes, cap, sizeof(*g->node_cache), 1);
+		g->cap_nodes = cap;
+	}
+	if (edges > g->cap_edges) {
+		size_t cap = edges > 2 * g->cap_edges ? edges : 2 * g->cap_edges;
+		g->edges = grow(g->edges, g->cap_edges, cap, sizeof(*g->edges), 0);
+		g->edge_cache = grow(g->edge_cache, g->cap_edges, cap, sizeof(*g->edge_cache), 1);
+		g->cap_edges = cap;
+	}
+}
+
+const char *graph_node_state(const struct graph *g, size_t node)
+{
+	const char *cached = g->node_cache[node].state;
+	return cached ? cached : snapshot_blob_text(g->snapshot, g->nodes[node].state);
+}
+
+const char *graph_edge_method(const struct graph *g, size_t edge)
+{
+	const char *cached = g->edge_cache[edge].method;
+	return cached ? cached : snapshot_blob_text(g->snapshot, g->edges[edge].method);
+}
+
+/* The value stored at b, parsed into *cache on first use; fallback() when there is none. */
+static const cJSON *parsed(const struct graph *g, cJSON **cache, struct blob b, cJSON *(*fallback)(void))
+{
+	if (!*cache) {
+		const char *text = snapshot_blob_text(g->snapshot, b);
+		*cache = text ? cJSON_ParseWithLength(text, b.len) : NULL;
+		if (!*cache && fallback)
+			*cache = fallback();
+	}
+	return *cache;
+}
+
+const cJSON *graph_node_config(const struct graph *g, size_t node)
+{
+	return parsed(g, &g->node_cache[node].config, g->nodes[node].config, NULL);
+}
+
+const cJSON *graph_node_methods(const struct graph *g, size_t node)
+{
+	return parsed(g, &g->node_cache[node].methods, g->nodes[node].methods, cJSON_CreateArray);
+}
+
+const cJSON *graph_edge_candidate(const struct graph *g, size_t edge)
+{
+	return parsed(g, &g->edge_cache[edge].candidate, g->edges[edge].candidate, cJSON_CreateObject);
+}
+
+void graph_node_set_json(struct graph *g, size_t node, cJSON *config, cJSON *methods)
+{
+	struct node_cache *c = &g->node_cache[node];
+	cJSON_Delete(c->config);
+	cJSON_Delete(c->methods);
+	c->config = config;
+	c->methods = methods;
+	g->nodes[node].config = g->nodes[node].methods = no_blob;
+}
+
 size_t graph_add_node(struct graph *g, const char *state, double u, int rank)
 {
+	graph_reserve(g, g->g.nnodes + 1, g->g.nedges);
 	size_t id = mcgs_add_node(&g->g, u, rank);
-	if (id >= g->cap_nodes) {
-		g->cap_nodes = g->cap_nodes ? 2 * g->cap_nodes : 64;
-		g->nodes = xreallocarray(g->nodes, g->cap_nodes, sizeof(*g->nodes));
-	}
-	memset(&g->nodes[id], 0, sizeof(g->nodes[id]));
-	g->nodes[id].state = xstrdup(state);
-	g->nodes[id].median_ms = g->nodes[id].speedup = g->nodes[id].speedup_lo = NAN;
-	g->nodes[id].created_iter = g->iter;
+	g->nodes[id] = (struct gnode){
+		.median_ms = NAN, .speedup = NAN, .speedup_lo = NAN, .created_iter = g->iter,
+		.state_hash = fnv1a64(state, strlen(state)), .state = no_blob, .config = no_blob, .methods = no_blob,
+	};
+	g->node_cache[id] = (struct node_cache){.state = xstrdup(state)};
 	return id;
 }
 
 size_t graph_add_edge(struct graph *g, size_t from, double prior, const cJSON *candidate, const char *method)
 {
+	graph_reserve(g, g->g.nnodes, g->g.nedges + 1);
 	size_t id = mcgs_add_edge(&g->g, from, MCGS_NONE, prior);
-	if (id >= g->cap_edges) {
-		g->cap_edges = g->cap_edges ? 2 * g->cap_edges : 64;
-		g->edges = xreallocarray(g->edges, g->cap_edges, sizeof(*g->edges));
-	}
-	memset(&g->edges[id], 0, sizeof(g->edges[id]));
-	g->edges[id].candidate = candidate ? cJSON_Duplicate(candidate, 1) : cJSON_CreateObject();
-	g->edges[id].method = xstrdup(method ? method : "");
-	g->edges[id].reward_max = -INFINITY;
+	g->edges[id] = (struct gedge){.reward_max = -INFINITY, .candidate = no_blob, .method = no_blob};
+	g->edge_cache[id] = (struct edge_cache){
+		.method = xstrdup(method ? method : ""),
+		.candidate = candidate ? cJSON_Duplicate(candidate, 1) : NULL,
+	};
 	return id;
 }
 
 size_t graph_find_state(const struct graph *g, const char *state, size_t parent)
 {
+	uint64_t hash = fnv1a64(state, strlen(state));
 	for (size_t i = 0; i < g->g.nnodes; i++)
-		if (strcmp(g->nodes[i].state, state) == 0 && mcgs_rank_allows(&g->g, parent, i))
+		if (g->nodes[i].state_hash == hash && strcmp(graph_node_state(g, i), state) == 0 &&
+		    (parent == MCGS_NONE || mcgs_rank_allows(&g->g, parent, i)))
 			return i;
 	return MCGS_NONE;
 }
 
-/* ---------------------------------------------------------------- saving */
+/* ---------------------------------------------------------------- JSON */
 
 
 
@@ -117,7 +264,8 @@ static cJSON *node_json(const struct graph *g, size_t i)
 	const struct mcgs_node *m = &g->g.nodes[i];
 	const struct gnode *n = &g->nodes[i];
 	cJSON *o = cJSON_CreateObject();
-	if (!o || !cJSON_AddStringToObject(o, "state", n->state) || !cJSON_AddBoolToObject(o, "failed", n->failed))
+	if (!o || !cJSON_AddStringToObject(o, "state", graph_node_state(g, i)) ||
+	    !cJSON_AddBoolToObject(o, "failed", n->failed))
 		xalloc_die();
 	json_add_number(o, "rank", m->rank);
 	json_add_number(o, "u", m->u);
@@ -127,8 +275,9 @@ static cJSON *node_json(const struct graph *g, size_t i)
 	json_add_number(o, "speedup", n->speedup);
 	json_add_number(o, "speedup_lo", n->speedup_lo);
 	json_add_number(o, "created_iter", (double)n->created_iter);
-	json_add(o, "config", n->config ? cJSON_Duplicate(n->config, 1) : cJSON_CreateNull());
-	json_add(o, "methods", n->methods ? cJSON_Duplicate(n->methods, 1) : cJSON_CreateArray());
+	const cJSON *config = graph_node_config(g, i);
+	json_add(o, "config", config ? cJSON_Duplicate(config, 1) : cJSON_CreateNull());
+	json_add(o, "methods", cJSON_Duplicate(graph_node_methods(g, i), 1));
 	return o;
 }
 
@@ -143,22 +292,22 @@ static cJSON *edge_json(const struct graph *g, size_t i)
 	json_add(o, "to", m->to == MCGS_NONE ? cJSON_CreateNull() : cJSON_CreateNumber((double)m->to));
 	json_add_number(o, "n", m->n);
 	json_add_number(o, "prior", m->prior);
-	if (!cJSON_AddStringToObject(o, "method", e->method))
+	if (!cJSON_AddStringToObject(o, "method", graph_edge_method(g, i)))
 		xalloc_die();
 	json_add_number(o, "reward_sum", e->reward_sum);
 	json_add_number(o, "reward_max", e->reward_max);
 	json_add_number(o, "evaluations", (double)e->evaluations);
-	json_add(o, "candidate", cJSON_Duplicate(e->candidate, 1));
+	json_add(o, "candidate", cJSON_Duplicate(graph_edge_candidate(g, i), 1));
 	return o;
 }
 
-int graph_save(const struct graph *gr)
+cJSON *graph_export(const struct graph *gr)
 {
 	cJSON *doc = cJSON_CreateObject(), *params = cJSON_CreateObject();
 	cJSON *nodes = cJSON_CreateArray(), *edges = cJSON_CreateArray();
 	char rng[32];
 	snprintf(rng, sizeof(rng), "%016" PRIx64, gr->rng);
-	if (!doc || !params || !nodes || !edges || !cJSON_AddNumberToObject(doc, "version", GRAPH_VERSION) ||
+	if (!doc || !params || !nodes || !edges || !cJSON_AddNumberToObject(doc, "version", GRAPH_JSON_VERSION) ||
 	    !cJSON_AddStringToObject(doc, "kernel", gr->kernel ? gr->kernel : "") ||
 	    !cJSON_AddStringToObject(doc, "rng", rng))
 		xalloc_die();
@@ -200,16 +349,13 @@ int graph_save(const struct graph *gr)
 	}
 	json_add(doc, "nodes", nodes);
 	json_add(doc, "edges", edges);
-	char *path = xasprintf("%s/graph.json", gr->run);
-	int rc = json_write_file(path, doc, 0);
-	if (rc)
-		log_error("cannot write '%s':", path);
-	cJSON_Delete(doc);
-	free(path);
-	return rc;
+	return doc;
 }
 
-/* ---------------------------------------------------------------- loading */
+int graph_save(struct graph *g)
+{
+	return snapshot_save(g);
+}
 
 
 static int load_nodes(struct graph *g, const cJSON *nodes, const char *path)
@@ -231,8 +377,8 @@ static int load_nodes(struct graph *g, const cJSON *nodes, const char *path)
 		n->created_iter = (long)json_number(o, "created_iter", 0);
 		const cJSON *config = cJSON_GetObjectItemCaseSensitive(o, "config");
 		const cJSON *methods = cJSON_GetObjectItemCaseSensitive(o, "methods");
-		n->config = cJSON_IsObject(config) ? cJSON_Duplicate(config, 1) : NULL;
-		n->methods = cJSON_IsArray(methods) ? cJSON_Duplicate(methods, 1) : cJSON_CreateArray();
+		graph_node_set_json(g, id, cJSON_IsObject(config) ? cJSON_Duplicate(config, 1) : NULL,
+				    cJSON_IsArray(methods) ? cJSON_Duplicate(methods, 1) : cJSON_CreateArray());
 		k++;
 	}
 	return 0;
@@ -260,9 +406,9 @@ static int load_edges(struct graph *g, const cJSON *edges, const char *path)
 	return 0;
 }
 
-int graph_load(struct graph *g, const char *run)
+/* A graph.json (version 1, graph_export's form), for graphs made elsewhere. */
+static int import_json(struct graph *g, const char *run)
 {
-	graph_init(g, run);
 	char *path = xasprintf("%s/graph.json", run);
 	size_t len;
 	char *text = file_read_all(path, &len);
@@ -279,9 +425,9 @@ int graph_load(struct graph *g, const char *run)
 	if (!cJSON_IsObject(doc)) {
 		if (doc)
 			log_error("%s: not a graph (a JSON object)", path);
-	} else if (json_number(doc, "version", 0) != GRAPH_VERSION) {
+	} else if (json_number(doc, "version", 0) != GRAPH_JSON_VERSION) {
 		log_error("%s: version %g, but this kg-select reads version %d", path, json_number(doc, "version", 0),
-			  GRAPH_VERSION);
+			  GRAPH_JSON_VERSION);
 	} else {
 		const cJSON *params = cJSON_GetObjectItemCaseSensitive(doc, "params");
 		const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(doc, "kernel");
@@ -333,4 +479,11 @@ int graph_load(struct graph *g, const char *run)
 	cJSON_Delete(doc);
 	free(path);
 	return rc;
+}
+
+int graph_load(struct graph *g, const char *run)
+{
+	graph_init(g, run);
+	int rc = snapshot_load(g);
+	return rc == 0 ? import_json(g, run) : rc;
 }

@@ -1,6 +1,6 @@
-/* graph.h: a run's search graph as kg-select keeps it in RUN/graph.json: the MCGS numbers
- * (lib/mcgs) plus what each node and edge is (state, configuration, methods, candidate),
- * the search parameters and the random state, so that any step can stop and resume. */
+/* graph.h: a run's search graph as kg-select keeps it (RUN/graph.bin, see snapshot.h): the
+ * MCGS numbers (lib/mcgs) plus what each node and edge is (state, configuration, methods,
+ * candidate), the search parameters and the random state, so that any step can stop and resume. */
 #ifndef KG_SELECT_GRAPH_H
 #define KG_SELECT_GRAPH_H
 
@@ -32,21 +32,47 @@ struct search_params {
 };
 
 void search_params_default(struct search_params *p);
+/* The parameters as numbers in a fixed order (for graph.bin); export returns how many. */
+#define SEARCH_PARAMS_MAX 32
+size_t search_params_export(const struct search_params *p, double v[SEARCH_PARAMS_MAX]);
+void search_params_import(struct search_params *p, const double v[SEARCH_PARAMS_MAX]);
 
+/* Where a string or a JSON text lies in RUN/graph.blobs (NUL-terminated there); off is
+ * BLOB_NONE until it is stored. */
+struct blob {
+	uint64_t off, len;
+};
+#define BLOB_NONE UINT64_MAX
+
+/* What a node is besides its MCGS numbers. Plain data, stored as it is in graph.bin; the
+ * strings and JSON values live in graph.blobs and are read through the accessors below. */
 struct gnode {
-	char *state;	    /* the state hash (kg-build's build.state), or "failed:EDGE" */
-	int failed;	    /* a candidate that did not build, crashed or was incorrect: a dead end */
 	double median_ms, speedup, speedup_lo; /* its measurement; speedup against the baseline */
-	cJSON *config;	    /* build.config */
-	cJSON *methods;	    /* canonical methods applied from the root to here */
-	long created_iter;
+	int64_t created_iter;
+	int64_t failed;	     /* a candidate that did not build, crashed or was incorrect: a dead end */
+	uint64_t state_hash; /* fnv1a64 of the state: lookups compare this before the string */
+	struct blob state;   /* the state hash (kg-build's build.state), or "failed:EDGE" */
+	struct blob config;  /* build.config */
+	struct blob methods; /* canonical methods applied from the root to here */
 };
 
 struct gedge {
-	cJSON *candidate;   /* the candidate as proposed (payload for kg-build) */
-	char *method;	    /* canonical method (record's method.canonical, or candidate.method) */
 	double reward_sum, reward_max;
-	long evaluations;
+	int64_t evaluations;
+	struct blob candidate; /* the candidate as proposed (payload for kg-build) */
+	struct blob method;    /* canonical method (record's method.canonical, or candidate.method) */
+};
+
+/* What is not stored as it is: strings not yet in graph.blobs, and parsed JSON values (a
+ * loaded graph of 10,000 nodes parses only the few a step uses). */
+struct node_cache {
+	char *state;
+	cJSON *config, *methods;
+};
+
+struct edge_cache {
+	char *method;
+	cJSON *candidate;
 };
 
 /* A rollout in progress: after an improving child, a few greedy expansions below it. */
@@ -71,24 +97,48 @@ struct graph {
 	size_t incumbent;
 	double baseline_ms;
 	char *regraph;		/* --regraph: method-transition statistics for edge priors, or NULL */
+	struct blob kernel_blob, regraph_blob;
 	struct rollout rollout;
 	struct mcgs g;		/* node 0 is the root */
 	struct gnode *nodes;	/* parallel to g.nodes */
 	struct gedge *edges;	/* parallel to g.edges */
+	struct node_cache *node_cache;
+	struct edge_cache *edge_cache;
 	size_t cap_nodes, cap_edges;
+	int arrays_mapped;	/* the four arrays are in the snapshot's map of graph.bin */
+	struct snapshot *snapshot; /* what graph.bin and graph.blobs hold, once loaded or saved */
 };
 
-/* Loads RUN/graph.json into g. Returns 1 when loaded, 0 when there is none yet, -1 after
+/* Loads RUN/graph.bin into g; without one, imports RUN/graph.json (the form --export writes,
+ * and tests/tools/make_graph.py). Returns 1 when loaded, 0 when there is none yet, -1 after
  * reporting a damaged file. */
 int graph_load(struct graph *g, const char *run);
-/* Writes RUN/graph.json atomically. Returns 0, or -1 after reporting. */
-int graph_save(const struct graph *g);
+/* Stores g in RUN/graph.bin so that a kill at any moment leaves the previous or the next
+ * graph. Returns 0, or -1 after reporting. */
+int graph_save(struct graph *g);
+/* The whole graph as one JSON document (the graph.json schema, version 1). */
+cJSON *graph_export(const struct graph *g);
 void graph_init(struct graph *g, const char *run);
 void graph_release(struct graph *g);
 
+/* Makes room for that many nodes and edges in all. */
+void graph_reserve(struct graph *g, size_t nodes, size_t edges);
+/* Makes g use arrays it does not own, with room for that many nodes and edges (a graph
+ * loaded in place); they move to the heap when they must grow. */
+void graph_use_arrays(struct graph *g, struct mcgs_node *mnodes, struct gnode *nodes, size_t cap_nodes,
+		      struct mcgs_edge *medges, struct gedge *edges, size_t cap_edges);
 size_t graph_add_node(struct graph *g, const char *state, double u, int rank);
 size_t graph_add_edge(struct graph *g, size_t from, double prior, const cJSON *candidate, const char *method);
-/* The node of that state reachable from parent by the rank rule, or MCGS_NONE. */
+/* The strings and JSON values of nodes and edges, parsed on first use; config may be NULL. */
+const char *graph_node_state(const struct graph *g, size_t node);
+const char *graph_edge_method(const struct graph *g, size_t edge);
+const cJSON *graph_node_config(const struct graph *g, size_t node);
+const cJSON *graph_node_methods(const struct graph *g, size_t node);
+const cJSON *graph_edge_candidate(const struct graph *g, size_t edge);
+/* Sets a new node's values (taking them over). */
+void graph_node_set_json(struct graph *g, size_t node, cJSON *config, cJSON *methods);
+/* The first node of that state reachable from parent by the rank rule (any node of that
+ * state when parent is MCGS_NONE), or MCGS_NONE. */
 size_t graph_find_state(const struct graph *g, const char *state, size_t parent);
 
 #endif

@@ -31,7 +31,7 @@ static struct {
 
 
 /* graph_save, timed. */
-static int save_graph(const struct graph *g)
+static int save_graph(struct graph *g)
 {
 	double t0 = monotonic_ms();
 	int rc = graph_save(g);
@@ -43,6 +43,7 @@ struct options {
 	const char *run;
 	const char *regraph;
 	int update;
+	int export_json;
 	long batch;
 	int seed_given;
 	uint64_t seed;
@@ -54,7 +55,8 @@ static void usage(FILE *fp)
 {
 	fputs("Usage: kg-select [OPTION]... RUN\n"
 	      "       kg-select --update [OPTION]... RUN [FILE]\n"
-	      "Monte-Carlo Graph Search over the variants of a run (RUN/graph.json).\n"
+	      "       kg-select --export RUN\n"
+	      "Monte-Carlo Graph Search over the variants of a run (RUN/graph.bin).\n"
 	      "\n"
 	      "Without --update, writes what to try next: {\"op\": \"expand\"} for a node that may get\n"
 	      "new children (progressive widening: fewer than ceil(k N^alpha)), or {\"op\": \"evaluate\"}\n"
@@ -73,6 +75,8 @@ static void usage(FILE *fp)
 	      "trace.md and OUTDIR/regraph_dataset.jsonl (OUTDIR = RUN/../..) are kept current.\n"
 	      "\n"
 	      "  -u, --update                learn from finished records\n"
+	      "  -e, --export                write the graph as one JSON document (graph.json's\n"
+	      "                              form, version 1) and change nothing\n"
 	      "  -b, --batch K               pick K distinct things at once (virtual loss)\n"
 	      "  -s, --seed S                the random state of a new graph (noise, ties)\n"
 	      "      --regraph FILE          priors of new edges from method-transition statistics\n"
@@ -104,6 +108,11 @@ static void usage(FILE *fp)
 	      "\n"
 	      "Parameters given when the graph is created are stored in it; given later, they\n"
 	      "replace the stored ones.\n"
+	      "\n"
+	      "The graph lives in RUN/graph.bin (records, and a log of what each step changed) and\n"
+	      "RUN/graph.blobs (states, configurations, candidates), both for this machine's byte\n"
+	      "order; a kill at any moment leaves the previous or the next graph. A run without\n"
+	      "graph.bin starts from RUN/graph.json when there is one (what --export writes).\n"
 	      "\n"
 	      "Exit status: 0 done; 1 some record could not be handled (reported, passed on);\n"
 	      "2 usage error; 4 input or output failed; 5 the search is over (budget or\n"
@@ -158,6 +167,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{"c-puct", required_argument, NULL, OPT_C_PUCT},
 		{"converge", required_argument, NULL, OPT_CONVERGE},
 		{"cycle-penalty", required_argument, NULL, OPT_CYCLE},
+		{"export", no_argument, NULL, 'e'},
 		{"failure-reward", required_argument, NULL, OPT_FAILURE},
 		{"fpu-reduction", required_argument, NULL, OPT_FPU},
 		{"help", no_argument, NULL, 'h'},
@@ -185,7 +195,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	uint64_t u64;
 	opt->batch = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":b:hqs:uvV", longopts, &index)) != -1) {
+	while ((c = getopt_long(argc, argv, ":b:ehqs:uvV", longopts, &index)) != -1) {
 		double *d = param_slot(&opt->params, c);
 		long *l = long_slot(&opt->params, c);
 		if (d) {
@@ -222,6 +232,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			opt->seed = u64;
 			opt->seed_given = 1;
 			break;
+		case 'e': opt->export_json = 1; break;
 		case 'u': opt->update = 1; break;
 		case 'v': log_louder(); break;
 		case 'V': cli_print_version(); exit(cli_finish(KG_EXIT_OK));
@@ -231,6 +242,8 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	if (optind >= argc)
 		cli_usage_error("no run directory given");
 	opt->run = argv[optind++];
+	if (opt->export_json && opt->update)
+		cli_usage_error("--export and --update do not go together");
 	if (optind < argc && !opt->update)
 		cli_usage_error("unexpected argument '%s' (only --update reads a file)", argv[optind]);
 	if (argc - optind > 1)
@@ -261,7 +274,7 @@ static void apply_given(struct graph *g, const struct options *opt)
 
 static const char *last_method(const struct graph *g, size_t node)
 {
-	const cJSON *m = g->nodes[node].methods;
+	const cJSON *m = graph_node_methods(g, node);
 	int n = cJSON_GetArraySize(m);
 	const cJSON *last = n > 0 ? cJSON_GetArrayItem(m, n - 1) : NULL;
 	return cJSON_IsString(last) ? last->valuestring : "init";
@@ -276,20 +289,21 @@ static cJSON *pick_record(const struct graph *g, const char *op, size_t node, co
 	json_add_string(r, "kernel", g->kernel);
 	json_add_number(r, "iter", (double)g->iter);
 	json_add_string(r, "op", op);
-	json_add_string(r, "node", g->nodes[node].state);
+	json_add_string(r, "node", graph_node_state(g, node));
 	json_add_number(r, "node_id", (double)node);
-	if (!states || !edges || !cJSON_AddItemToArray(states, cJSON_CreateString(g->nodes[0].state)))
+	if (!states || !edges || !cJSON_AddItemToArray(states, cJSON_CreateString(graph_node_state(g, 0))))
 		xalloc_die();
 	for (size_t i = 0; i < len; i++)
-		if (!cJSON_AddItemToArray(states, cJSON_CreateString(g->nodes[g->g.edges[path[i]].to].state)) ||
+		if (!cJSON_AddItemToArray(states, cJSON_CreateString(graph_node_state(g, g->g.edges[path[i]].to))) ||
 		    !cJSON_AddItemToArray(edges, cJSON_CreateNumber((double)path[i])))
 			xalloc_die();
 	json_add(r, "path", states);
 	json_add(r, "path_edges", edges);
 	json_add_number(r, "depth", (double)len);
 	json_add_number(r, "rollout", 0);
-	json_add(r, "config", g->nodes[node].config ? cJSON_Duplicate(g->nodes[node].config, 1) : cJSON_CreateNull());
-	json_add(r, "methods", cJSON_Duplicate(g->nodes[node].methods, 1));
+	const cJSON *config = graph_node_config(g, node);
+	json_add(r, "config", config ? cJSON_Duplicate(config, 1) : cJSON_CreateNull());
+	json_add(r, "methods", cJSON_Duplicate(graph_node_methods(g, node), 1));
 	json_add_string(r, "last_method", last_method(g, node));
 	return r;
 }
@@ -321,10 +335,10 @@ static void push(size_t **list, size_t *n, size_t x)
 
 static int state_on_path(const struct graph *g, const size_t *path, size_t len, const char *state)
 {
-	if (strcmp(g->nodes[0].state, state) == 0)
+	if (strcmp(graph_node_state(g, 0), state) == 0)
 		return 1;
 	for (size_t i = 0; i < len; i++)
-		if (strcmp(g->nodes[g->g.edges[path[i]].to].state, state) == 0)
+		if (strcmp(graph_node_state(g, g->g.edges[path[i]].to), state) == 0)
 			return 1;
 	return 0;
 }
@@ -338,11 +352,13 @@ static size_t choose_edge(struct graph *g, size_t node, const size_t *path, size
 	size_t k = n->nout;
 	if (k == 0)
 		return MCGS_NONE;
+	size_t *out = xcalloc(k, sizeof(*out));
+	mcgs_out_edges(&g->g, node, out);
 	double *q = xcalloc(k, sizeof(*q)), *qhat = xcalloc(k, sizeof(*qhat)), *prior = xcalloc(k, sizeof(*prior));
 	int *visited = xcalloc(k, sizeof(*visited));
 	double sum_n = 0, visited_prior = 0, weighted = 0, visits = 0, prior_total = 0;
 	for (size_t i = 0; i < k; i++) {
-		const struct mcgs_edge *e = &g->g.edges[n->out[i]];
+		const struct mcgs_edge *e = &g->g.edges[out[i]];
 		visited[i] = e->to != MCGS_NONE && e->n > 0;
 		q[i] = visited[i] ? g->g.nodes[e->to].q : 0;
 		prior[i] = e->prior;
@@ -361,7 +377,7 @@ static size_t choose_edge(struct graph *g, size_t node, const size_t *path, size
 	for (size_t i = 0; i < k; i++) {
 		if (!visited[i])
 			continue;
-		double en = g->g.edges[n->out[i]].n;
+		double en = g->g.edges[out[i]].n;
 		visited_prior += prior[i];
 		weighted += en * qhat[i];
 		visits += en;
@@ -372,7 +388,7 @@ static size_t choose_edge(struct graph *g, size_t node, const size_t *path, size
 	size_t best = MCGS_NONE;
 	double best_score = -INFINITY;
 	for (size_t i = 0; i < k; i++) {
-		size_t ei = n->out[i];
+		size_t ei = out[i];
 		const struct mcgs_edge *e = &g->g.edges[ei];
 		if (e->to == MCGS_NONE && contains(pk->evaluated, pk->nevaluated, ei))
 			continue;
@@ -380,13 +396,14 @@ static size_t choose_edge(struct graph *g, size_t node, const size_t *path, size
 			continue; /* a dead end: nothing below it to try */
 		/* max(sum, 1) as lc0 does: before any visit the priors alone must rank the edges. */
 		double score = puct_score(visited[i] ? qhat[i] : fpu, c, prior[i], fmax(sum_n, 1), e->n);
-		if (e->to != MCGS_NONE && state_on_path(g, path, len, g->nodes[e->to].state))
+		if (e->to != MCGS_NONE && state_on_path(g, path, len, graph_node_state(g, e->to)))
 			score -= p->cycle_penalty;
 		if (score > best_score) {
 			best_score = score;
 			best = ei;
 		}
 	}
+	free(out);
 	free(q);
 	free(qhat);
 	free(prior);
@@ -425,7 +442,7 @@ static cJSON *select_one(struct graph *g, struct picks *pk)
 			if (g->g.edges[e].to == MCGS_NONE) {
 				record = pick_record(g, "evaluate", node, path, len);
 				json_add_number(record, "edge", (double)e);
-				json_add(record, "candidate", cJSON_Duplicate(g->edges[e].candidate, 1));
+				json_add(record, "candidate", cJSON_Duplicate(graph_edge_candidate(g, e), 1));
 				push(&pk->evaluated, &pk->nevaluated, e);
 				break;
 			}
@@ -463,7 +480,7 @@ static void end_rollout(struct graph *g, const char *why)
 	mcgs_playout(&g->g, 0, r->path, r->len, 1);
 	char *trace = xasprintf("%s/trace.md", g->run);
 	char *text = xasprintf("- rollout from %s ended (%s) after %ld expansions, best reward %.3f\n",
-			       g->nodes[r->node].state, why, r->step, r->best);
+			       graph_node_state(g, r->node), why, r->step, r->best);
 	append_text(trace, text);
 	free(text);
 	free(trace);
@@ -479,8 +496,7 @@ static size_t rollout_edge(struct graph *g, size_t node)
 	const struct search_params *p = &g->params;
 	size_t *ok = xcalloc(n->nout + 1, sizeof(*ok)), nok = 0, best = MCGS_NONE;
 	double best_value = -INFINITY;
-	for (size_t i = 0; i < n->nout; i++) {
-		size_t e = n->out[i];
+	for (size_t e = n->first_out; e != MCGS_NONE; e = g->g.edges[e].next_out) {
 		if (g->g.edges[e].to == MCGS_NONE || g->nodes[g->g.edges[e].to].failed)
 			continue;
 		ok[nok++] = e;
@@ -557,7 +573,7 @@ static int run_select(struct graph *g, const struct options *opt)
 		json_add_string(stop, "reason", reason);
 		json_add_number(stop, "iter", (double)g->iter);
 		json_add_number(stop, "builds", (double)g->builds);
-		json_add_string(stop, "incumbent", g->nodes[g->incumbent].state);
+		json_add_string(stop, "incumbent", graph_node_state(g, g->incumbent));
 		json_add_number(stop, "speedup", g->nodes[g->incumbent].speedup);
 		log_info("%s: the search is over (%s) after %ld iterations and %ld builds", g->run, reason, g->iter, g->builds);
 		return write_record(stop) ? KG_EXIT_IO : EXIT_SEARCH_DONE;
@@ -627,21 +643,22 @@ static void append_text(const char *path, const char *text)
 static void refresh_best(const struct graph *g)
 {
 	const struct gnode *n = &g->nodes[g->incumbent];
-	char *target = xasprintf("variants/%s", n->state), *tmp = xasprintf("%s/.best.tmp", g->run);
+	char *target = xasprintf("variants/%s", graph_node_state(g, g->incumbent)), *tmp = xasprintf("%s/.best.tmp", g->run);
 	char *link = xasprintf("%s/best", g->run), *json_path = xasprintf("%s/best.json", g->run);
 	unlink(tmp);
 	if (symlink(target, tmp) != 0 || rename(tmp, link) != 0)
 		log_warn("cannot point '%s' at '%s':", link, target);
 	cJSON *best = json_object();
-	json_add_string(best, "state", n->state);
+	json_add_string(best, "state", graph_node_state(g, g->incumbent));
 	json_add_string(best, "dir", target);
 	json_add_number(best, "speedup", n->speedup);
 	json_add_number(best, "speedup_lo", n->speedup_lo);
 	json_add_number(best, "median_ms", n->median_ms);
 	json_add_number(best, "baseline_ms", g->baseline_ms);
 	json_add_number(best, "iter", (double)g->iter);
-	json_add(best, "config", n->config ? cJSON_Duplicate(n->config, 1) : cJSON_CreateNull());
-	json_add(best, "methods", cJSON_Duplicate(n->methods, 1));
+	const cJSON *config = graph_node_config(g, g->incumbent);
+	json_add(best, "config", config ? cJSON_Duplicate(config, 1) : cJSON_CreateNull());
+	json_add(best, "methods", cJSON_Duplicate(graph_node_methods(g, g->incumbent), 1));
 	if (json_write_file(json_path, best, 1) != 0)
 		log_warn("cannot write '%s':", json_path);
 	cJSON_Delete(best);
@@ -665,8 +682,8 @@ static int create_root(struct updater *u, const cJSON *record, long line)
 	g->kernel = xstrdup(kernel ? kernel : basename(copy));
 	free(copy);
 	size_t root = graph_add_node(g, state, 0, 0);
-	g->nodes[root].config = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(build, "config"), 1);
-	g->nodes[root].methods = cJSON_CreateArray();
+	graph_node_set_json(g, root, cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(build, "config"), 1),
+			    cJSON_CreateArray());
 	g->nodes[root].median_ms = g->baseline_ms = json_number(bench, "median_ms", NAN);
 	g->nodes[root].speedup = g->nodes[root].speedup_lo = 1;
 	mcgs_playout(&g->g, root, NULL, 0, 1);
@@ -699,7 +716,7 @@ static size_t parent_of(struct updater *u, const cJSON *record, long line)
 			record_error(u, line, "node_id: %g is not a node of the graph", id);
 			return MCGS_NONE;
 		}
-		if (state && strcmp(g->nodes[(size_t)id].state, state) != 0) {
+		if (state && strcmp(graph_node_state(g, (size_t)id), state) != 0) {
 			record_error(u, line, "node: %s is not the state of node %g", state, id);
 			return MCGS_NONE;
 		}
@@ -707,11 +724,10 @@ static size_t parent_of(struct updater *u, const cJSON *record, long line)
 	}
 	if (!state) /* a candidate from the root (kg-propose --exhaustive, say) */
 		return 0;
-	for (size_t i = 0; i < g->g.nnodes; i++)
-		if (strcmp(g->nodes[i].state, state) == 0)
-			return i;
-	record_error(u, line, "node: %s is not in the graph", state);
-	return MCGS_NONE;
+	size_t node = graph_find_state(g, state, MCGS_NONE);
+	if (node == MCGS_NONE)
+		record_error(u, line, "node: %s is not in the graph", state);
+	return node;
 }
 
 /* The edges from the root to parent the record says it took; a path that does not lead
@@ -772,8 +788,8 @@ static void back_up_max(struct graph *g, const size_t *path, size_t len)
 	for (size_t i = len; i-- > 0;) {
 		struct mcgs_node *n = &g->g.nodes[g->g.edges[path[i]].from];
 		double best = n->u;
-		for (size_t k = 0; k < n->nout; k++) {
-			const struct mcgs_edge *e = &g->g.edges[n->out[k]];
+		for (size_t k = n->first_out; k != MCGS_NONE; k = g->g.edges[k].next_out) {
+			const struct mcgs_edge *e = &g->g.edges[k];
 			if (e->to != MCGS_NONE && e->n > 0)
 				best = fmax(best, g->g.nodes[e->to].q);
 		}
@@ -864,10 +880,10 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 		n->speedup = ok ? speedup : NAN;
 		const cJSON *ci = cJSON_GetObjectItemCaseSensitive(bench, "speedup_ci");
 		n->speedup_lo = ok ? (cJSON_GetArraySize(ci) == 2 ? cJSON_GetArrayItem(ci, 0)->valuedouble : speedup) : NAN;
-		n->config = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(build, "config"), 1);
-		n->methods = cJSON_Duplicate(g->nodes[parent].methods, 1);
-		if (g->edges[e].method[0] && !cJSON_AddItemToArray(n->methods, cJSON_CreateString(g->edges[e].method)))
+		cJSON *methods = cJSON_Duplicate(graph_node_methods(g, parent), 1);
+		if (!methods || (graph_edge_method(g, e)[0] && !cJSON_AddItemToArray(methods, cJSON_CreateString(graph_edge_method(g, e)))))
 			xalloc_die();
+		graph_node_set_json(g, child, cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(build, "config"), 1), methods);
 	}
 	g->g.edges[e].to = child;
 	g->edges[e].evaluations++;
@@ -920,7 +936,7 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	json_add_string(row, "kernel", g->kernel);
 	json_add_string(row, "arch", json_string(build, "arch") ? json_string(build, "arch") : "");
 	json_add_string(row, "from_method", last_method(g, parent));
-	json_add_string(row, "to_method", g->edges[e].method[0] ? g->edges[e].method : "unknown");
+	json_add_string(row, "to_method", graph_edge_method(g, e)[0] ? graph_edge_method(g, e) : "unknown");
 	json_add(row, "ok", cJSON_CreateBool(ok));
 	json_add_number(row, "median_ms", median);
 	json_add_number(row, "baseline_ms", g->baseline_ms);
@@ -934,8 +950,8 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	cJSON_Delete(row);
 
 	char *trace = xasprintf("%s/trace.md", g->run);
-	char *text = xasprintf("- iter %ld: %s -[%s]-> %s: %s, reward %.3f%s%s\n", g->iter, g->nodes[parent].state,
-			       g->edges[e].method[0] ? g->edges[e].method : "?", state,
+	char *text = xasprintf("- iter %ld: %s -[%s]-> %s: %s, reward %.3f%s%s\n", g->iter, graph_node_state(g, parent),
+			       graph_edge_method(g, e)[0] ? graph_edge_method(g, e) : "?", state,
 			       ok ? "ok" : (bench_status ? bench_status : build_status ? build_status : "failed"), reward, transposition ? " (transposition)" : "", better ? ", new incumbent" : "");
 	append_text(trace, text);
 	free(text);
@@ -997,6 +1013,18 @@ static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
 	return u.status;
 }
 
+static int export_graph(const struct graph *g)
+{
+	cJSON *doc = graph_export(g);
+	char *text = cJSON_PrintUnformatted(doc);
+	if (!text)
+		xalloc_die();
+	int rc = puts(text) < 0 ? KG_EXIT_IO : KG_EXIT_OK;
+	free(text);
+	cJSON_Delete(doc);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct options opt = {0};
@@ -1023,6 +1051,7 @@ int main(int argc, char **argv)
 		if (opt.regraph) {
 			free(g.regraph);
 			g.regraph = xstrdup(opt.regraph);
+			g.regraph_blob = (struct blob){BLOB_NONE, 0};
 		}
 		if (opt.update) {
 			struct jsonl_reader reader;
@@ -1033,9 +1062,11 @@ int main(int argc, char **argv)
 				jsonl_reader_release(&reader);
 			}
 		} else if (!exists) {
-			log_error("%s: no graph.json yet: make the root with kg-select --update and the benched baseline (kg-init does this)",
+			log_error("%s: no graph yet: make the root with kg-select --update and the benched baseline (kg-init does this)",
 				  opt.run);
 			status = KG_EXIT_INPUT;
+		} else if (opt.export_json) {
+			status = export_graph(&g);
 		} else {
 			status = run_select(&g, &opt);
 		}

@@ -1,0 +1,31 @@
+/* snapshot.h: the graph on disk, fast enough for a step of a 10,000-node search: RUN/graph.bin
+ * (fixed-size records, then a log of the records each save changed) and RUN/graph.blobs. */
+#ifndef KG_SELECT_SNAPSHOT_H
+#define KG_SELECT_SNAPSHOT_H
+
+#include "common.h"
+
+#include "graph.h"
+
+/* graph.bin is a checkpoint (a header, every node and edge record, the rollout path) followed
+ * by deltas, each with the header, the records that changed and a checksum; a save appends a
+ * delta and fdatasyncs it, or rewrites the checkpoint atomically (write, fsync, rename) once the
+ * deltas outgrow a quarter of it. A delta cut short by a kill fails its checksum and is
+ * dropped, so a load sees the previous or the next graph. graph.blobs is append-only: the
+ * NUL-terminated strings and JSON texts (states, methods, configurations, candidates) the
+ * records point at; bytes a kill left unreferenced at its end are never read. Both files are
+ * in the host's byte order, for this machine only: graph_export is the portable form. */
+
+/* Loads RUN/graph.bin into g (initialized, empty). Returns 1 when loaded, 0 when there is
+ * none, -1 after reporting a damaged file. */
+int snapshot_load(struct graph *g);
+/* Stores g: the blobs it has not stored, then a delta or a checkpoint. 0, or -1 after
+ * reporting. */
+int snapshot_save(struct graph *g);
+/* The stored text of b, or NULL when b is BLOB_NONE. */
+const char *snapshot_blob_text(const struct snapshot *s, struct blob b);
+/* Whether p points into the loaded blobs (so g does not own it). */
+int snapshot_holds(const struct snapshot *s, const char *p);
+void snapshot_release(struct snapshot *s);
+
+#endif
