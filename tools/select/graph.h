@@ -135,7 +135,7 @@ const char *graph_edge_method(const struct graph *g, size_t edge);
 const cJSON *graph_node_config(const struct graph *g, size_t node);
 const cJSON *graph_node_methods(const struct graph *g, size_t node);
 const cJSON *graph_edge_candidate(const struct graph *g, size_t edge);
-/* Sets a new node's values (taking them over). */
+/* Sets the values of a node just added (taking them over): only new nodes get stored blobs. */
 void graph_node_set_json(struct graph *g, size_t node, cJSON *config, cJSON *methods);
 /* The first node of that state reachable from parent by the rank rule (any node of that
  * state when parent is MCGS_NONE), or MCGS_NONE. */

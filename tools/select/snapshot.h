@@ -7,14 +7,16 @@
 
 #include "graph.h"
 
-/* graph.bin is a checkpoint (a header, every node and edge record, the rollout path) followed
- * by deltas, each with the header, the records that changed and a checksum; a save appends a
- * delta and fdatasyncs it, or rewrites the checkpoint atomically (write, fsync, rename) once the
- * deltas outgrow a quarter of it. A delta cut short by a kill fails its checksum and is
- * dropped, so a load sees the previous or the next graph. graph.blobs is append-only: the
- * NUL-terminated strings and JSON texts (states, methods, configurations, candidates) the
- * records point at; bytes a kill left unreferenced at its end are never read. Both files are
- * in the host's byte order, for this machine only: graph_export is the portable form. */
+/* graph.bin is a checkpoint (a header, the graph's four arrays as they are in memory, each
+ * page-aligned with room to grow, the rollout path) followed by deltas, each with the header,
+ * the records that changed and a checksum. A load maps it copy-on-write and points the graph
+ * at the arrays; a save appends a delta and fdatasyncs it, or, past 64 KiB of deltas, writes
+ * a new checkpoint atomically (write, fsync, rename). A delta cut short by a kill fails its
+ * checksum and is dropped, so a load sees the previous or the next graph. graph.blobs is
+ * append-only: the NUL-terminated strings and JSON texts (states, methods, configurations,
+ * candidates) the records point at; bytes a kill left unreferenced at its end are never read.
+ * Both files are in the host's byte order, for this machine only: graph_export is the
+ * portable form. */
 
 /* Loads RUN/graph.bin into g (initialized, empty). Returns 1 when loaded, 0 when there is
  * none, -1 after reporting a damaged file. */
@@ -24,8 +26,6 @@ int snapshot_load(struct graph *g);
 int snapshot_save(struct graph *g);
 /* The stored text of b, or NULL when b is BLOB_NONE. */
 const char *snapshot_blob_text(const struct snapshot *s, struct blob b);
-/* Whether p points into the loaded blobs (so g does not own it). */
-int snapshot_holds(const struct snapshot *s, const char *p);
 void snapshot_release(struct snapshot *s);
 
 #endif
