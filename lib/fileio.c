@@ -126,7 +126,7 @@ int file_write_tail(const char *path, size_t offset, const void *data, size_t le
 	return rc;
 }
 
-static char *map_file(const char *path, size_t *len, int populate, int writable)
+static char *map_file(const char *path, size_t *len, int writable)
 {
 	static char empty[1];
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -139,15 +139,7 @@ static char *map_file(const char *path, size_t *len, int populate, int writable)
 		if (*len == 0) {
 			map = empty;
 		} else {
-			/* Mapped read-only, then made writable: populating a writable private
-			 * mapping would copy every page up front. */
-			void *p = mmap(NULL, *len, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0);
-			if (p != MAP_FAILED && writable && mprotect(p, *len, PROT_READ | PROT_WRITE) != 0) {
-				int saved_errno = errno;
-				munmap(p, *len);
-				errno = saved_errno;
-				p = MAP_FAILED;
-			}
+			void *p = mmap(NULL, *len, PROT_READ | (writable ? PROT_WRITE : 0), MAP_PRIVATE, fd, 0);
 			map = p == MAP_FAILED ? NULL : p;
 		}
 	}
@@ -157,14 +149,14 @@ static char *map_file(const char *path, size_t *len, int populate, int writable)
 	return map;
 }
 
-const char *file_map(const char *path, size_t *len, int populate)
+const char *file_map(const char *path, size_t *len)
 {
-	return map_file(path, len, populate, 0);
+	return map_file(path, len, 0);
 }
 
 char *file_map_copy(const char *path, size_t *len)
 {
-	return map_file(path, len, 0, 1);
+	return map_file(path, len, 1);
 }
 
 void file_unmap(const void *map, size_t len)

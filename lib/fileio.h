@@ -26,13 +26,12 @@ int file_write(const char *path, const void *data, size_t len);
  * so a tail a killed writer left is cut off. Returns 0, or -1 with errno set. */
 int file_write_tail(const char *path, size_t offset, const void *data, size_t len);
 
-/* Maps all of path read-only; *len gets its size. populate: map every page now (for a file
- * read whole), else as each is first read. An empty file gives a valid pointer to nothing.
- * Returns NULL with errno set on error. Release with file_unmap. */
-const char *file_map(const char *path, size_t *len, int populate);
-/* All of path, populated and writable: a private copy made page by page as pages are
- * written (the file never changes), so a process can use a file's arrays in place and pay
- * only for what it changes. */
+/* Maps all of path read-only, each page as it is first read; *len gets its size. An empty
+ * file gives a valid pointer to nothing. Returns NULL with errno set on error. Release with
+ * file_unmap. */
+const char *file_map(const char *path, size_t *len);
+/* The same, writable: a private copy made page by page as pages are written (the file never
+ * changes), so a process can use a file's arrays in place and pay only for what it changes. */
 char *file_map_copy(const char *path, size_t *len);
 void file_unmap(const void *map, size_t len);
 

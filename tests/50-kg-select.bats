@@ -298,6 +298,29 @@ start() {
 	head -c 3 good.blobs >"$RUN/graph.blobs"
 	run_tool 1 kg-select "$RUN"
 	assert_stderr "kg-select: $RUN/graph.bin: nodes[0]: state, config or methods outside graph.blobs"
+	head -c 1 good.blobs >"$RUN/graph.blobs"
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.bin: the kernel's name or the regraph path is outside graph.blobs"
+	cp good.blobs "$RUN/graph.blobs"
+	printf x | dd of="$RUN/graph.blobs" bs=1 seek=$(($(stat -c %s good.blobs) - 1)) conv=notrunc status=none
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.bin: graph.blobs does not match it"
+	# A checkpoint that holds the edge (an imported graph's first save), the edge's from set past the nodes.
+	cp good.blobs "$RUN/graph.blobs"
+	kg-select --export "$RUN" >"$RUN/graph.json"
+	rm "$RUN/graph.bin" "$RUN/graph.blobs"
+	kg-select "$RUN" >/dev/null
+	rm "$RUN/graph.json"
+	cp "$RUN/graph.bin" imported.bin
+	edges_at=$(od -An -t u8 -j 56 -N 8 "$RUN/graph.bin" | tr -d ' ')
+	printf '\377\377\377\377\377\377\377\177' | dd of="$RUN/graph.bin" bs=1 seek="$edges_at" conv=notrunc status=none
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.bin: edges[0]: from, to or the next out-edge is not a node or a later edge"
+	cp imported.bin "$RUN/graph.bin" # now node 0's first out-edge (bytes 32-39 of its record) past the edges
+	nodes_at=$(od -An -t u8 -j 40 -N 8 "$RUN/graph.bin" | tr -d ' ')
+	printf '\011' | dd of="$RUN/graph.bin" bs=1 seek=$((nodes_at + 32)) conv=notrunc status=none
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.bin: nodes[0]: its out-edges are not edges"
 	# Damaged graph.json, read only without graph.bin.
 	rm "$RUN/graph.bin" "$RUN/graph.blobs"
 	echo '{"version": 2}' >"$RUN/graph.json"

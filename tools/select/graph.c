@@ -45,15 +45,14 @@ static const struct {
 #undef L
 };
 
-size_t search_params_export(const struct search_params *p, double v[SEARCH_PARAMS_MAX])
+void search_params_export(const struct search_params *p, double v[SEARCH_PARAMS_MAX])
 {
 	size_t k;
 	for (k = 0; k < ARRAY_SIZE(param_fields); k++) {
 		const char *base = (const char *)p + param_fields[k].offset;
 		v[k] = param_fields[k].is_long ? (double)*(const long *)(const void *)base : *(const double *)(const void *)base;
 	}
-	v[k++] = p->backup_max;
-	return k;
+	v[k] = p->backup_max;
 }
 
 void search_params_import(struct search_params *p, const double v[SEARCH_PARAMS_MAX])

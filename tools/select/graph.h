@@ -32,9 +32,9 @@ struct search_params {
 };
 
 void search_params_default(struct search_params *p);
-/* The parameters as numbers in a fixed order (for graph.bin); export returns how many. */
+/* The parameters as numbers in a fixed order (for graph.bin). */
 #define SEARCH_PARAMS_MAX 32
-size_t search_params_export(const struct search_params *p, double v[SEARCH_PARAMS_MAX]);
+void search_params_export(const struct search_params *p, double v[SEARCH_PARAMS_MAX]);
 void search_params_import(struct search_params *p, const double v[SEARCH_PARAMS_MAX]);
 
 /* Where a string or a JSON text lies in RUN/graph.blobs (NUL-terminated there); off is

@@ -155,7 +155,7 @@ static int store_blobs(struct graph *g, struct snapshot *s)
 static int map_blobs(struct snapshot *s, const char *run)
 {
 	char *path = xasprintf("%s/graph.blobs", run);
-	s->blobs = file_map(path, &s->blobs_mapped, 0);
+	s->blobs = file_map(path, &s->blobs_mapped);
 	int rc = 0;
 	if (!s->blobs) {
 		s->blobs_mapped = 0;
@@ -376,20 +376,16 @@ static int decode(struct graph *g, const struct snapshot *s, const char *path)
 	g->last_improvement = h->last_improvement;
 	g->incumbent = h->incumbent < n ? h->incumbent : 0;
 	g->baseline_ms = h->baseline_ms;
-	uint64_t *rollout = xcalloc(h->rollout_len + 1, sizeof(*rollout));
-	memcpy(rollout, s->path, h->rollout_len * sizeof(*rollout));
-	int rollout_valid = h->rollout_active && (uint64_t)h->rollout_node < n;
-	for (size_t i = 0; rollout_valid && i < h->rollout_len; i++)
-		rollout_valid = rollout[i] < m;
-	if (rollout_valid) {
+	if (h->rollout_active && (uint64_t)h->rollout_node < n) {
 		g->rollout = (struct rollout){.active = 1, .node = (size_t)h->rollout_node,
 					     .steps_left = h->rollout_steps_left, .step = h->rollout_step,
 					     .best = h->rollout_best, .len = h->rollout_len,
 					     .path = xcalloc(h->rollout_len + 1, sizeof(*g->rollout.path))};
+		memcpy(g->rollout.path, s->path, h->rollout_len * sizeof(*g->rollout.path));
 		for (size_t i = 0; i < h->rollout_len; i++)
-			g->rollout.path[i] = rollout[i];
+			if (g->rollout.path[i] >= m)
+				g->rollout.active = 0; /* a path that is not edges: no rollout */
 	}
-	free(rollout);
 	return 0;
 }
 
@@ -397,7 +393,7 @@ int snapshot_load(struct graph *g)
 {
 	char *path = xasprintf("%s/graph.bin", g->run);
 	size_t len;
-	const char *map = file_map(path, &len, 0);
+	const char *map = file_map(path, &len);
 	if (!map) {
 		int missing = errno == ENOENT;
 		if (!missing)
