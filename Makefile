@@ -45,6 +45,7 @@ $(BUILD)/tools/build/%.o: ALL_CPPFLAGS += -isystem $(CUDA_HOME)/include -DKG_CUD
 $(BUILD)/tools/bench/%.o: ALL_CPPFLAGS += -isystem $(CUDA_HOME)/include -DKG_CUDA_HOME='"$(CUDA_HOME)"'
 LIBS_build = -ldl
 LIBS_bench = -ldl
+LIBS_propose = -lcurl
 
 # A tool exists once tools/<name>/main.c does; each links the shared library and
 # what its own LIBS_<name> adds (libcurl, NVRTC, CUDA, CUPTI).

@@ -126,6 +126,19 @@ int file_write_tail(const char *path, size_t offset, const void *data, size_t le
 	return rc;
 }
 
+int file_append(const char *path, const void *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	int rc = write_all(fd, data, len);
+	int saved_errno = errno;
+	if (close(fd) != 0 && rc == 0)
+		return -1;
+	errno = saved_errno;
+	return rc;
+}
+
 static char *map_file(const char *path, size_t *len, int writable)
 {
 	static char empty[1];

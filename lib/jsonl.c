@@ -141,6 +141,33 @@ int jsonl_write(FILE *fp, const cJSON *record)
 	return ok ? 0 : -1;
 }
 
+char *json_text(const cJSON *item)
+{
+	char *text = cJSON_PrintUnformatted(item);
+	if (!text)
+		xalloc_die();
+	char *copy = xstrdup(text);
+	cJSON_free(text);
+	return copy;
+}
+
+int jsonl_append(const char *path, const cJSON *record)
+{
+	char *text = cJSON_PrintUnformatted(record);
+	if (!text) {
+		errno = ENOMEM;
+		return -1;
+	}
+	size_t len = strlen(text);
+	char *line = xmalloc(len + 2);
+	memcpy(line, text, len);
+	line[len] = '\n';
+	cJSON_free(text);
+	int rc = file_append(path, line, len + 1);
+	free(line);
+	return rc;
+}
+
 cJSON *json_parse_document(const char *name, const char *text, size_t len)
 {
 	size_t bad;

@@ -38,6 +38,9 @@ void jsonl_reader_release(struct jsonl_reader *r);
 /* Writes record as one compact line. Returns 0, or -1 with errno set when the write failed. */
 int jsonl_write(FILE *fp, const cJSON *record);
 
+/* Appends record as one line to the file at path (file_append). Returns 0, or -1 with errno. */
+int jsonl_append(const char *path, const cJSON *record);
+
 /* Building records and documents: each takes ownership of what it adds, and ends the
  * program as xmalloc does when memory runs out. A non-finite number is written as null,
  * since JSON has no NaN or infinity. */
@@ -47,6 +50,9 @@ void json_add_number(cJSON *obj, const char *key, double value);
 void json_add_string(cJSON *obj, const char *key, const char *value);
 void json_add_bool(cJSON *obj, const char *key, int value);
 void json_append(cJSON *array, cJSON *item);
+
+/* item as compact JSON text, in a buffer the caller frees with free(). */
+char *json_text(const cJSON *item);
 
 /* Reading members: the string value of key, or NULL when it is absent or not a string; the
  * number, or fallback when it is absent or not a number. */

@@ -1101,3 +1101,71 @@ int t1_launch_geometry(const struct t1_spec *s, const struct pyval *values, int6
 	pyarena_free(scratch);
 	return rc ? -1 : 0;
 }
+
+int t1_resolve_config(const struct t1_spec *spec, const cJSON *wanted, const cJSON *parent, size_t *indices,
+			  cJSON *merged, struct strbuf *why)
+{
+	const cJSON *item;
+	cJSON_ArrayForEach(item, wanted) {
+		size_t k;
+		for (k = 0; k < spec->nparams && strcmp(spec->params[k].name, item->string) != 0; k++)
+			;
+		if (k == spec->nparams) {
+			strbuf_addf(why, "'%s' is not a tuning parameter of this kernel (its parameters:", item->string);
+			for (k = 0; k < spec->nparams; k++)
+				strbuf_addf(why, " %s", spec->params[k].name);
+			strbuf_addch(why, ')');
+			return 1;
+		}
+	}
+	size_t *fixed = xcalloc(spec->nparams + 1, sizeof(*fixed));
+	int any_free = 0, rc = 0;
+	for (size_t k = 0; k < spec->nparams && rc == 0; k++) {
+		const struct t1_param *p = &spec->params[k];
+		const cJSON *value = cJSON_GetObjectItemCaseSensitive(wanted, p->name);
+		const char *from = "candidate";
+		if (!value) {
+			value = cJSON_GetObjectItemCaseSensitive(parent, p->name);
+			from = "parent";
+		}
+		if (!value) {
+			value = p->default_value;
+			from = "Default";
+		}
+		fixed[k] = T1_FREE;
+		if (value)
+			json_add(merged, p->name, cJSON_Duplicate(value, 1));
+		if (!value) {
+			any_free = 1;
+		} else if (t1_value_index(spec, k, value, &fixed[k]) != 0) {
+			char *text = json_text(value);
+			if (strcmp(from, "Default") == 0)
+				strbuf_addf(why, "ConfigurationSpace.TuningParameters[%zu].Default: %s=%s is not one of its Values",
+					    k, p->name, text);
+			else
+				strbuf_addf(why, "%s=%s (from the %s) is not one of the Values of ConfigurationSpace.TuningParameters[%zu]",
+					    p->name, text, from, k);
+			free(text);
+			rc = 1;
+		}
+	}
+	if (rc == 0 && any_free) {
+		int found = t1_first_config(spec, fixed, indices);
+		if (found <= 0) {
+			strbuf_addstr(why, found < 0 ? "a condition cannot be evaluated (see above)"
+						     : "no valid configuration has the values given:");
+			for (size_t k = 0; found == 0 && k < spec->nparams; k++)
+				if (fixed[k] != T1_FREE)
+					strbuf_addf(why, " %s=%s", spec->params[k].name, spec->params[k].values_json[fixed[k]]);
+			rc = 1;
+		}
+	} else if (rc == 0) {
+		memcpy(indices, fixed, spec->nparams * sizeof(*indices));
+		struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
+		t1_bind(spec, indices, values);
+		rc = t1_check_conditions(spec, values, why);
+		free(values);
+	}
+	free(fixed);
+	return rc;
+}

@@ -101,6 +101,14 @@ void t1_bind(const struct t1_spec *spec, const size_t *indices, struct pyval *va
  *   ConfigurationSpace.Conditions[0] does not hold: "a * b <= 64" (with a=32, b=4) */
 int t1_check_conditions(const struct t1_spec *spec, const struct pyval *values, struct strbuf *why);
 
+/* Completes the configuration wanted (may be NULL) from parent's (may be NULL), then the
+ * Defaults, then the first valid configuration, and checks it: indices get the complete
+ * configuration and merged the values taken from wanted, parent and Defaults. Returns 0, or
+ * 1 with why set: a name that is not a parameter, a value not among its Values, a condition
+ * that does not hold or cannot be evaluated. */
+int t1_resolve_config(const struct t1_spec *spec, const cJSON *wanted, const cJSON *parent, size_t *indices,
+		      cJSON *merged, struct strbuf *why);
+
 #define T1_FREE SIZE_MAX /* in t1_first_config's fixed[]: any value will do */
 
 /* The first valid configuration, in t1_enumerate's order, whose parameter k has the value

@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
-# 10-kg-propose.bats: kg-propose's command line: options, records, messages, exit codes.
+# 10-kg-propose.bats: kg-propose's command line and its rules: the space listed whole or
+# sampled, expand records answered with valid unseen configurations and ready patches.
 
 load test_helper
 
@@ -7,10 +8,10 @@ MINIMAL="$BATS_TEST_DIRNAME/fixtures/t1/minimal.json"
 
 @test "--help prints the usage on stdout and exits 0" {
 	run_tool 0 kg-propose --help
-	assert_line --index 0 "Usage: kg-propose --exhaustive --spec FILE [--count]"
+	assert_line --index 0 "Usage: kg-propose [--rules | --llm] [OPTIONS] [FILE]"
 	assert_stderr_empty
 	run_tool 0 kg-propose -h
-	assert_line --index 0 "Usage: kg-propose --exhaustive --spec FILE [--count]"
+	assert_line --index 0 "Usage: kg-propose [--rules | --llm] [OPTIONS] [FILE]"
 }
 
 @test "--version prints the version" {
@@ -49,7 +50,17 @@ MINIMAL="$BATS_TEST_DIRNAME/fixtures/t1/minimal.json"
 @test "usage errors exit 2 with a hint" {
 	run_tool 2 kg-propose --spec "$MINIMAL"
 	assert_output ""
-	assert_stderr "$(printf '%s\n' "kg-propose: no proposer chosen: give --exhaustive" "Try 'kg-propose --help' for more information.")"
+	assert_stderr "$(printf '%s\n' "kg-propose: --spec goes with --exhaustive or --random" "Try 'kg-propose --help' for more information.")"
+	run_tool 2 kg-propose --random 0 --spec "$MINIMAL"
+	assert_stderr "$(printf '%s\n' "kg-propose: --random: '0' is not a whole number from 1 to 2147483647" "Try 'kg-propose --help' for more information.")"
+	run_tool 2 kg-propose --random 3 --exhaustive --spec "$MINIMAL"
+	assert_stderr "$(printf '%s\n' "kg-propose: --exhaustive and --random exclude each other" "Try 'kg-propose --help' for more information.")"
+	run_tool 2 kg-propose --api soap
+	assert_stderr "$(printf '%s\n' "kg-propose: --api: 'soap' is not chat or responses" "Try 'kg-propose --help' for more information.")"
+	run_tool 2 kg-propose --persona nobody
+	assert_stderr "kg-propose: --persona: 'nobody' is neither a built-in persona (throughput, memory, robustness) nor a prompt file"
+	run_tool 2 kg-propose a.jsonl b.jsonl
+	assert_stderr "$(printf '%s\n' "kg-propose: unexpected argument 'b.jsonl'" "Try 'kg-propose --help' for more information.")"
 	run_tool 2 kg-propose --exhaustive
 	assert_stderr "$(printf '%s\n' "kg-propose: --exhaustive needs --spec FILE" "Try 'kg-propose --help' for more information.")"
 	run_tool 2 kg-propose --exhaustive --frobnicate
@@ -76,4 +87,149 @@ MINIMAL="$BATS_TEST_DIRNAME/fixtures/t1/minimal.json"
 	run_tool 0 bash -c "set -o pipefail; kg-propose -x -s '$FIXTURES/t1/stencil_22m.json' | head -1 > /dev/null; echo \${PIPESTATUS[0]}"
 	assert_output 141
 	assert_stderr_empty
+}
+
+@test "--random N: N distinct valid configurations, the same for the same seed" {
+	run_tool 0 kg-propose --random 5 --seed 7 --spec "$MINIMAL"
+	[ "${#lines[@]}" -eq 5 ]
+	first="$output"
+	[ "$(jq -c .candidate.config <<<"$output" | sort -u | wc -l)" -eq 5 ]
+	# each is one of the valid configurations --exhaustive lists
+	kg-propose -x -s "$MINIMAL" | jq -c .candidate.config | sort > all
+	jq -c .candidate.config <<<"$output" | sort | comm -23 - all > outside
+	[ ! -s outside ]
+	assert_line --index 0 --regexp '^\{"v":1,"kernel":"vector_add","candidate":\{"id":"random-1","proposer":"random","config":\{'
+	run_tool 0 kg-propose --random 5 --seed 7 --spec "$MINIMAL"
+	[ "$output" = "$first" ]
+	run_tool 0 kg-propose --random 5 --seed 8 --spec "$MINIMAL"
+	[ "$output" != "$first" ]
+	# more than the space holds: all of it, once each
+	run_tool 0 kg-propose --random 100 --spec "$MINIMAL"
+	[ "$(jq -c .candidate.config <<<"$output" | sort -u | wc -l)" -eq 14 ]
+}
+
+# A run made the way kg-init makes one: the scale kernel's spec and files, the baseline built
+# by kg-build (NVRTC) and made the root by kg-select with a measurement given by hand.
+RUN=out/kernels/scale
+
+setup_file() {
+	local t="$BATS_FILE_TMPDIR/template"
+	mkdir -p "$t/$RUN"
+	cp "$FIXTURES"/build/{spec.json,scale.cu,scale_helper.cuh} "$t/$RUN/"
+	(cd "$t" && echo "{\"v\":1,\"run\":\"$RUN\",\"kernel\":\"scale\",\"candidate\":{\"id\":\"baseline\"}}" | kg-build |
+		jq -c '. + {bench: {status: "ok", median_ms: 1.0, speedup: 1}}' | kg-select --update "$RUN" >/dev/null)
+}
+
+# fresh_run: a copy of the template run in the test's directory.
+fresh_run() {
+	cd "$BATS_TEST_TMPDIR"
+	cp -r "$BATS_FILE_TMPDIR/template/out" .
+}
+
+# measure: builds the candidates on stdin, gives each a measurement and updates the graph.
+measure() {
+	kg-build | jq -c '. + {bench: {status: "ok", median_ms: 0.9, speedup: 1.1, speedup_ci: [1.05, 1.15]}}' |
+		kg-select --update "$RUN" >/dev/null
+}
+
+@test "--rules answers an expand record with the neighbours and random configurations; other records pass" {
+	fresh_run
+	kg-select "$RUN" > pick.jsonl
+	{ echo '{"op":"stop","reason":"x"}'; cat pick.jsonl; echo '{"other":1}'; } > in.jsonl
+	run_tool 0 kg-propose --rules in.jsonl
+	assert_stderr_empty
+	[ "${#lines[@]}" -eq 8 ]
+	assert_line --index 0 '{"op":"stop","reason":"x"}'
+	assert_line --index 7 '{"other":1}'
+	# the expand record, whole, with a candidate each
+	[ "$(sed -n 2p <<<"$output" | jq -c 'del(.candidate)')" = "$(cat pick.jsonl)" ]
+	jq -c '.candidate | [.id, .proposer, .method, .detail, .config, .prior]' <<<"$output" | sed -n 2,7p > got
+	cat > want <<-'END'
+	["c1-n0-1","rules:neighbour","change_block_sizes","block_size_x 128 -> 64",{"block_size_x":64,"items_per_thread":1,"use_fma":false},1]
+	["c1-n0-2","rules:neighbour","change_block_sizes","block_size_x 128 -> 256",{"block_size_x":256,"items_per_thread":1,"use_fma":false},1]
+	["c1-n0-3","rules:neighbour","change_block_sizes","items_per_thread 1 -> 2",{"block_size_x":128,"items_per_thread":2,"use_fma":false},1]
+	["c1-n0-4","rules:neighbour","change_block_sizes","use_fma false -> true",{"block_size_x":128,"items_per_thread":1,"use_fma":true},1]
+	END
+	head -4 got | diff want -
+	[ "$(sed -n 5,6p got | jq -r '.[1]' | sort -u)" = "rules:random" ]
+	# without a key the rules are the default; --rules-random 0 leaves the neighbours alone
+	run_tool 0 env -u OPENAI_API_KEY kg-propose -v --rules-random 0 pick.jsonl
+	assert_line --partial --index 0 '"candidate":{"id":"c1-n0-1","proposer":"rules:neighbour"'
+	[ "${#lines[@]}" -eq 4 ]
+	[ "$(head -1 <<<"$stderr")" = "kg-propose: proposing with the rules" ]
+}
+
+@test "--rules proposes only valid, unseen configurations, and the same seed gives the same candidates" {
+	fresh_run
+	kg-propose -x -s "$RUN/spec.json" | jq -c .candidate.config | sort > valid
+	: > proposed
+	for i in $(seq 12); do
+		kg-select "$RUN" > pick.jsonl
+		kg-propose --rules --seed 3 pick.jsonl > c.jsonl
+		kg-propose --rules --seed 3 pick.jsonl | cmp c.jsonl -
+		if jq -e .propose c.jsonl >/dev/null; then break; fi
+		jq -c .candidate.config c.jsonl | sort | comm -23 - valid > outside
+		[ ! -s outside ]
+		# never a configuration a node of the run already has (one source throughout)
+		jq -c '.build.config // empty' "$RUN/events.jsonl" | sort -u > built
+		jq -c .candidate.config c.jsonl | sort | comm -12 - built > again
+		[ ! -s again ]
+		jq -c .candidate.config c.jsonl >> proposed
+		measure < c.jsonl
+	done
+	[ "$(sort proposed | uniq -d | wc -l)" -eq 0 ]
+	# the whole space is built, then an expansion has nothing left and says so
+	[ "$(jq -c '.build.config // empty' "$RUN/events.jsonl" | sort -u | cmp - valid && echo same)" = same ]
+	[ "$(jq -c .propose c.jsonl)" = '{"status":"empty","dropped":4,"errors":[]}' ]
+}
+
+@test "--rules offers the spec's ready patches until one is applied on the path" {
+	fresh_run
+	patch=$'--- a/scale.cu\n+++ b/scale.cu\n@@ -9 +9 @@\n-\t\t\ty[i] = scale_op(x[i]);\n+\t\t\ty[i] = scale_op(__ldg(&x[i]));\n'
+	jq --arg p "$patch" '. + {KernelGraph: {Patches: [{Name: "ldg", Method: "read_only_cache", Detail: "loads through the read-only cache", Patch: $p},
+		{Name: "broken"}]}}' "$RUN/spec.json" > s && mv s "$RUN/spec.json"
+	kg-select "$RUN" > pick.jsonl
+	run_tool 0 kg-propose --rules --rules-random 0 pick.jsonl
+	assert_stderr "kg-propose: warning: $RUN/spec.json: KernelGraph.Patches[1]: needs a Name, a Patch or PatchFile, and Config (if any) an object; ignored"
+	[ "$(jq -c 'select(.candidate.library) | .candidate | [.id, .proposer, .method, .detail, .library, .prior, .config]' <<<"$output")" = \
+		'["c1-n0-5","rules:library","read_only_cache","loads through the read-only cache","ldg",1,{"block_size_x":128,"items_per_thread":1,"use_fma":false}]' ]
+	[ "$(jq -r 'select(.candidate.library) | .candidate.patch' <<<"$output")" = "${patch%$'\n'}" ]
+	# built and measured, it is on the path of its child, which is not offered it again
+	jq -c 'select(.candidate.library)' <<<"$output" > ldg.jsonl
+	measure < ldg.jsonl
+	[ "$(jq -r 'select(.candidate.library) | .build.status' "$RUN/events.jsonl")" = ok ]
+	child=$(jq -r 'select(.candidate.library) | .update.child' "$RUN/events.jsonl")
+	root=$(jq -r .node pick.jsonl)
+	jq -c --arg c "$child" --arg r "$root" '.node = $c | .node_id = 1 | .path = [$r, $c]' pick.jsonl > child.jsonl
+	run_tool 0 kg-propose --rules --rules-random 0 child.jsonl
+	[ "$(jq -c 'select(.candidate.library)' <<<"$output")" = "" ]
+	[ "${#lines[@]}" -eq 4 ]
+	# nor the root twice
+	run_tool 0 kg-propose -v --rules --rules-random 0 pick.jsonl
+	[ "$(jq -c 'select(.candidate.library)' <<<"$output")" = "" ]
+	[[ "$stderr" == *"rules:library: loads through the read-only cache: dropped: already proposed"* ]]
+}
+
+@test "expand records that cannot be answered are reported, passed through, and exit 1" {
+	fresh_run
+	kg-select "$RUN" > pick.jsonl
+	jq -c 'del(.run)' pick.jsonl > no-run.jsonl
+	jq -c '.run = "elsewhere"' pick.jsonl > bad-run.jsonl
+	jq -c '.node = "f00d"' pick.jsonl > bad-node.jsonl
+	jq -c 'del(.node)' pick.jsonl > no-node.jsonl
+	jq -c '.config = {block_size_x: 100}' pick.jsonl > bad-config.jsonl
+	cat no-run.jsonl bad-run.jsonl bad-node.jsonl no-node.jsonl bad-config.jsonl > in.jsonl
+	echo 'not json' >> in.jsonl
+	run_tool 1 kg-propose --rules in.jsonl
+	[ "$output" = "$(head -5 in.jsonl)" ]
+	assert_stderr "$(printf '%s\n' \
+		"kg-propose: in.jsonl:1: run: missing (an expand record names its run directory)" \
+		"kg-propose: cannot read 'elsewhere/spec.json': No such file or directory" \
+		"kg-propose: in.jsonl:2: run: elsewhere has no usable spec.json (cannot read it; kg-init makes run directories)" \
+		"kg-propose: in.jsonl:3: node: f00d has no variant (cannot read $RUN/variants/f00d/kernel.cu: No such file or directory)" \
+		"kg-propose: in.jsonl:4: node: missing (an expand record names the node to expand, as kg-select writes it)" \
+		"kg-propose: in.jsonl:5: config: the node's configuration is not one of the space: block_size_x=100 (from the candidate) is not one of the Values of ConfigurationSpace.TuningParameters[0]" \
+		"kg-propose: in.jsonl:6: invalid JSON at column 1")"
+	run_tool 2 kg-propose missing.jsonl
+	assert_stderr "kg-propose: cannot open 'missing.jsonl': No such file or directory"
 }

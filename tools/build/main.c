@@ -207,86 +207,6 @@ static cJSON *failed_build(const char *status, const char *error, const cJSON *c
 
 /* ---------------------------------------------------------------- configuration */
 
-static char *json_text(const cJSON *item)
-{
-	char *text = cJSON_PrintUnformatted(item);
-	if (!text)
-		xalloc_die();
-	char *copy = xstrdup(text);
-	cJSON_free(text);
-	return copy;
-}
-
-/* Completes the candidate's configuration from the parent's, then the Defaults, then the
- * first valid configuration, and checks it. Returns 0, or 1 with why set. */
-static int resolve_config(const struct t1_spec *spec, const cJSON *wanted, const cJSON *parent, size_t *indices,
-			  cJSON *merged, struct strbuf *why)
-{
-	const cJSON *item;
-	cJSON_ArrayForEach(item, wanted) {
-		size_t k;
-		for (k = 0; k < spec->nparams && strcmp(spec->params[k].name, item->string) != 0; k++)
-			;
-		if (k == spec->nparams) {
-			strbuf_addf(why, "'%s' is not a tuning parameter of this kernel (its parameters:", item->string);
-			for (k = 0; k < spec->nparams; k++)
-				strbuf_addf(why, " %s", spec->params[k].name);
-			strbuf_addch(why, ')');
-			return 1;
-		}
-	}
-	size_t *fixed = xcalloc(spec->nparams + 1, sizeof(*fixed));
-	int any_free = 0, rc = 0;
-	for (size_t k = 0; k < spec->nparams && rc == 0; k++) {
-		const struct t1_param *p = &spec->params[k];
-		const cJSON *value = cJSON_GetObjectItemCaseSensitive(wanted, p->name);
-		const char *from = "candidate";
-		if (!value) {
-			value = cJSON_GetObjectItemCaseSensitive(parent, p->name);
-			from = "parent";
-		}
-		if (!value) {
-			value = p->default_value;
-			from = "Default";
-		}
-		fixed[k] = T1_FREE;
-		if (value)
-			json_add(merged, p->name, cJSON_Duplicate(value, 1));
-		if (!value) {
-			any_free = 1;
-		} else if (t1_value_index(spec, k, value, &fixed[k]) != 0) {
-			char *text = json_text(value);
-			if (strcmp(from, "Default") == 0)
-				strbuf_addf(why, "ConfigurationSpace.TuningParameters[%zu].Default: %s=%s is not one of its Values",
-					    k, p->name, text);
-			else
-				strbuf_addf(why, "%s=%s (from the %s) is not one of the Values of ConfigurationSpace.TuningParameters[%zu]",
-					    p->name, text, from, k);
-			free(text);
-			rc = 1;
-		}
-	}
-	if (rc == 0 && any_free) {
-		int found = t1_first_config(spec, fixed, indices);
-		if (found <= 0) {
-			strbuf_addstr(why, found < 0 ? "a condition cannot be evaluated (see above)"
-						     : "no valid configuration has the values given:");
-			for (size_t k = 0; found == 0 && k < spec->nparams; k++)
-				if (fixed[k] != T1_FREE)
-					strbuf_addf(why, " %s=%s", spec->params[k].name, spec->params[k].values_json[fixed[k]]);
-			rc = 1;
-		}
-	} else if (rc == 0) {
-		memcpy(indices, fixed, spec->nparams * sizeof(*indices));
-		struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
-		t1_bind(spec, indices, values);
-		rc = t1_check_conditions(spec, values, why);
-		free(values);
-	}
-	free(fixed);
-	return rc;
-}
-
 /* -DNAME=VALUE as C sees it: booleans become 1 and 0, strings go in unquoted (they name
  * types or functions). */
 static char *define_option(const struct t1_param *p, size_t index)
@@ -749,7 +669,7 @@ static int is_baseline(struct run *run, const char *node, const char *patch, con
 		cJSON *merged = json_object();
 		struct strbuf why;
 		strbuf_init(&why);
-		if (resolve_config(spec, NULL, NULL, indices, merged, &why) == 0) {
+		if (t1_resolve_config(spec, NULL, NULL, indices, merged, &why) == 0) {
 			cJSON *json = t1_config_to_json(spec, indices);
 			run->default_config = json_text(json);
 			cJSON_Delete(json);
@@ -802,7 +722,7 @@ static int prepare(struct builder *b, struct entry *e, long line)
 	size_t *indices = xcalloc(e->run->spec->nparams + 1, sizeof(*indices));
 	e->own = json_object();
 	cJSON *merged = json_object();
-	if (resolve_config(e->run->spec, cJSON_IsObject(config) ? config : NULL, parent.config, indices, merged, &why) == 0) {
+	if (t1_resolve_config(e->run->spec, cJSON_IsObject(config) ? config : NULL, parent.config, indices, merged, &why) == 0) {
 		plan.config = t1_config_to_json(e->run->spec, indices);
 		if (make_plan(e->run, indices, &plan, &why) == 0) {
 			char *text = materialize(b, e, parent.source, patch, source);

@@ -1,105 +1,310 @@
-/* main.c (kg-propose): writes candidate changes for the search to build and measure.
- * So far one proposer: --exhaustive, every valid configuration of a spec's tuning space. */
+/* main.c (kg-propose): answers each expand record with candidate changes, from LLM experts or
+ * from built-in rules; also lists a spec's space whole (--exhaustive) or sampled (--random). */
 #include "common.h"
 
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
+#include "experts.h"
 #include "jsonl.h"
 #include "log.h"
+#include "parse.h"
+#include "rng.h"
+#include "rules.h"
 #include "t1.h"
 #include "xalloc.h"
+
+enum source { FROM_DEFAULT, FROM_RULES, FROM_LLM };
 
 struct options {
 	const char *spec_path; /* --spec */
 	int exhaustive;	       /* --exhaustive */
+	long random;	       /* --random N; 0 when not given */
 	int count_only;	       /* --count */
+	enum source source;    /* --rules, --llm */
+	uint64_t seed;	       /* --seed */
+	long rules_random;     /* --rules-random */
+	const char *input;     /* FILE, or stdin */
+	struct experts ex;
 };
 
 static void usage(FILE *fp)
 {
-	fputs("Usage: kg-propose --exhaustive --spec FILE [--count]\n"
-	      "Write one candidate record per valid configuration of a T1 spec's tuning space,\n"
-	      "in the order of the Cartesian product (the first parameter varies slowest).\n"
+	fputs("Usage: kg-propose [--rules | --llm] [OPTIONS] [FILE]\n"
+	      "       kg-propose --exhaustive --spec FILE [--count]\n"
+	      "       kg-propose --random N --spec FILE [--seed S]\n"
+	      "Answer each expand record (from kg-select, on FILE or stdin) with candidate records, one per\n"
+	      "change, and pass every other record through. The rules are the default without OPENAI_API_KEY;\n"
+	      "with it, the LLM experts.\n"
 	      "\n"
-	      "  -c, --count        print only the number of valid configurations\n"
-	      "  -x, --exhaustive   propose every valid configuration of the space\n"
-	      "  -s, --spec FILE    the kernel spec (T1 JSON)\n"
-	      "  -q, --quiet        print errors only\n"
-	      "  -v, --verbose      say more on stderr (twice: debug)\n"
-	      "  -h, --help         print this help and exit\n"
-	      "  -V, --version      print the version and exit\n"
+	      "Proposers:\n"
+	      "  -r, --rules             neighbours of the node's configuration along each parameter, the spec's\n"
+	      "                          ready patches (KernelGraph.Patches) not applied on the path, and random\n"
+	      "                          valid configurations\n"
+	      "      --rules-random N    random configurations per expansion with --rules (default 2)\n"
+	      "  -l, --llm               ask LLM experts (OPENAI_API_KEY, OPENAI_BASE_URL)\n"
+	      "  -x, --exhaustive        every valid configuration of --spec's space, first parameter slowest\n"
+	      "      --random N          N distinct random valid configurations of --spec's space\n"
+	      "  -s, --spec FILE         the kernel spec (T1 JSON) for --exhaustive and --random\n"
+	      "  -c, --count             with --exhaustive: print only the number of valid configurations\n"
+	      "      --seed S            seed of every random choice (default 0)\n"
 	      "\n"
-	      "Each record is one JSON line:\n"
-	      "  {\"v\":1,\"kernel\":NAME,\"candidate\":{\"id\":\"exhaustive-N\",\"proposer\":\"exhaustive\",\n"
-	      "   \"config\":{PARAMETER:VALUE,...}}}\n"
+	      "LLM experts:\n"
+	      "      --api API           chat (Chat Completions, default) or responses (Responses API)\n"
+	      "      --base-url URL      the endpoint (default $OPENAI_BASE_URL, else https://api.openai.com/v1)\n"
+	      "  -m, --model M           the model (default gpt-5-mini)\n"
+	      "  -p, --persona P         an expert: throughput, memory, robustness, or a prompt file (its name\n"
+	      "                          without extension names the expert); repeatable (default all three)\n"
+	      "      --candidates N      candidates asked of each expert (default 3)\n"
+	      "      --history N         recent attempts shown in the prompt (default 8)\n"
+	      "      --format F          schema (strict JSON schema, default), json (any JSON object) or none\n"
+	      "      --temperature T     sampling temperature (default: not sent)\n"
+	      "      --max-output-tokens N  per answer (default: not sent)\n"
+	      "      --reasoning-effort E   minimal, low, medium or high (default: not sent)\n"
+	      "      --timeout S         seconds per request (default 300)\n"
+	      "      --retries N         further attempts after 408, 409, 429, 5xx and network errors (default 4)\n"
+	      "      --backoff S         first wait between attempts (default 1; doubled each time, jittered)\n"
+	      "      --backoff-max S     longest wait (default 30)\n"
+	      "      --retry-after-max S longest Retry-After honoured; a longer one ends the request (default 120)\n"
+	      "      --no-cache          always call, even when RUN/llm/cache has the answer\n"
+	      "      --max-calls N       stop calling once RUN/llm/calls.jsonl records N calls (default: no cap)\n"
+	      "      --max-tokens N      stop calling once it records N tokens (default: no cap)\n"
+	      "      --price-in USD      per million input tokens (default: the model's list price, else 0)\n"
+	      "      --price-out USD     per million output tokens (likewise)\n"
+	      "      --catalog FILE      the method catalog (default OUTDIR/methods.json, else the nine seeds)\n"
+	      "      --regraph FILE      the ReGraph for suggested next methods (default OUTDIR/regraph.json)\n"
 	      "\n"
-	      "Exit status: 0 done; 1 the spec is invalid or a condition failed to evaluate;\n"
-	      "2 usage error or unreadable spec; 4 output could not be written.\n",
+	      "  -q, --quiet             print errors only\n"
+	      "  -v, --verbose           say more on stderr (twice: debug)\n"
+	      "  -h, --help              print this help and exit\n"
+	      "  -V, --version           print the version and exit\n"
+	      "\n"
+	      "A candidate record is the expand record with \"candidate\": {\"id\", \"proposer\", \"method\",\n"
+	      "\"detail\", \"think\", \"patch\", \"source\", \"config\" (complete), \"prior\", \"library\"}. An expansion\n"
+	      "left without candidates is written once with \"propose\": {\"status\": \"error\" or \"empty\", ...}.\n"
+	      "Every call and answer is kept in RUN/llm/ (calls.jsonl: tokens and estimated cost); the API key\n"
+	      "is never written.\n"
+	      "\n"
+	      "Exit status: 0 done; 1 a record could not be handled, or every expert of an expansion failed;\n"
+	      "2 usage error or unreadable spec; 3 --llm without OPENAI_API_KEY or OPENAI_BASE_URL;\n"
+	      "4 output could not be written.\n",
 	      fp);
+}
+
+/* ---------------------------------------------------------------- options */
+
+enum {
+	OPT_RANDOM = 256, OPT_RULES_RANDOM, OPT_SEED, OPT_API, OPT_BASE_URL, OPT_CANDIDATES, OPT_HISTORY, OPT_FORMAT,
+	OPT_TEMPERATURE, OPT_MAX_OUTPUT, OPT_EFFORT, OPT_TIMEOUT, OPT_RETRIES, OPT_BACKOFF, OPT_BACKOFF_MAX,
+	OPT_RETRY_AFTER_MAX, OPT_NO_CACHE, OPT_MAX_CALLS, OPT_MAX_TOKENS, OPT_PRICE_IN, OPT_PRICE_OUT, OPT_CATALOG,
+	OPT_REGRAPH,
+};
+
+static double number_arg(const char *name, const char *arg)
+{
+	double v;
+	const char *why = parse_double(arg, 0, 1e9, &v);
+	if (why)
+		cli_usage_error("%s: '%s': %s", name, arg, why);
+	return v;
+}
+
+static long count_arg(const char *name, const char *arg, long min)
+{
+	int64_t v;
+	if (parse_int64(arg, min, INT32_MAX, &v))
+		cli_usage_error("%s: '%s' is not a whole number from %ld to %d", name, arg, min, INT32_MAX);
+	return (long)v;
 }
 
 static void parse_options(int argc, char **argv, struct options *opt)
 {
 	static const struct option longopts[] = {
+		{"api", required_argument, NULL, OPT_API},
+		{"backoff", required_argument, NULL, OPT_BACKOFF},
+		{"backoff-max", required_argument, NULL, OPT_BACKOFF_MAX},
+		{"base-url", required_argument, NULL, OPT_BASE_URL},
+		{"candidates", required_argument, NULL, OPT_CANDIDATES},
+		{"catalog", required_argument, NULL, OPT_CATALOG},
 		{"count", no_argument, NULL, 'c'},
 		{"exhaustive", no_argument, NULL, 'x'},
+		{"format", required_argument, NULL, OPT_FORMAT},
 		{"help", no_argument, NULL, 'h'},
+		{"history", required_argument, NULL, OPT_HISTORY},
+		{"llm", no_argument, NULL, 'l'},
+		{"max-calls", required_argument, NULL, OPT_MAX_CALLS},
+		{"max-output-tokens", required_argument, NULL, OPT_MAX_OUTPUT},
+		{"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
+		{"model", required_argument, NULL, 'm'},
+		{"no-cache", no_argument, NULL, OPT_NO_CACHE},
+		{"persona", required_argument, NULL, 'p'},
+		{"price-in", required_argument, NULL, OPT_PRICE_IN},
+		{"price-out", required_argument, NULL, OPT_PRICE_OUT},
 		{"quiet", no_argument, NULL, 'q'},
+		{"random", required_argument, NULL, OPT_RANDOM},
+		{"reasoning-effort", required_argument, NULL, OPT_EFFORT},
+		{"regraph", required_argument, NULL, OPT_REGRAPH},
+		{"retries", required_argument, NULL, OPT_RETRIES},
+		{"retry-after-max", required_argument, NULL, OPT_RETRY_AFTER_MAX},
+		{"rules", no_argument, NULL, 'r'},
+		{"rules-random", required_argument, NULL, OPT_RULES_RANDOM},
+		{"seed", required_argument, NULL, OPT_SEED},
 		{"spec", required_argument, NULL, 's'},
+		{"temperature", required_argument, NULL, OPT_TEMPERATURE},
+		{"timeout", required_argument, NULL, OPT_TIMEOUT},
 		{"verbose", no_argument, NULL, 'v'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
+	struct llm_settings *s = &opt->ex.llm;
+	double price_in = NAN, price_out = NAN;
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":chqs:vVx", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":chlm:p:qrs:vVx", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c': opt->count_only = 1; break;
 		case 'h': usage(stdout); exit(cli_finish(KG_EXIT_OK));
+		case 'l': opt->source = FROM_LLM; break;
+		case 'm': s->model = optarg; break;
+		case 'p':
+			if (persona_add(&opt->ex, optarg) != 0)
+				exit(cli_finish(KG_EXIT_USAGE));
+			break;
 		case 'q': log_quieter(); break;
+		case 'r': opt->source = FROM_RULES; break;
 		case 's': opt->spec_path = optarg; break;
 		case 'v': log_louder(); break;
 		case 'V': cli_print_version(); exit(cli_finish(KG_EXIT_OK));
 		case 'x': opt->exhaustive = 1; break;
+		case OPT_RANDOM: opt->random = count_arg("--random", optarg, 1); break;
+		case OPT_RULES_RANDOM: opt->rules_random = count_arg("--rules-random", optarg, 0); break;
+		case OPT_SEED: {
+			const char *why = parse_uint64(optarg, UINT64_MAX, &opt->seed);
+			if (why)
+				cli_usage_error("--seed: '%s': %s", optarg, why);
+			break;
+		}
+		case OPT_API:
+			if (strcmp(optarg, "chat") == 0)
+				s->api = LLM_CHAT;
+			else if (strcmp(optarg, "responses") == 0)
+				s->api = LLM_RESPONSES;
+			else
+				cli_usage_error("--api: '%s' is not chat or responses", optarg);
+			break;
+		case OPT_BASE_URL: s->base_url = optarg; break;
+		case OPT_CANDIDATES: opt->ex.candidates = (int)count_arg("--candidates", optarg, 1); break;
+		case OPT_HISTORY: opt->ex.history = (int)count_arg("--history", optarg, 0); break;
+		case OPT_FORMAT:
+			if (strcmp(optarg, "schema") == 0)
+				s->format = LLM_FORMAT_SCHEMA;
+			else if (strcmp(optarg, "json") == 0)
+				s->format = LLM_FORMAT_JSON;
+			else if (strcmp(optarg, "none") == 0)
+				s->format = LLM_FORMAT_NONE;
+			else
+				cli_usage_error("--format: '%s' is not schema, json or none", optarg);
+			break;
+		case OPT_TEMPERATURE: s->temperature = number_arg("--temperature", optarg); break;
+		case OPT_MAX_OUTPUT: s->max_output_tokens = count_arg("--max-output-tokens", optarg, 1); break;
+		case OPT_EFFORT: s->reasoning_effort = optarg; break;
+		case OPT_TIMEOUT: s->timeout_s = number_arg("--timeout", optarg); break;
+		case OPT_RETRIES: s->retries = (int)count_arg("--retries", optarg, 0); break;
+		case OPT_BACKOFF: s->backoff_s = number_arg("--backoff", optarg); break;
+		case OPT_BACKOFF_MAX: s->backoff_max_s = number_arg("--backoff-max", optarg); break;
+		case OPT_RETRY_AFTER_MAX: s->retry_after_max_s = number_arg("--retry-after-max", optarg); break;
+		case OPT_NO_CACHE: s->read_cache = 0; break;
+		case OPT_MAX_CALLS: s->max_calls = count_arg("--max-calls", optarg, 1); break;
+		case OPT_MAX_TOKENS: s->max_tokens = count_arg("--max-tokens", optarg, 1); break;
+		case OPT_PRICE_IN: price_in = number_arg("--price-in", optarg); break;
+		case OPT_PRICE_OUT: price_out = number_arg("--price-out", optarg); break;
+		case OPT_CATALOG: opt->ex.catalog = optarg; break;
+		case OPT_REGRAPH: opt->ex.regraph = optarg; break;
 		default: cli_option_error(c, argv);
 		}
 	}
-	if (optind < argc)
-		cli_usage_error("unexpected argument '%s'", argv[optind]);
-	if (!opt->exhaustive)
-		cli_usage_error("no proposer chosen: give --exhaustive");
-	if (!opt->spec_path)
-		cli_usage_error("--exhaustive needs --spec FILE");
+	if (opt->exhaustive || opt->random) {
+		if (opt->exhaustive && opt->random)
+			cli_usage_error("--exhaustive and --random exclude each other");
+		if (optind < argc)
+			cli_usage_error("unexpected argument '%s'", argv[optind]);
+		if (!opt->spec_path)
+			cli_usage_error("%s needs --spec FILE", opt->exhaustive ? "--exhaustive" : "--random");
+		if (opt->count_only && !opt->exhaustive)
+			cli_usage_error("--count goes with --exhaustive");
+		return;
+	}
+	if (opt->spec_path || opt->count_only)
+		cli_usage_error("%s goes with --exhaustive or --random", opt->spec_path ? "--spec" : "--count");
+	if (optind + 1 < argc)
+		cli_usage_error("unexpected argument '%s'", argv[optind + 1]);
+	opt->input = optind < argc ? argv[optind] : "-";
+	double in, out;
+	llm_default_prices(s->model, &in, &out);
+	s->price_in = isnan(price_in) ? in : price_in;
+	s->price_out = isnan(price_out) ? out : price_out;
 }
+
+/* The key and the endpoint; the proposer when none was named. Exits 3 when --llm cannot run. */
+static void settle_source(struct options *opt)
+{
+	const char *key = getenv("OPENAI_API_KEY"), *base = getenv("OPENAI_BASE_URL");
+	struct llm_settings *s = &opt->ex.llm;
+	s->api_key = key && *key ? key : NULL;
+	if (!s->base_url)
+		s->base_url = base && *base ? base : "https://api.openai.com/v1";
+	int local = (base && *base) || strcmp(s->base_url, "https://api.openai.com/v1") != 0;
+	if (opt->source == FROM_DEFAULT)
+		opt->source = s->api_key ? FROM_LLM : FROM_RULES;
+	if (opt->source == FROM_LLM && !s->api_key && !local) {
+		log_error("--llm needs OPENAI_API_KEY (or OPENAI_BASE_URL, for a local server that needs no key)");
+		exit(cli_finish(KG_EXIT_ENV));
+	}
+	if (opt->source == FROM_LLM && opt->ex.npersonas == 0)
+		for (const char *const *p = (const char *const[]){"throughput", "memory", "robustness", NULL}; *p; p++)
+			persona_add(&opt->ex, *p);
+	log_info("proposing with %s", opt->source == FROM_LLM ? s->model : "the rules");
+}
+
+/* ---------------------------------------------------------------- the space alone */
 
 struct emitter {
 	const struct t1_spec *spec;
+	const char *proposer;
 	uint64_t emitted;
 };
 
 /* Writes one candidate record; returns KG_EXIT_IO, which stops the walk, if it cannot
  * (cli_finish then reports the error of the stream). */
-static int emit_candidate(void *ctx, const struct pyval *values, const size_t *indices)
+static int emit_config(struct emitter *em, const size_t *indices)
 {
-	struct emitter *em = ctx;
-	(void)values;
 	char id[64];
-	snprintf(id, sizeof(id), "exhaustive-%" PRIu64, ++em->emitted);
-
-	cJSON *record = cJSON_CreateObject();
-	cJSON *candidate = cJSON_CreateObject();
-	if (!record || !candidate || !cJSON_AddNumberToObject(record, "v", 1) ||
-	    !cJSON_AddStringToObject(record, "kernel", em->spec->name) ||
-	    !cJSON_AddItemToObject(record, "candidate", candidate) ||
-	    !cJSON_AddStringToObject(candidate, "id", id) ||
-	    !cJSON_AddStringToObject(candidate, "proposer", "exhaustive") ||
-	    !cJSON_AddItemToObject(candidate, "config", t1_config_to_json(em->spec, indices)))
-		xalloc_die();
+	snprintf(id, sizeof(id), "%s-%" PRIu64, em->proposer, ++em->emitted);
+	cJSON *record = json_object(), *candidate = json_object();
+	json_add_number(record, "v", 1);
+	json_add_string(record, "kernel", em->spec->name);
+	json_add(record, "candidate", candidate);
+	json_add_string(candidate, "id", id);
+	json_add_string(candidate, "proposer", em->proposer);
+	json_add(candidate, "config", t1_config_to_json(em->spec, indices));
 	int rc = jsonl_write(stdout, record);
 	cJSON_Delete(record);
 	return rc ? KG_EXIT_IO : 0;
+}
+
+static int emit_enumerated(void *ctx, const struct pyval *values, const size_t *indices)
+{
+	(void)values;
+	return emit_config(ctx, indices);
+}
+
+static int emit_random(void *ctx, const size_t *indices)
+{
+	return emit_config(ctx, indices) ? 1 : 0;
 }
 
 static int empty_space(const struct t1_spec *spec)
@@ -123,26 +328,10 @@ static int print_count(const struct t1_spec *spec)
 	return KG_EXIT_OK;
 }
 
-static int write_candidates(const struct t1_spec *spec)
+static int write_space(const struct options *opt)
 {
-	struct emitter em = {.spec = spec};
-	int rc = t1_enumerate(spec, emit_candidate, &em);
-	if (rc)
-		return rc < 0 ? KG_EXIT_INPUT : rc;
-	if (em.emitted == 0)
-		return empty_space(spec);
-	log_info("%s: %" PRIu64 " valid configurations", spec->path, em.emitted);
-	return KG_EXIT_OK;
-}
-
-int main(int argc, char **argv)
-{
-	struct options opt = {0};
-	log_init("kg-propose");
-	parse_options(argc, argv, &opt);
-
 	int unreadable;
-	struct t1_spec *spec = t1_load(opt.spec_path, &unreadable);
+	struct t1_spec *spec = t1_load(opt->spec_path, &unreadable);
 	if (!spec)
 		return unreadable ? KG_EXIT_USAGE : KG_EXIT_INPUT;
 	if (log_enabled(LOG_INFO)) {
@@ -151,8 +340,186 @@ int main(int argc, char **argv)
 		log_info("%s: %zu parameters, %zu conditions, %" PRIu64 "%s Cartesian points", spec->path,
 			 spec->nparams, spec->nconditions, points, saturated ? " or more" : "");
 	}
-
-	int status = opt.count_only ? print_count(spec) : write_candidates(spec);
+	int status;
+	if (opt->count_only) {
+		status = print_count(spec);
+	} else {
+		struct emitter em = {.spec = spec, .proposer = opt->exhaustive ? "exhaustive" : "random"};
+		uint64_t rng = opt->seed;
+		long rc = opt->exhaustive ? t1_enumerate(spec, emit_enumerated, &em)
+					  : random_configs(spec, &rng, (size_t)opt->random, emit_random, &em);
+		status = rc < 0 ? KG_EXIT_INPUT : opt->exhaustive && rc ? (int)rc : KG_EXIT_OK;
+		if (status == KG_EXIT_OK && em.emitted == 0)
+			status = empty_space(spec);
+		else if (status == KG_EXIT_OK)
+			log_info("%s: %" PRIu64 " %s configurations", spec->path, em.emitted,
+				 opt->exhaustive ? "valid" : "random valid");
+	}
 	t1_free(spec);
+	return status;
+}
+
+/* ---------------------------------------------------------------- expansions */
+
+/* The candidate object of an accepted proposal. */
+static cJSON *candidate_json(const struct proposal *p, const char *id)
+{
+	cJSON *c = json_object();
+	json_add_string(c, "id", id);
+	json_add_string(c, "proposer", p->proposer);
+	json_add_string(c, "method", p->method);
+	if (p->detail)
+		json_add_string(c, "detail", p->detail);
+	if (p->think)
+		json_add_string(c, "think", p->think);
+	if (p->patch)
+		json_add_string(c, "patch", p->patch);
+	if (p->source)
+		json_add_string(c, "source", p->source);
+	json_add(c, "config", cJSON_Duplicate(p->full_config, 1));
+	if (p->launch_update)
+		json_add(c, "launch_update", cJSON_Duplicate(p->launch_update, 1));
+	if (p->library)
+		json_add_string(c, "library", p->library);
+	if (!isnan(p->prior))
+		json_add_number(c, "prior", p->prior);
+	return c;
+}
+
+static int write_record(cJSON *record)
+{
+	int rc = jsonl_write(stdout, record);
+	cJSON_Delete(record);
+	return rc ? KG_EXIT_IO : KG_EXIT_OK;
+}
+
+/* Writes the candidates of one expand record, or the record with why there are none.
+ * Returns KG_EXIT_OK, KG_EXIT_INPUT (every expert failed) or KG_EXIT_IO. */
+static int expand(const struct options *opt, struct run_info *run, const cJSON *record, const struct node_info *node)
+{
+	struct proposal *list = NULL;
+	size_t n = 0, dropped = 0, out = 0;
+	cJSON *errors = cJSON_CreateArray();
+	if (opt->source == FROM_LLM)
+		experts_propose(&opt->ex, run, node, record, &list, &n, errors);
+	else
+		rules_propose(run, node, opt->seed, (size_t)opt->rules_random, &list, &n, &dropped);
+	int status = KG_EXIT_OK;
+	for (size_t i = 0; i < n; i++) {
+		struct proposal *p = &list[i];
+		struct strbuf why;
+		strbuf_init(&why);
+		if (!p->full_config && context_accept(run, node, p, &why) != 0) {
+			log_warn("%s: node %s: %s: %s: dropped: %s", run->dir, node->state, p->proposer, p->method, why.buf);
+			dropped++;
+		} else if (status == KG_EXIT_OK) {
+			char *id = xasprintf("%s-%zu", node->prefix, ++out);
+			cJSON *r = cJSON_Duplicate(record, 1);
+			if (!r)
+				xalloc_die();
+			json_add(r, "candidate", candidate_json(p, id));
+			status = write_record(r);
+			free(id);
+		}
+		strbuf_release(&why);
+		proposal_release(p);
+	}
+	free(list);
+	const cJSON *e;
+	cJSON_ArrayForEach(e, errors)
+		log_error("%s: node %s: expert %s: %s", run->dir, node->state, json_string(e, "persona"), json_string(e, "error"));
+	if (out == 0 && status == KG_EXIT_OK) {
+		int failed = cJSON_GetArraySize(errors) > 0;
+		cJSON *r = cJSON_Duplicate(record, 1), *why = json_object();
+		json_add_string(why, "status", failed ? "error" : "empty");
+		json_add_number(why, "dropped", (double)dropped);
+		json_add(why, "errors", errors);
+		errors = NULL;
+		json_add(r, "propose", why);
+		status = write_record(r);
+		if (status == KG_EXIT_OK && failed)
+			status = KG_EXIT_INPUT;
+		if (!failed)
+			log_warn("%s: node %s: no new candidate (%zu dropped)", run->dir, node->state, dropped);
+	} else {
+		log_info("%s: node %s: %zu candidates (%zu dropped)", run->dir, node->state, out, dropped);
+	}
+	cJSON_Delete(errors);
+	return status;
+}
+
+static int propose_stream(const struct options *opt)
+{
+	struct jsonl_reader reader;
+	if (jsonl_reader_open(&reader, opt->input) != 0)
+		return KG_EXIT_USAGE;
+	struct runs runs = {0};
+	int status = KG_EXIT_OK;
+	cJSON *record;
+	enum jsonl_status st;
+	while ((st = jsonl_next(&reader, &record)) != JSONL_EOF) {
+		if (st == JSONL_IO_ERROR) {
+			status = KG_EXIT_IO;
+			break;
+		}
+		if (st == JSONL_BAD_LINE) {
+			status = status == KG_EXIT_OK ? KG_EXIT_INPUT : status;
+			continue;
+		}
+		const char *op = json_string(record, "op"), *dir = json_string(record, "run");
+		if (!op || strcmp(op, "expand") != 0) {
+			if (write_record(record) != KG_EXIT_OK)
+				status = KG_EXIT_IO;
+			continue;
+		}
+		struct strbuf why;
+		strbuf_init(&why);
+		struct node_info node = {0};
+		struct run_info *run = dir ? runs_get(&runs, dir) : NULL;
+		int handled = 0;
+		if (!dir)
+			log_at(reader.name, reader.line, "run: missing (an expand record names its run directory)");
+		else if (run->error)
+			log_at(reader.name, reader.line, "%s", run->error);
+		else if (node_load(run, record, &node, &why) != 0)
+			log_at(reader.name, reader.line, "%s", why.buf);
+		else
+			handled = 1;
+		/* A record that cannot be handled passes through unchanged, as DESIGN.md asks. */
+		int rc = handled ? expand(opt, run, record, &node) : write_record(cJSON_Duplicate(record, 1));
+		if (rc == KG_EXIT_IO)
+			status = KG_EXIT_IO;
+		else if ((rc != KG_EXIT_OK || !handled) && status == KG_EXIT_OK)
+			status = KG_EXIT_INPUT;
+		node_release(&node);
+		strbuf_release(&why);
+		cJSON_Delete(record);
+		if (status == KG_EXIT_IO)
+			break;
+	}
+	runs_release(&runs);
+	jsonl_reader_release(&reader);
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	struct options opt = {
+		.rules_random = 2,
+		.ex = {.candidates = 3, .history = 8,
+		       .llm = {.model = "gpt-5-mini", .temperature = NAN, .timeout_s = 300, .retries = 4, .backoff_s = 1,
+			       .backoff_max_s = 30, .retry_after_max_s = 120, .read_cache = 1}},
+	};
+	log_init("kg-propose");
+	parse_options(argc, argv, &opt);
+	int status;
+	if (opt.exhaustive || opt.random) {
+		status = write_space(&opt);
+	} else {
+		settle_source(&opt);
+		opt.ex.llm.jitter_seed = opt.seed;
+		status = propose_stream(&opt);
+	}
+	experts_release(&opt.ex);
 	return cli_finish(status);
 }

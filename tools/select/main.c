@@ -627,15 +627,13 @@ struct updater {
 
 static void append_line(const char *path, const cJSON *obj)
 {
-	FILE *fp = fopen(path, "a");
-	if (!fp || jsonl_write(fp, obj) != 0 || fclose(fp) != 0)
+	if (jsonl_append(path, obj) != 0)
 		log_warn("cannot append to '%s':", path);
 }
 
 static void append_text(const char *path, const char *text)
 {
-	FILE *fp = fopen(path, "a");
-	if (!fp || fputs(text, fp) < 0 || fclose(fp) != 0)
+	if (file_append(path, text, strlen(text)) != 0)
 		log_warn("cannot append to '%s':", path);
 }
 

@@ -1,0 +1,71 @@
+/* llm.h: the one client of OpenAI-compatible endpoints (Chat Completions and Responses APIs),
+ * on libcurl: requests run concurrently, retry with backoff, replay from a cache and are logged. */
+#ifndef KG_LLM_H
+#define KG_LLM_H
+
+#include "common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+enum llm_api { LLM_CHAT, LLM_RESPONSES };
+
+/* How the answer's shape is asked for: a JSON schema (strict structured output), any JSON
+ * object, or nothing (the prompt alone; for endpoints that refuse response_format). */
+enum llm_format { LLM_FORMAT_SCHEMA, LLM_FORMAT_JSON, LLM_FORMAT_NONE };
+
+struct llm_settings {
+	const char *base_url;	  /* ".../v1": the API paths are appended to it */
+	const char *api_key;	  /* sent as a bearer token and written nowhere; NULL: no header */
+	enum llm_api api;
+	enum llm_format format;
+	const char *model;
+	double temperature;	  /* NAN: not sent (reasoning models accept only their default) */
+	long max_output_tokens;	  /* 0: not sent */
+	const char *reasoning_effort; /* NULL: not sent */
+	double timeout_s;	  /* per attempt, connection included */
+	int retries;		  /* further attempts after a 408, 409, 429, 5xx or network error */
+	double backoff_s;	  /* the first wait; doubled at each retry, up to backoff_max_s */
+	double backoff_max_s;
+	double retry_after_max_s; /* a longer Retry-After ends the request instead */
+	uint64_t jitter_seed;	  /* each wait is drawn in [0.5, 1) of its value from this */
+	const char *log_dir;	  /* every request and response, and calls.jsonl; NULL: none */
+	const char *cache_dir;	  /* answers keyed by the request; NULL: no cache */
+	int read_cache;		  /* 0: always call (the answer still refreshes the cache) */
+	double price_in, price_out; /* USD per million input and output tokens */
+	long max_calls;		  /* caps on what log_dir's calls.jsonl records; 0: none */
+	long max_tokens;
+};
+
+/* One conversation to send. The caller fills the first block; llm_run fills the rest. */
+struct llm_request {
+	const char *label;	  /* names the request in logs and file names ("throughput") */
+	const cJSON *messages;	  /* [{"role", "content"}, ...] */
+	const cJSON *schema;	  /* the answer's JSON schema (with LLM_FORMAT_SCHEMA) */
+	const char *schema_name;
+
+	int ok;			  /* an answer came */
+	char *text;		  /* the answer's text (ok) */
+	char *error;		  /* why not (!ok): status, the server's message, attempts */
+	long http_status;	  /* of the last attempt; 0 when none answered */
+	int attempts;		  /* made for this request (0 when served by the cache) */
+	int cached;		  /* the answer came from the cache */
+	double tokens_in, tokens_out, cost_usd, ms;
+	char *log_file;		  /* the stored request and response, inside log_dir */
+};
+
+/* Sends every request at once and returns when each has an answer or has failed. Returns
+ * the number that failed. Reports nothing itself beyond progress at debug level; the caller
+ * reads each request's error. */
+size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n);
+
+/* Frees what llm_run put in a request. */
+void llm_request_release(struct llm_request *r);
+
+/* The price per million tokens (input, output) that kernelgraph knows for model; 0, 0 when
+ * it knows none (a local server costs nothing). */
+void llm_default_prices(const char *model, double *in, double *out);
+
+#endif

@@ -1,0 +1,81 @@
+/* methods.c: the seed catalog of optimization methods (the nine canonical moves of the
+ * optimize-kernels system) and the reader of OUTDIR/methods.json. */
+#include "common.h"
+
+#include <errno.h>
+
+#include "fileio.h"
+#include "jsonl.h"
+#include "log.h"
+#include "methods.h"
+#include "xalloc.h"
+
+const struct method_seed method_seeds[] = {
+	{"enable_async_pipeline", "overlap global-memory loads with compute: cp.async or TMA into a multi-stage shared-memory pipeline",
+	 {"async copy", "cp.async pipeline", "software pipelining", "multi-stage pipeline", "double buffering", NULL}},
+	{"vectorize_global_loads", "wide global loads and stores (ld/st .v2/.v4, float4, int4) where addresses are aligned",
+	 {"vectorized loads", "vector loads", "float4 loads", "memory vectorization", "wide loads", NULL}},
+	{"switch_to_mma_or_wgmma", "move dot products from FMA to tensor cores: mma.sync, wmma or wgmma",
+	 {"tensor cores", "use wmma", "mma instructions", "wgmma", "tensor core mma", NULL}},
+	{"pad_tail_and_mask", "pad the tail of the problem and mask it so the main loop stays contiguous and vectorized",
+	 {"tail masking", "padding", "boundary masking", "predication", NULL}},
+	{"change_block_sizes", "retune tile and block sizes or launch parameters for occupancy and reuse",
+	 {"tile size tuning", "block size tuning", "retile", "launch configuration", "occupancy tuning", NULL}},
+	{"cache_policy_cg", "load through L2 only (.cg, __ldcg) to keep streaming data out of L1",
+	 {"ld.global.cg", "cache hints", "bypass l1", "streaming loads", NULL}},
+	{"avoid_atomics_reduce", "replace atomics with a tree, warp-shuffle or two-pass reduction",
+	 {"warp shuffle reduction", "remove atomics", "tree reduction", "block reduction", NULL}},
+	{"grouped_gemm_colmajor", "grouped (swizzled) block scheduling so neighbouring blocks reuse tiles in L2",
+	 {"block swizzling", "grouped ordering", "l2 tile reuse", "threadblock swizzle", "group_m", NULL}},
+	{"softmax_math_fusion", "fuse elementwise math and use fast approximations (exp2, rsqrt) to unload the SFU",
+	 {"fast math", "math fusion", "online softmax", "exp2 trick", "kernel fusion", NULL}},
+};
+const size_t method_seed_count = ARRAY_SIZE(method_seeds);
+
+static cJSON *seed_catalog(void)
+{
+	cJSON *doc = json_object(), *list = cJSON_CreateArray();
+	for (size_t i = 0; i < method_seed_count; i++) {
+		cJSON *m = json_object(), *aliases = cJSON_CreateArray();
+		json_add_string(m, "name", method_seeds[i].name);
+		json_add_string(m, "description", method_seeds[i].description);
+		for (size_t k = 0; method_seeds[i].aliases[k]; k++)
+			json_append(aliases, cJSON_CreateString(method_seeds[i].aliases[k]));
+		json_add(m, "aliases", aliases);
+		json_append(list, m);
+	}
+	json_add(doc, "methods", list);
+	return doc;
+}
+
+cJSON *methods_load(const char *path)
+{
+	size_t len;
+	char *text = file_read_all(path, &len);
+	if (!text) {
+		if (errno == ENOENT)
+			return seed_catalog();
+		log_error("cannot read the method catalog '%s':", path);
+		return NULL;
+	}
+	cJSON *doc = json_parse_document(path, text, len);
+	free(text);
+	if (!doc)
+		return NULL;
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(doc, "methods"), *m;
+	int i = 0;
+	if (!cJSON_IsArray(list)) {
+		log_error("%s: methods: must be an array of methods", path);
+		cJSON_Delete(doc);
+		return NULL;
+	}
+	cJSON_ArrayForEach(m, list) {
+		if (!json_string(m, "name")) {
+			log_error("%s: methods[%d].name: must be a string", path, i);
+			cJSON_Delete(doc);
+			return NULL;
+		}
+		i++;
+	}
+	return doc;
+}

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+# Mock OpenAI-compatible server (Chat Completions and Responses APIs) for the bats tests:
+# answers from a JSON script of rules and logs every request as one JSON line.
+"""Usage: mock_llm.py SCRIPT LOG PORTFILE
+
+SCRIPT: {"rules": [{"match", "times", "status", "headers", "delay", "content", "body",
+"prompt_tokens", "completion_tokens", "echo_auth", "close"}, ...]}; the first rule whose
+"match" is a substring of the request body and whose "times" is not used up answers."""
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+lock = threading.Lock()
+counter = 0
+rules = []
+log_file = None
+
+
+def envelope(api, n, model, content, prompt_tokens, completion_tokens):
+    total = prompt_tokens + completion_tokens
+    if api == "chat":
+        return {"id": f"chatcmpl-mock-{n}", "object": "chat.completion",
+                "created": int(time.time()), "model": model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                          "total_tokens": total}}
+    return {"id": f"resp-mock-{n}", "object": "response", "created_at": int(time.time()),
+            "status": "completed", "model": model,
+            "output": [{"type": "message", "id": f"msg-mock-{n}", "status": "completed",
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": content, "annotations": []}]}],
+            "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens,
+                      "total_tokens": total}}
+
+
+def error_body(message, kind):
+    return json.dumps({"error": {"message": message, "type": kind}})
+
+
+class Handler(BaseHTTPRequestHandler):
+    # HTTP/1.1 so that clients sending "Expect: 100-continue" (libcurl does for big bodies)
+    # get their 100 at once instead of stalling a second; every reply still closes.
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        global counter
+        start = time.time()
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        text = raw.decode("utf-8", errors="replace")
+        auth = self.headers.get("Authorization")
+        try:
+            request = json.loads(text)
+        except ValueError:
+            request = text
+        route = self.path.split("?", 1)[0]
+        api = None
+        if self.command == "POST":
+            api = ("chat" if route.endswith("/chat/completions") else
+                   "responses" if route.endswith("/responses") else None)
+
+        with lock:
+            counter += 1
+            n = counter
+            index = None
+            if api:
+                for i, rule in enumerate(rules):
+                    if rule.get("match", "") in text and rule.get("times", 1) > 0:
+                        if "times" in rule:
+                            rule["times"] -= 1
+                        index = i
+                        break
+        rule = rules[index] if index is not None else {}
+
+        status, headers = rule.get("status", 200), {"Content-Type": "application/json"}
+        if api is None:
+            status, body = 404, error_body(f"mock: no such endpoint {self.path}",
+                                           "invalid_request_error")
+        elif index is None:
+            status, body = 500, error_body("mock: no rule matches", "server_error")
+        else:
+            time.sleep(rule.get("delay", 0))
+            fill = (lambda s: s.replace("{auth}", auth or "")) if rule.get("echo_auth") else str
+            if rule.get("close"):
+                # A network error as the client sees it: the connection ends, no reply at all.
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                self.write_log(n, start, None, index, request)
+                return
+            if "body" in rule:
+                body = fill(rule["body"])
+            elif "content" in rule or status == 200:
+                content = rule.get("content", "")
+                if rule.get("echo_auth") and "{auth}" not in content:
+                    content += " " + (auth or "")
+                content = fill(content)
+                model = request.get("model", "mock") if isinstance(request, dict) else "mock"
+                body = json.dumps(envelope(api, n, model, content,
+                                           rule.get("prompt_tokens", len(raw) // 4),
+                                           rule.get("completion_tokens", len(content) // 4)))
+            else:
+                message = f"mock: status {status}"
+                if rule.get("echo_auth"):
+                    message += f" (key {auth})"
+                body = error_body(message, "mock_error")
+            headers.update(rule.get("headers", {}))
+
+        data = body.encode("utf-8")
+        try:
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, str(value))
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (its timeout); the request is still logged
+        self.write_log(n, start, status, index, request)
+
+    do_GET = do_PUT = do_DELETE = do_PATCH = do_POST
+
+    def write_log(self, n, start, status, index, request):
+        entry = {"n": n, "start": start, "end": time.time(), "path": self.path,
+                 "authorization": self.headers.get("Authorization"), "rule": index,
+                 "status": status, "body": request}
+        with lock:
+            log_file.write(json.dumps(entry) + "\n")
+            log_file.flush()
+
+
+def main():
+    global rules, log_file
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    script, log_path, port_file = sys.argv[1:]
+    with open(script) as f:
+        rules = json.load(f)["rules"]
+    log_file = open(log_path, "a")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+
+    def stop(signum, frame):
+        raise SystemExit(0)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+    # Written atomically so that a test polling for the file never reads half a number.
+    with open(port_file + ".tmp", "w") as f:
+        f.write(f"{server.server_address[1]}\n")
+    os.replace(port_file + ".tmp", port_file)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,412 @@
+/* context.c (kg-propose): loads a run (spec, events, measurements) once, the node an expand
+ * record names, and checks each proposal against the space and against what the run has tried. */
+#include "common.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <string.h>
+
+#include "context.h"
+#include "fileio.h"
+#include "jsonl.h"
+#include "log.h"
+
+/* A state of the run: its configuration and, once asked for, its source's digest. */
+struct digest {
+	char *state;
+	const cJSON *config; /* inside run->events or run->baseline */
+	char hex[SHA256_HEX_SIZE];
+};
+
+void proposal_release(struct proposal *p)
+{
+	free(p->proposer);
+	free(p->method);
+	free(p->detail);
+	free(p->think);
+	free(p->patch);
+	free(p->source);
+	free(p->library);
+	cJSON_Delete(p->config);
+	cJSON_Delete(p->launch_update);
+	cJSON_Delete(p->full_config);
+	memset(p, 0, sizeof(*p));
+}
+
+cJSON *read_json_file(const char *path)
+{
+	size_t len;
+	char *text = file_read_all(path, &len);
+	if (!text) {
+		if (errno != ENOENT)
+			log_warn("cannot read '%s':", path);
+		return NULL;
+	}
+	cJSON *doc = json_parse_document(path, text, len);
+	free(text);
+	return doc;
+}
+
+char *config_key_text(const struct t1_spec *spec, const size_t *indices)
+{
+	cJSON *json = t1_config_to_json(spec, indices);
+	char *text = json_text(json);
+	cJSON_Delete(json);
+	return text;
+}
+
+cJSON *config_object(const struct t1_spec *spec, const size_t *indices)
+{
+	char *text = config_key_text(spec, indices);
+	cJSON *config = cJSON_Parse(text);
+	free(text);
+	if (!config)
+		xalloc_die();
+	return config;
+}
+
+/* ---------------------------------------------------------------- states and keys */
+
+static struct digest *find_state(struct run_info *run, const char *state)
+{
+	for (size_t i = 0; i < run->ndigests; i++)
+		if (strcmp(run->digests[i].state, state) == 0)
+			return &run->digests[i];
+	return NULL;
+}
+
+static void add_state(struct run_info *run, const char *state, const cJSON *config)
+{
+	if (!state || find_state(run, state))
+		return;
+	run->digests = xreallocarray(run->digests, run->ndigests + 1, sizeof(*run->digests));
+	run->digests[run->ndigests++] = (struct digest){.state = xstrdup(state), .config = config};
+}
+
+/* The digest of a state's kernel.cu; "" when it cannot be read. */
+static const char *source_digest(struct run_info *run, const char *state)
+{
+	struct digest *d = find_state(run, state);
+	if (!d) {
+		add_state(run, state, NULL);
+		d = &run->digests[run->ndigests - 1];
+	}
+	if (!d->hex[0]) {
+		char *path = xasprintf("%s/variants/%s/kernel.cu", run->dir, state);
+		size_t len;
+		char *text = file_read_all(path, &len);
+		if (text)
+			sha256_hex(text, len, d->hex);
+		free(text);
+		free(path);
+	}
+	return d->hex;
+}
+
+static void text_digest(const char *text, char hex[SHA256_HEX_SIZE])
+{
+	if (text)
+		sha256_hex(text, strlen(text), hex);
+	else
+		snprintf(hex, SHA256_HEX_SIZE, "-");
+}
+
+/* A configuration-only change is known by the source it applies to and the configuration it
+ * makes: two paths to the same pair are the same variant. An edit is known by its parent, its
+ * text and the configuration. */
+static char *change_key(const char *parent, const char *digest, const char *patch, const char *source,
+			const char *config)
+{
+	if (!patch && !source)
+		return xasprintf("cfg|%s|%s", digest, config);
+	char p[SHA256_HEX_SIZE], s[SHA256_HEX_SIZE];
+	text_digest(patch, p);
+	text_digest(source, s);
+	return xasprintf("edit|%s|%s|%s|%s", parent, p, s, config);
+}
+
+static int is_seen(const struct run_info *run, const char *key)
+{
+	for (size_t i = 0; i < run->nseen; i++)
+		if (strcmp(run->seen[i], key) == 0)
+			return 1;
+	return 0;
+}
+
+static void remember(struct run_info *run, char *key)
+{
+	if (is_seen(run, key)) {
+		free(key);
+		return;
+	}
+	run->seen = xreallocarray(run->seen, run->nseen + 1, sizeof(*run->seen));
+	run->seen[run->nseen++] = key;
+}
+
+static const char *nonempty(const char *s)
+{
+	return s && *s ? s : NULL;
+}
+
+/* The complete configuration wanted over parent's, as key text; NULL when it is not valid. */
+static char *complete_config(const struct t1_spec *spec, const cJSON *wanted, const cJSON *parent, cJSON **full,
+			     struct strbuf *why)
+{
+	size_t *indices = xcalloc(spec->nparams + 1, sizeof(*indices));
+	cJSON *merged = json_object();
+	struct strbuf scratch;
+	strbuf_init(&scratch);
+	char *text = NULL;
+	if (t1_resolve_config(spec, cJSON_IsObject(wanted) ? wanted : NULL, cJSON_IsObject(parent) ? parent : NULL,
+			      indices, merged, why ? why : &scratch) == 0) {
+		text = config_key_text(spec, indices);
+		if (full)
+			*full = config_object(spec, indices);
+	}
+	strbuf_release(&scratch);
+	cJSON_Delete(merged);
+	free(indices);
+	return text;
+}
+
+/* Keys of every change the run has built or registered, so that none is proposed again. */
+static void remember_events(struct run_info *run)
+{
+	const cJSON *e;
+	const cJSON *base_build = run->baseline;
+	add_state(run, json_string(base_build, "state"), cJSON_GetObjectItemCaseSensitive(base_build, "config"));
+	cJSON_ArrayForEach(e, run->events) {
+		const cJSON *build = cJSON_GetObjectItemCaseSensitive(e, "build");
+		add_state(run, json_string(build, "state"), cJSON_GetObjectItemCaseSensitive(build, "config"));
+	}
+	if (json_string(base_build, "state")) {
+		char *config = complete_config(run->spec, cJSON_GetObjectItemCaseSensitive(base_build, "config"), NULL, NULL, NULL);
+		if (config)
+			remember(run, change_key(NULL, source_digest(run, json_string(base_build, "state")), NULL, NULL, config));
+		free(config);
+	}
+	cJSON_ArrayForEach(e, run->events) {
+		const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(e, "candidate");
+		const cJSON *build = cJSON_GetObjectItemCaseSensitive(e, "build");
+		const char *parent = json_string(e, "node"), *state = json_string(build, "state");
+		const char *patch = nonempty(json_string(candidate, "patch")), *source = nonempty(json_string(candidate, "source"));
+		if (state && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(build, "config"))) {
+			char *made = complete_config(run->spec, cJSON_GetObjectItemCaseSensitive(build, "config"), NULL, NULL, NULL);
+			if (made)
+				remember(run, change_key(NULL, source_digest(run, state), NULL, NULL, made));
+			free(made);
+		}
+		if (!cJSON_IsObject(candidate) || !parent)
+			continue;
+		const struct digest *pd = find_state(run, parent);
+		char *config = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(build, "config"))
+				       ? complete_config(run->spec, cJSON_GetObjectItemCaseSensitive(build, "config"), NULL, NULL, NULL)
+				       : complete_config(run->spec, cJSON_GetObjectItemCaseSensitive(candidate, "config"),
+							 pd ? pd->config : NULL, NULL, NULL);
+		if (!config)
+			continue; /* an invalid configuration: the same one proposed again is refused anyway */
+		if (patch || source)
+			remember(run, change_key(parent, NULL, patch, source, config));
+		else
+			remember(run, change_key(NULL, source_digest(run, parent), NULL, NULL, config));
+		free(config);
+	}
+}
+
+/* ---------------------------------------------------------------- runs */
+
+static cJSON *read_events(const char *run_dir)
+{
+	cJSON *events = cJSON_CreateArray();
+	char *path = xasprintf("%s/events.jsonl", run_dir);
+	FILE *fp = fopen(path, "r");
+	if (fp) {
+		struct jsonl_reader reader;
+		jsonl_reader_init(&reader, fp, path);
+		cJSON *record;
+		enum jsonl_status st;
+		while ((st = jsonl_next(&reader, &record)) != JSONL_EOF && st != JSONL_IO_ERROR)
+			if (st == JSONL_RECORD)
+				json_append(events, record);
+		jsonl_reader_release(&reader);
+		fclose(fp);
+	} else if (errno != ENOENT) {
+		log_warn("cannot read '%s':", path);
+	}
+	free(path);
+	return events;
+}
+
+static void run_load(struct run_info *run)
+{
+	char *copy = xstrdup(run->dir), *parent = xstrdup(dirname(copy));
+	run->outdir = xstrdup(dirname(parent));
+	free(copy);
+	free(parent);
+	char *spec_path = xasprintf("%s/spec.json", run->dir);
+	int unreadable;
+	run->spec = t1_load(spec_path, &unreadable);
+	if (!run->spec) {
+		run->error = xasprintf("run: %s has no usable spec.json (%s; kg-init makes run directories)", run->dir,
+				       unreadable ? "cannot read it" : "see above");
+		free(spec_path);
+		return;
+	}
+	free(spec_path);
+	run->events = read_events(run->dir);
+	char *path = xasprintf("%s/best.json", run->dir);
+	run->best = read_json_file(path);
+	free(path);
+	path = xasprintf("%s/baseline.json", run->dir);
+	run->baseline = read_json_file(path);
+	free(path);
+	remember_events(run);
+}
+
+struct run_info *runs_get(struct runs *runs, const char *dir)
+{
+	for (size_t i = 0; i < runs->n; i++)
+		if (strcmp(runs->list[i]->dir, dir) == 0)
+			return runs->list[i];
+	struct run_info *run = xcalloc(1, sizeof(*run));
+	run->dir = xstrdup(dir);
+	run_load(run);
+	runs->list = xreallocarray(runs->list, runs->n + 1, sizeof(*runs->list));
+	runs->list[runs->n++] = run;
+	return run;
+}
+
+void runs_release(struct runs *runs)
+{
+	for (size_t i = 0; i < runs->n; i++) {
+		struct run_info *run = runs->list[i];
+		free(run->dir);
+		free(run->outdir);
+		free(run->error);
+		if (run->spec)
+			t1_free(run->spec);
+		cJSON_Delete(run->events);
+		cJSON_Delete(run->best);
+		cJSON_Delete(run->baseline);
+		for (size_t k = 0; k < run->nseen; k++)
+			free(run->seen[k]);
+		free(run->seen);
+		for (size_t k = 0; k < run->ndigests; k++)
+			free(run->digests[k].state);
+		free(run->digests);
+		free(run);
+	}
+	free(runs->list);
+}
+
+/* ---------------------------------------------------------------- nodes */
+
+/* The KernelGraph.Patches entries applied on the record's path: the candidates of the events
+ * that lead from each state of the path to the next. */
+static void find_applied(const struct run_info *run, const cJSON *path, struct node_info *node)
+{
+	int n = cJSON_GetArraySize(path);
+	for (int i = 0; i + 1 < n; i++) {
+		const char *from = cJSON_GetStringValue(cJSON_GetArrayItem(path, i));
+		const char *to = cJSON_GetStringValue(cJSON_GetArrayItem(path, i + 1));
+		const cJSON *e;
+		cJSON_ArrayForEach(e, run->events) {
+			const char *parent = json_string(e, "node");
+			const char *child = json_string(cJSON_GetObjectItemCaseSensitive(e, "update"), "child");
+			const char *library = json_string(cJSON_GetObjectItemCaseSensitive(e, "candidate"), "library");
+			if (from && to && parent && child && library && strcmp(parent, from) == 0 && strcmp(child, to) == 0) {
+				node->applied = xreallocarray(node->applied, node->napplied + 1, sizeof(*node->applied));
+				node->applied[node->napplied++] = xstrdup(library);
+			}
+		}
+	}
+}
+
+int node_load(struct run_info *run, const cJSON *record, struct node_info *node, struct strbuf *why)
+{
+	memset(node, 0, sizeof(*node));
+	node->state = json_string(record, "node");
+	if (!node->state) {
+		strbuf_addstr(why, "node: missing (an expand record names the node to expand, as kg-select writes it)");
+		return -1;
+	}
+	char *path = xasprintf("%s/variants/%s/kernel.cu", run->dir, node->state);
+	size_t len;
+	node->source = file_read_all(path, &len);
+	if (!node->source) {
+		strbuf_addf(why, "node: %s has no variant (cannot read %s: %s)", node->state, path, strerror(errno));
+		free(path);
+		return -1;
+	}
+	free(path);
+	snprintf(node->digest, sizeof(node->digest), "%s", source_digest(run, node->state));
+	path = xasprintf("%s/variants/%s/build.json", run->dir, node->state);
+	node->build = read_json_file(path);
+	free(path);
+	path = xasprintf("%s/variants/%s/bench.json", run->dir, node->state);
+	node->bench = read_json_file(path);
+	free(path);
+	const cJSON *config = cJSON_GetObjectItemCaseSensitive(record, "config");
+	if (!cJSON_IsObject(config))
+		config = cJSON_GetObjectItemCaseSensitive(node->build, "config");
+	struct strbuf inner;
+	strbuf_init(&inner);
+	char *text = complete_config(run->spec, config, NULL, &node->config, &inner);
+	if (!text)
+		strbuf_addf(why, "config: the node's configuration is not one of the space: %s", inner.buf);
+	strbuf_release(&inner);
+	if (!text)
+		return -1;
+	free(text);
+	node->last_method = json_string(record, "last_method");
+	node->methods = cJSON_GetObjectItemCaseSensitive(record, "methods");
+	find_applied(run, cJSON_GetObjectItemCaseSensitive(record, "path"), node);
+	node->prefix = xasprintf("c%.0f-n%.0f", json_number(record, "iter", 0), json_number(record, "node_id", 0));
+	return 0;
+}
+
+void node_release(struct node_info *node)
+{
+	free(node->source);
+	cJSON_Delete(node->config);
+	cJSON_Delete(node->build);
+	cJSON_Delete(node->bench);
+	for (size_t i = 0; i < node->napplied; i++)
+		free(node->applied[i]);
+	free(node->applied);
+	free(node->prefix);
+	memset(node, 0, sizeof(*node));
+}
+
+/* ---------------------------------------------------------------- checks */
+
+int context_accept(struct run_info *run, const struct node_info *node, struct proposal *p, struct strbuf *why)
+{
+	const char *patch = nonempty(p->patch), *source = nonempty(p->source);
+	if (source && strcmp(source, node->source) == 0)
+		source = NULL; /* the node's own source, given whole: a configuration change */
+	if (p->config && !cJSON_IsObject(p->config)) {
+		strbuf_addstr(why, "config: must be an object of tuning parameters");
+		return 1;
+	}
+	char *config = complete_config(run->spec, p->config, node->config, &p->full_config, why);
+	if (!config)
+		return 1;
+	char *node_config = json_text(node->config);
+	int same = !patch && !source && strcmp(config, node_config) == 0;
+	free(node_config);
+	if (same) {
+		free(config);
+		strbuf_addstr(why, "changes nothing (the node's own configuration and source)");
+		return 1;
+	}
+	char *key = change_key(node->state, node->digest, patch, source, config);
+	free(config);
+	if (is_seen(run, key)) {
+		free(key);
+		strbuf_addstr(why, "already proposed: the run has this change, or this expansion has it twice");
+		return 1;
+	}
+	remember(run, key);
+	return 0;
+}

@@ -1,0 +1,90 @@
+/* context.h (kg-propose): what a proposer knows about the node it expands (its run, source,
+ * configuration, measurements and history) and the checks every proposal passes before output. */
+#ifndef KG_PROPOSE_CONTEXT_H
+#define KG_PROPOSE_CONTEXT_H
+
+#include "common.h"
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "sha256.h"
+#include "t1.h"
+#include "xalloc.h"
+
+/* One candidate change, from the rules or from an LLM expert, before it is checked. */
+struct proposal {
+	char *proposer;	     /* "rules:neighbour", "llm:gpt-5-mini/throughput" */
+	char *method, *detail, *think;
+	char *patch, *source; /* a unified diff against kernel.cu, or a whole kernel file */
+	cJSON *config;	     /* the parameters it sets (the rest stay the node's), or NULL */
+	cJSON *launch_update;
+	char *library;	     /* the KernelGraph.Patches entry it comes from */
+	double prior;
+	cJSON *full_config;  /* set by context_accept: the complete configuration */
+};
+
+void proposal_release(struct proposal *p);
+
+/* A run directory met in the input, loaded once. */
+struct run_info {
+	char *dir;
+	char *outdir;	       /* two levels up: OUTDIR of OUTDIR/kernels/NAME */
+	char *error;	       /* why the run cannot be used (each record of it is an error) */
+	struct t1_spec *spec;  /* RUN/spec.json */
+	cJSON *events;	       /* RUN/events.jsonl, as an array */
+	cJSON *best;	       /* RUN/best.json, or NULL */
+	cJSON *baseline;       /* RUN/baseline.json, or NULL */
+	char **seen;	       /* keys of the changes already built or registered */
+	size_t nseen;
+	struct digest *digests; /* the sources' digests, by state */
+	size_t ndigests;
+};
+
+/* The node an expand record asks to expand. */
+struct node_info {
+	const char *state;     /* the record's "node" */
+	char *source;	       /* RUN/variants/STATE/kernel.cu */
+	char digest[SHA256_HEX_SIZE];
+	cJSON *config;	       /* the node's complete configuration */
+	cJSON *build;	       /* RUN/variants/STATE/build.json, or NULL */
+	cJSON *bench;	       /* RUN/variants/STATE/bench.json, or NULL */
+	const char *last_method;
+	const cJSON *methods;  /* the methods applied from the root (the record's) */
+	char **applied;	       /* KernelGraph.Patches entries applied on the path */
+	size_t napplied;
+	char *prefix;	       /* candidate ids start with it: "c7-n3" */
+};
+
+struct runs {
+	struct run_info **list;
+	size_t n;
+};
+
+/* The run at dir, loaded at its first use. Never NULL; run->error says when it is unusable. */
+struct run_info *runs_get(struct runs *runs, const char *dir);
+void runs_release(struct runs *runs);
+
+/* Fills node from an expand record of run. Returns 0, or -1 with why set (a record that
+ * names no node, a node whose variant is missing). */
+int node_load(struct run_info *run, const cJSON *record, struct node_info *node, struct strbuf *why);
+void node_release(struct node_info *node);
+
+/* Whether p may go out: its configuration completes to a valid one of the space, it changes
+ * something, and neither this expansion nor the run has it already. Returns 0 and sets
+ * p->full_config (and remembers p), or 1 with why set. */
+int context_accept(struct run_info *run, const struct node_info *node, struct proposal *p, struct strbuf *why);
+
+/* The complete configuration of indices (t1_config_to_json) as compact text, the form the
+ * checks compare. */
+char *config_key_text(const struct t1_spec *spec, const size_t *indices);
+
+/* The same as an object of plain values (t1_config_to_json splices raw text, which cJSON's
+ * comparisons do not read). */
+cJSON *config_object(const struct t1_spec *spec, const size_t *indices);
+
+/* A JSON document at path, or NULL when it does not exist or cannot be read (warned). */
+cJSON *read_json_file(const char *path);
+
+#endif

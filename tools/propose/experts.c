@@ -1,0 +1,586 @@
+/* experts.c (kg-propose): asks LLM experts for candidate changes: builds the prompt from the
+ * run's files, asks every persona at once, extracts and checks the answers, corrects once. */
+#include "common.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
+#include <string.h>
+
+#include "experts.h"
+#include "fileio.h"
+#include "fnv1a.h"
+#include "jsonl.h"
+#include "log.h"
+#include "methods.h"
+
+static const struct {
+	const char *name, *text;
+} builtin_personas[] = {
+	{"throughput", "You are the throughput expert. Raise arithmetic intensity and hide latency: bigger tiles "
+		       "and more work per thread, deeper software pipelines (more stages, cp.async), wider vector "
+		       "loads, tensor cores where the math allows. Accept more registers and shared memory as long "
+		       "as occupancy stays adequate and nothing spills."},
+	{"memory", "You are the memory expert. Lower register and shared-memory pressure to raise occupancy and "
+		   "remove spills: smaller tiles, fewer stages, fewer live values, reused buffers. Make global "
+		   "accesses coalesced and aligned, cut redundant traffic, and use the caches well; for a "
+		   "memory-bound kernel, move bytes at the speed of the memory system."},
+	{"robustness", "You are the robustness expert. Prefer safe, proven choices that keep results correct on "
+		       "every input size: tensor-core-friendly shapes (multiples of 16), aligned vector widths, "
+		       "moderate tiles and stages, configurations that compile without spills, correct tails. "
+		       "Take small steps from what already measured well."},
+};
+
+static const char system_prompt[] =
+	"You are an expert CUDA performance engineer. You propose concrete changes that make one CUDA kernel "
+	"faster on one GPU while its results stay correct. Every proposal is compiled with NVRTC, run, checked "
+	"against a reference on fresh random inputs and timed with CUDA events; a change that does not compile, "
+	"or changes the results, is wasted. Reason from the measurements and symptoms you are given. Answer "
+	"with one JSON object and nothing else.";
+
+/* ---------------------------------------------------------------- personas */
+
+int persona_add(struct experts *ex, const char *name_or_file)
+{
+	struct persona p = {0};
+	for (size_t i = 0; i < ARRAY_SIZE(builtin_personas); i++)
+		if (strcmp(name_or_file, builtin_personas[i].name) == 0)
+			p = (struct persona){xstrdup(builtin_personas[i].name), xstrdup(builtin_personas[i].text)};
+	if (!p.name) {
+		size_t len;
+		char *text = file_read_all(name_or_file, &len);
+		if (!text) {
+			if (errno == ENOENT && !strchr(name_or_file, '/') && !strchr(name_or_file, '.'))
+				return log_error("--persona: '%s' is neither a built-in persona (throughput, memory, "
+						 "robustness) nor a prompt file", name_or_file);
+			return log_error("--persona: cannot read the prompt file '%s':", name_or_file);
+		}
+		char *copy = xstrdup(name_or_file), *base = basename(copy), *dot = strrchr(base, '.');
+		if (dot && dot != base)
+			*dot = '\0';
+		p = (struct persona){xstrdup(base), text};
+		free(copy);
+	}
+	ex->personas = xreallocarray(ex->personas, ex->npersonas + 1, sizeof(*ex->personas));
+	ex->personas[ex->npersonas++] = p;
+	return 0;
+}
+
+void experts_release(struct experts *ex)
+{
+	for (size_t i = 0; i < ex->npersonas; i++) {
+		free(ex->personas[i].name);
+		free(ex->personas[i].text);
+	}
+	free(ex->personas);
+}
+
+/* ---------------------------------------------------------------- the prompt */
+
+static void add_number(struct strbuf *sb, const char *label, const cJSON *obj, const char *key, const char *unit)
+{
+	double v = json_number(obj, key, NAN);
+	if (!isnan(v))
+		strbuf_addf(sb, "- %s: %.6g%s\n", label, v, unit);
+}
+
+static void device_section(struct strbuf *sb, const struct run_info *run, const struct node_info *node)
+{
+	const cJSON *device = cJSON_GetObjectItemCaseSensitive(run->baseline, "device");
+	strbuf_addstr(sb, "\n## Device\n");
+	if (cJSON_IsObject(device)) {
+		const cJSON *item;
+		cJSON_ArrayForEach(item, device) {
+			char *text = cJSON_IsString(item) ? xstrdup(item->valuestring) : json_text(item);
+			strbuf_addf(sb, "- %s: %s\n", item->string, text);
+			free(text);
+		}
+	} else {
+		const char *name = json_string(node->bench, "device");
+		strbuf_addf(sb, "- name: %s\n", name ? name : "unknown (no measurement of this node yet)");
+	}
+	const char *arch = json_string(node->build, "arch");
+	if (arch)
+		strbuf_addf(sb, "- architecture compiled for: %s\n", arch);
+}
+
+static void space_section(struct strbuf *sb, const struct t1_spec *spec, const cJSON *config)
+{
+	strbuf_addstr(sb, "\n## Tuning space\nEach parameter reaches the kernel as a macro, -DNAME=VALUE.\n");
+	for (size_t k = 0; k < spec->nparams; k++) {
+		const struct t1_param *p = &spec->params[k];
+		char *current = json_text(cJSON_GetObjectItemCaseSensitive(config, p->name));
+		strbuf_addf(sb, "- %s: one of [", p->name);
+		for (size_t v = 0; v < p->nvalues; v++)
+			strbuf_addf(sb, "%s%s", v ? ", " : "", p->values_json[v]);
+		strbuf_addf(sb, "]; now %s\n", current);
+		free(current);
+	}
+	if (spec->nconditions) {
+		strbuf_addstr(sb, "Every configuration must satisfy (Python expressions):\n");
+		for (size_t c = 0; c < spec->nconditions; c++)
+			strbuf_addf(sb, "- %s\n", pyexpr_source(spec->conditions[c].expr));
+	}
+	const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(spec->json, "KernelSpecification");
+	const cJSON *problem = cJSON_GetObjectItemCaseSensitive(kernel, "ProblemSize");
+	if (problem) {
+		char *text = json_text(problem);
+		strbuf_addf(sb, "Problem size: %s\n", text);
+		free(text);
+	}
+	char *now = json_text(config);
+	strbuf_addf(sb, "Current configuration: %s\n", now);
+	free(now);
+}
+
+/* What the compiler and the timer say about this variant, with the symptoms they suggest. */
+static void symptoms_section(struct strbuf *sb, const struct node_info *node)
+{
+	const cJSON *build = node->build, *bench = node->bench;
+	strbuf_addstr(sb, "\n## This variant: measurements and symptoms\n");
+	if (!build && !bench) {
+		strbuf_addstr(sb, "- nothing measured yet\n");
+		return;
+	}
+	add_number(sb, "median time", bench, "median_ms", " ms");
+	add_number(sb, "baseline time", bench, "baseline_ms", " ms");
+	add_number(sb, "speedup over the baseline", bench, "speedup", "x");
+	add_number(sb, "achieved bandwidth", bench, "gbps", " GB/s");
+	add_number(sb, "fraction of measured peak bandwidth (roofline)", bench, "pct_peak_bw", " %");
+	add_number(sb, "achieved compute", bench, "tflops", " TFLOP/s");
+	add_number(sb, "registers per thread", build, "registers", "");
+	add_number(sb, "static shared memory per block", build, "smem_bytes", " bytes");
+	add_number(sb, "spilled bytes", build, "spill_bytes", "");
+	add_number(sb, "local-memory stack", build, "stack_bytes", " bytes");
+	const cJSON *grid = cJSON_GetObjectItemCaseSensitive(build, "grid"), *block = cJSON_GetObjectItemCaseSensitive(build, "block");
+	if (grid && block) {
+		char *g = json_text(grid), *b = json_text(block);
+		strbuf_addf(sb, "- launch: grid %s, block %s\n", g, b);
+		free(g);
+		free(b);
+	}
+	const cJSON *profile = cJSON_GetObjectItemCaseSensitive(build, "ptx_profile");
+	if (cJSON_IsObject(profile)) {
+		char *text = json_text(profile);
+		strbuf_addf(sb, "- PTX instruction profile (static counts): %s\n", text);
+		free(text);
+	}
+	if (json_number(build, "spill_bytes", 0) > 0)
+		strbuf_addstr(sb, "- symptom: registers spill to local memory\n");
+	if (json_number(build, "registers", 0) > 128)
+		strbuf_addstr(sb, "- symptom: high register pressure limits occupancy\n");
+	double bw = json_number(bench, "pct_peak_bw", NAN);
+	if (bw >= 70)
+		strbuf_addstr(sb, "- symptom: memory-bound near the bandwidth roof; only less traffic helps\n");
+	else if (bw < 30 && isnan(json_number(bench, "tflops", NAN)))
+		strbuf_addstr(sb, "- symptom: far from the bandwidth roof: latency-bound or poorly coalesced\n");
+	const cJSON *prof = profile;
+	if (json_number(prof, "mma", 0) + json_number(prof, "wgmma", 0) == 0 && json_number(prof, "fma", 0) > 0)
+		strbuf_addstr(sb, "- symptom: math runs on FMA units, not tensor cores\n");
+}
+
+/* The best so far and the recent attempts, newest last, with their errors. */
+static void history_section(struct strbuf *sb, const struct run_info *run, int recent)
+{
+	strbuf_addstr(sb, "\n## History of this search\n");
+	if (run->best) {
+		char *config = json_text(cJSON_GetObjectItemCaseSensitive(run->best, "config"));
+		char *methods = json_text(cJSON_GetObjectItemCaseSensitive(run->best, "methods"));
+		strbuf_addf(sb, "Best so far: %.4g ms, %.3gx the baseline, configuration %s, methods %s\n",
+			    json_number(run->best, "median_ms", NAN), json_number(run->best, "speedup", NAN), config, methods);
+		free(config);
+		free(methods);
+	}
+	int n = cJSON_GetArraySize(run->events), shown = 0;
+	for (int i = n > recent ? n - recent : 0; i < n; i++) {
+		const cJSON *e = cJSON_GetArrayItem(run->events, i);
+		const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(e, "candidate");
+		const cJSON *build = cJSON_GetObjectItemCaseSensitive(e, "build"), *bench = cJSON_GetObjectItemCaseSensitive(e, "bench");
+		if (!candidate || !build)
+			continue;
+		const char *bs = json_string(build, "status"), *ms = json_string(bench, "status");
+		const char *status = bs && strcmp(bs, "ok") != 0 ? bs : ms ? ms : "built";
+		const char *method = json_string(candidate, "method"), *detail = json_string(candidate, "detail");
+		if (!shown++)
+			strbuf_addstr(sb, "Recent attempts, newest last:\n");
+		strbuf_addf(sb, "- [%s] %s", status, method ? method : "?");
+		if (detail)
+			strbuf_addf(sb, ": %.160s", detail);
+		double speedup = json_number(bench, "speedup", NAN);
+		if (strcmp(status, "ok") == 0 && !isnan(speedup))
+			strbuf_addf(sb, "; speedup %.3gx", speedup);
+		const char *error = json_string(strcmp(status, bs ? bs : "") == 0 ? build : bench, "error");
+		if (error)
+			strbuf_addf(sb, "; error: %.300s", error);
+		strbuf_addch(sb, '\n');
+	}
+	if (!run->best && !shown)
+		strbuf_addstr(sb, "- nothing tried yet beyond the baseline\n");
+}
+
+static void methods_section(struct strbuf *sb, const struct experts *ex, const struct run_info *run,
+			    const struct node_info *node)
+{
+	if (cJSON_GetArraySize(node->methods) > 0) {
+		char *applied = json_text(node->methods);
+		strbuf_addf(sb, "\n## Methods applied from the baseline to this variant\n%s\n", applied);
+		free(applied);
+	}
+	char *path = ex->catalog ? xstrdup(ex->catalog) : xasprintf("%s/methods.json", run->outdir);
+	cJSON *catalog = methods_load(path);
+	free(path);
+	const cJSON *m;
+	strbuf_addstr(sb, "\n## Method catalog (prefer these names for \"method\")\n");
+	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(catalog, "methods")) {
+		const char *d = json_string(m, "description");
+		strbuf_addf(sb, "- %s%s%s\n", json_string(m, "name"), d ? ": " : "", d ? d : "");
+	}
+	cJSON_Delete(catalog);
+
+	/* The ReGraph: what followed the last method in earlier searches, most likely first. */
+	const char *from = node->last_method && *node->last_method ? node->last_method : "root";
+	path = ex->regraph ? xstrdup(ex->regraph) : xasprintf("%s/regraph.json", run->outdir);
+	cJSON *regraph = read_json_file(path);
+	free(path);
+	const cJSON *edge, *best[5] = {0};
+	cJSON_ArrayForEach(edge, cJSON_GetObjectItemCaseSensitive(regraph, "edges")) {
+		const char *a = json_string(edge, "from");
+		if (!a || !json_string(edge, "to") || strcmp(a, from) != 0)
+			continue;
+		const cJSON *e = edge;
+		for (size_t k = 0; k < ARRAY_SIZE(best) && e; k++)
+			if (!best[k] || json_number(e, "probability", 0) > json_number(best[k], "probability", 0)) {
+				const cJSON *t = best[k];
+				best[k] = e;
+				e = t;
+			}
+	}
+	if (best[0]) {
+		strbuf_addf(sb, "\n## What worked next after \"%s\" in earlier searches (ReGraph)\n", from);
+		for (size_t k = 0; k < ARRAY_SIZE(best) && best[k]; k++)
+			strbuf_addf(sb, "- %s: probability %.3g, success rate %.3g, %g transitions, mean reward %.3g\n",
+				    json_string(best[k], "to"), json_number(best[k], "probability", NAN),
+				    json_number(best[k], "success_mean", NAN), json_number(best[k], "count", NAN),
+				    json_number(best[k], "mean_reward", NAN));
+	}
+	cJSON_Delete(regraph);
+}
+
+static char *user_prompt(const struct experts *ex, const struct run_info *run, const struct node_info *node,
+			 const struct persona *persona)
+{
+	struct strbuf sb;
+	strbuf_init(&sb);
+	strbuf_addf(&sb, "## Goal\nPropose up to %d distinct candidate changes that make the CUDA kernel `%s` "
+			 "below faster on the device below, each a different idea.\n",
+		    ex->candidates, run->spec->kernel_name);
+	device_section(&sb, run, node);
+	strbuf_addf(&sb, "\n## Kernel source (kernel.cu)\n```cuda\n%s%s```\n", node->source,
+		    node->source[0] && node->source[strlen(node->source) - 1] == '\n' ? "" : "\n");
+	space_section(&sb, run->spec, node->config);
+	symptoms_section(&sb, node);
+	history_section(&sb, run, ex->history);
+	methods_section(&sb, ex, run, node);
+	strbuf_addf(&sb, "\n## Your role: %s\n%s\n", persona->name, persona->text);
+	strbuf_addstr(&sb,
+		      "\n## Answer\nOne JSON object {\"candidates\": [...]}; each candidate has:\n"
+		      "- \"think\": your reasoning, in a few sentences\n"
+		      "- \"method\": the optimization method, a short name (a catalog name when one fits)\n"
+		      "- \"detail\": what exactly changes\n"
+		      "- \"patch\": a unified diff against kernel.cu (--- a/kernel.cu, +++ b/kernel.cu, @@ hunks whose "
+		      "context lines match the source exactly), or null\n"
+		      "- \"source\": the whole new kernel.cu instead of a patch, or null\n"
+		      "- \"config\": the complete configuration to build with (every parameter, values from the lists "
+		      "above, the conditions satisfied), or null to keep the current one\n"
+		      "- \"launch_update\": null; the launch follows from the configuration (GlobalSize and LocalSize "
+		      "of the spec)\n"
+		      "Keep the kernel's name, signature and macros; a change may be code, configuration or both.\n");
+	return strbuf_detach(&sb);
+}
+
+/* The answer's JSON schema; the configuration's values are listed where the list is short,
+ * so that a strict endpoint cannot even produce one outside the space. */
+static cJSON *answer_schema(const struct t1_spec *spec)
+{
+	static const char *const types[] = {"integer", "integer", "number", "boolean", "string"};
+	cJSON *config = json_object(), *props = json_object(), *required = cJSON_CreateArray();
+	json_add_string(config, "type", "object");
+	for (size_t k = 0; k < spec->nparams; k++) {
+		const struct t1_param *p = &spec->params[k];
+		cJSON *prop = json_object();
+		if (p->nvalues <= 64) {
+			cJSON *values = cJSON_CreateArray();
+			for (size_t v = 0; v < p->nvalues; v++)
+				json_append(values, cJSON_Parse(p->values_json[v]));
+			json_add(prop, "enum", values);
+		} else {
+			json_add_string(prop, "type", types[p->type]);
+		}
+		json_add(props, p->name, prop);
+		json_append(required, cJSON_CreateString(p->name));
+	}
+	json_add(config, "properties", props);
+	json_add(config, "required", required);
+	json_add_bool(config, "additionalProperties", 0);
+	const char *text =
+		"{\"type\":\"object\",\"additionalProperties\":false,\"required\":[\"candidates\"],\"properties\":{"
+		"\"candidates\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"additionalProperties\":false,"
+		"\"required\":[\"think\",\"method\",\"detail\",\"patch\",\"source\",\"config\",\"launch_update\"],"
+		"\"properties\":{\"think\":{\"type\":\"string\"},\"method\":{\"type\":\"string\"},"
+		"\"detail\":{\"type\":\"string\"},\"patch\":{\"type\":[\"string\",\"null\"]},"
+		"\"source\":{\"type\":[\"string\",\"null\"]},\"config\":{\"anyOf\":[{\"type\":\"null\"}]},"
+		"\"launch_update\":{\"type\":\"null\"}}}}}}";
+	cJSON *schema = cJSON_Parse(text);
+	cJSON *any = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(
+			cJSON_GetObjectItemCaseSensitive(
+				cJSON_GetObjectItemCaseSensitive(
+					cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(schema, "properties"), "candidates"),
+					"items"),
+				"properties"),
+			"config"),
+		"anyOf");
+	if (!any)
+		xalloc_die();
+	json_append(any, config);
+	return schema;
+}
+
+static cJSON *message(const char *role, const char *content)
+{
+	cJSON *m = json_object();
+	json_add_string(m, "role", role);
+	json_add_string(m, "content", content);
+	return m;
+}
+
+/* ---------------------------------------------------------------- answers */
+
+/* The end of the JSON value starting at text[0] ('{' or '['), strings and escapes respected;
+ * NULL when it does not close. */
+static const char *value_end(const char *text)
+{
+	int depth = 0, in_string = 0;
+	for (const char *p = text; *p; p++) {
+		if (in_string) {
+			if (*p == '\\' && p[1])
+				p++;
+			else if (*p == '"')
+				in_string = 0;
+		} else if (*p == '"') {
+			in_string = 1;
+		} else if (*p == '{' || *p == '[') {
+			depth++;
+		} else if ((*p == '}' || *p == ']') && --depth == 0) {
+			return p + 1;
+		}
+	}
+	return NULL;
+}
+
+static int answer_shaped(const cJSON *v)
+{
+	return cJSON_IsArray(v) || cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(v, "candidates")) ||
+	       json_string(v, "method");
+}
+
+static cJSON *parse_span(const char *start, const char *end)
+{
+	char *copy = xstrndup(start, (size_t)(end - start));
+	cJSON *v = cJSON_Parse(copy);
+	free(copy);
+	if (v && !answer_shaped(v)) {
+		cJSON_Delete(v);
+		v = NULL;
+	}
+	return v;
+}
+
+cJSON *answer_extract(const char *text, struct strbuf *why)
+{
+	cJSON *v = parse_span(text, text + strlen(text));
+	if (v)
+		return v;
+	/* Fenced blocks: ```json ... ``` or ``` ... ``` */
+	for (const char *p = strstr(text, "```"); p; p = strstr(p, "```")) {
+		const char *body = strchr(p + 3, '\n'), *close = body ? strstr(body, "```") : NULL;
+		if (!close)
+			break;
+		if ((v = parse_span(body + 1, close)))
+			return v;
+		p = close + 3;
+	}
+	/* A balanced value inside prose. */
+	for (const char *p = text; *p; p++) {
+		if (*p != '{' && *p != '[')
+			continue;
+		const char *end = value_end(p);
+		if (end && (v = parse_span(p, end)))
+			return v;
+	}
+	strbuf_addstr(why, "no JSON object with \"candidates\" in the answer");
+	return NULL;
+}
+
+static char *optional_text(const cJSON *c, const char *key, int *bad)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(c, key);
+	if (!item || cJSON_IsNull(item))
+		return NULL;
+	if (!cJSON_IsString(item)) {
+		*bad = 1;
+		return NULL;
+	}
+	return *item->valuestring ? xstrdup(item->valuestring) : NULL;
+}
+
+/* Turns an answer into proposals. Returns how many, or -1 with why set when none is usable. */
+static int take_candidates(const cJSON *answer, const char *proposer, struct proposal **list, size_t *n,
+			   struct strbuf *why)
+{
+	const cJSON *items = cJSON_IsArray(answer) ? answer : cJSON_GetObjectItemCaseSensitive(answer, "candidates");
+	cJSON *single = NULL;
+	if (!items) { /* one candidate, unwrapped */
+		single = cJSON_CreateArray();
+		json_append(single, cJSON_Duplicate(answer, 1));
+		items = single;
+	}
+	int taken = 0, i = -1;
+	const cJSON *c;
+	cJSON_ArrayForEach(c, items) {
+		i++;
+		int bad = 0;
+		struct proposal p = {.proposer = xstrdup(proposer), .prior = NAN};
+		p.method = optional_text(c, "method", &bad);
+		p.detail = optional_text(c, "detail", &bad);
+		p.think = optional_text(c, "think", &bad);
+		p.patch = optional_text(c, "patch", &bad);
+		p.source = optional_text(c, "source", &bad);
+		const cJSON *config = cJSON_GetObjectItemCaseSensitive(c, "config");
+		const cJSON *launch = cJSON_GetObjectItemCaseSensitive(c, "launch_update");
+		if (config && !cJSON_IsNull(config))
+			p.config = cJSON_Duplicate(config, 1);
+		if (launch && !cJSON_IsNull(launch))
+			p.launch_update = cJSON_Duplicate(launch, 1);
+		const char *problem = !cJSON_IsObject(c) ? "is not an object"
+				      : bad ? "think, method, detail, patch and source must be strings or null"
+				      : !p.method ? "method: missing"
+				      : p.config && !cJSON_IsObject(p.config) ? "config: must be an object or null"
+				      : !p.patch && !p.source && !p.config ? "changes nothing: no patch, source or config"
+									    : NULL;
+		if (problem) {
+			if (!why->len)
+				strbuf_addf(why, "candidates[%d]: %s", i, problem);
+			proposal_release(&p);
+			continue;
+		}
+		*list = xreallocarray(*list, *n + 1, sizeof(**list));
+		(*list)[(*n)++] = p;
+		taken++;
+	}
+	cJSON_Delete(single);
+	if (!taken && !why->len)
+		strbuf_addstr(why, "the answer has no candidates");
+	return taken ? taken : -1;
+}
+
+/* ---------------------------------------------------------------- asking */
+
+struct expert_call {
+	const struct persona *persona;
+	cJSON *messages;
+	struct llm_request req;
+	char *proposer;
+	int done;
+};
+
+static void add_error(cJSON *errors, const char *persona, const char *error)
+{
+	cJSON *e = json_object();
+	json_add_string(e, "persona", persona);
+	json_add_string(e, "error", error);
+	json_append(errors, e);
+}
+
+void experts_propose(const struct experts *ex, struct run_info *run, const struct node_info *node,
+		     const cJSON *record, struct proposal **list, size_t *n, cJSON *errors)
+{
+	(void)record;
+	struct llm_settings s = ex->llm;
+	char *log_dir = xasprintf("%s/llm", run->dir), *cache_dir = xasprintf("%s/llm/cache", run->dir);
+	s.log_dir = log_dir;
+	s.cache_dir = cache_dir;
+	s.jitter_seed ^= fnv1a64(node->state, strlen(node->state));
+	cJSON *schema = answer_schema(run->spec);
+	struct expert_call *calls = xcalloc(ex->npersonas + 1, sizeof(*calls));
+	struct llm_request *reqs = xcalloc(ex->npersonas + 1, sizeof(*reqs));
+	for (size_t i = 0; i < ex->npersonas; i++) {
+		struct expert_call *c = &calls[i];
+		c->persona = &ex->personas[i];
+		c->proposer = xasprintf("llm:%s/%s", s.model, c->persona->name);
+		c->messages = cJSON_CreateArray();
+		char *prompt = user_prompt(ex, run, node, c->persona);
+		json_append(c->messages, message("system", system_prompt));
+		json_append(c->messages, message("user", prompt));
+		free(prompt);
+	}
+	/* Round 1 asks everyone; round 2 corrects, once, those whose answer was unusable. */
+	for (int round = 1; round <= 2; round++) {
+		size_t k = 0, *index = xcalloc(ex->npersonas + 1, sizeof(*index));
+		for (size_t i = 0; i < ex->npersonas; i++) {
+			if (calls[i].done)
+				continue;
+			reqs[k] = (struct llm_request){.label = calls[i].persona->name, .messages = calls[i].messages,
+						       .schema = schema, .schema_name = "candidates"};
+			index[k++] = i;
+		}
+		if (k)
+			llm_run(&s, reqs, k);
+		for (size_t j = 0; j < k; j++) {
+			struct expert_call *c = &calls[index[j]];
+			struct llm_request *r = &reqs[j];
+			c->done = 1;
+			if (!r->ok) {
+				add_error(errors, c->persona->name, r->error);
+				llm_request_release(r);
+				continue;
+			}
+			log_info("%s: node %s: %s answered in %.0f ms (%s%.0f + %.0f tokens, $%.4f)", run->dir, node->state,
+				 c->persona->name, r->ms, r->cached ? "cached, " : "", r->tokens_in, r->tokens_out, r->cost_usd);
+			struct strbuf why;
+			strbuf_init(&why);
+			cJSON *answer = answer_extract(r->text, &why);
+			if (answer && take_candidates(answer, c->proposer, list, n, &why) >= 0) {
+				if (why.len)
+					log_warn("%s: node %s: %s: dropped %s", run->dir, node->state, c->persona->name, why.buf);
+			} else if (round == 1) {
+				char *fix = xasprintf("Your answer could not be used: %s. Answer again with only one JSON object "
+						      "{\"candidates\": [...]} as specified, no prose and no code fences.", why.buf);
+				json_append(c->messages, message("assistant", r->text));
+				json_append(c->messages, message("user", fix));
+				free(fix);
+				log_warn("%s: node %s: %s: malformed answer (%s); asking once more", run->dir, node->state,
+					 c->persona->name, why.buf);
+				c->done = 0;
+			} else {
+				char *error = xasprintf("malformed answer after one correction: %s (see %s/%s)", why.buf,
+							log_dir, r->log_file);
+				add_error(errors, c->persona->name, error);
+				free(error);
+			}
+			cJSON_Delete(answer);
+			strbuf_release(&why);
+			llm_request_release(r);
+		}
+		free(index);
+	}
+	for (size_t i = 0; i < ex->npersonas; i++) {
+		cJSON_Delete(calls[i].messages);
+		free(calls[i].proposer);
+	}
+	free(calls);
+	free(reqs);
+	cJSON_Delete(schema);
+	free(log_dir);
+	free(cache_dir);
+}

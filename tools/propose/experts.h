@@ -1,0 +1,43 @@
+/* experts.h (kg-propose): candidates from LLM experts, one persona each, asked at once: the
+ * prompt a performance engineer would want, the answer's schema, extraction and one correction. */
+#ifndef KG_PROPOSE_EXPERTS_H
+#define KG_PROPOSE_EXPERTS_H
+
+#include "common.h"
+
+#include <stddef.h>
+
+#include "context.h"
+#include "llm.h"
+
+struct persona {
+	char *name; /* "throughput", or a prompt file's name without its extension */
+	char *text; /* how this expert should lean */
+};
+
+struct experts {
+	struct llm_settings llm; /* log_dir and cache_dir are set per run */
+	struct persona *personas;
+	size_t npersonas;
+	int candidates;		 /* asked of each expert */
+	int history;		 /* recent attempts shown */
+	const char *catalog;	 /* --catalog, else OUTDIR/methods.json */
+	const char *regraph;	 /* --regraph, else OUTDIR/regraph.json */
+};
+
+/* The built-in personas, or one from a prompt file (NAME.txt or NAME.md). Returns 0, or -1
+ * after reporting a name that is neither. */
+int persona_add(struct experts *ex, const char *name_or_file);
+void experts_release(struct experts *ex);
+
+/* Asks every persona for candidates for node (the expand record `record` of run), appends
+ * what they propose to *list (unchecked), and appends to errors one {"persona", "error"} per
+ * expert that gave nothing usable. */
+void experts_propose(const struct experts *ex, struct run_info *run, const struct node_info *node,
+		     const cJSON *record, struct proposal **list, size_t *n, cJSON *errors);
+
+/* The first JSON value in text that has the shape of an answer: the whole text, a fenced
+ * code block, or a balanced {...} inside prose. Returns it, or NULL with why set. */
+cJSON *answer_extract(const char *text, struct strbuf *why);
+
+#endif

@@ -1,0 +1,237 @@
+/* rules.c (kg-propose): the built-in proposer, so a search runs without an LLM: one step along
+ * each parameter, the spec's library of ready patches, and random configurations for diversity. */
+#include "common.h"
+
+#include <libgen.h>
+#include <math.h>
+#include <string.h>
+
+#include "fileio.h"
+#include "fnv1a.h"
+#include "jsonl.h"
+#include "log.h"
+#include "rng.h"
+#include "rules.h"
+
+/* Priors kg-select normalizes over siblings: a step and a ready patch are worth trying first;
+ * a random configuration is there for diversity. */
+#define PRIOR_STEP 1.0
+#define PRIOR_PATCH 1.0
+#define PRIOR_RANDOM 0.5
+
+/* Spaces up to this many valid configurations are listed whole for sampling, so that a
+ * draw never repeats and a small space is sampled exhaustively. */
+#define LISTED_MAX 200000
+
+/* Checks p at once, so that the random draws that follow never take a neighbour's place. */
+static void offer(struct run_info *run, const struct node_info *node, struct proposal *p, struct proposal **list,
+		  size_t *n, size_t *dropped)
+{
+	struct strbuf why;
+	strbuf_init(&why);
+	if (context_accept(run, node, p, &why) == 0) {
+		*list = xreallocarray(*list, *n + 1, sizeof(**list));
+		(*list)[(*n)++] = *p;
+	} else {
+		log_info("%s: node %s: %s: %s: dropped: %s", run->dir, node->state, p->proposer, p->detail, why.buf);
+		proposal_release(p);
+		(*dropped)++;
+	}
+	strbuf_release(&why);
+}
+
+static int valid_indices(const struct t1_spec *spec, const size_t *indices)
+{
+	struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
+	struct strbuf why;
+	strbuf_init(&why);
+	t1_bind(spec, indices, values);
+	int ok = t1_check_conditions(spec, values, &why) == 0;
+	strbuf_release(&why);
+	free(values);
+	return ok;
+}
+
+/* For each parameter, the nearest value below and above the node's that keeps the
+ * configuration valid, the others unchanged. */
+static void neighbours(struct run_info *run, const struct node_info *node, struct proposal **list, size_t *n,
+		       size_t *dropped)
+{
+	const struct t1_spec *spec = run->spec;
+	size_t *at = xcalloc(spec->nparams + 1, sizeof(*at)), *try = xcalloc(spec->nparams + 1, sizeof(*try));
+	for (size_t k = 0; k < spec->nparams; k++)
+		t1_value_index(spec, k, cJSON_GetObjectItemCaseSensitive(node->config, spec->params[k].name), &at[k]);
+	for (size_t k = 0; k < spec->nparams; k++) {
+		const struct t1_param *param = &spec->params[k];
+		for (int dir = -1; dir <= 1; dir += 2) {
+			memcpy(try, at, spec->nparams * sizeof(*try));
+			for (long j = (long)at[k] + dir; j >= 0 && j < (long)param->nvalues; j += dir) {
+				try[k] = (size_t)j;
+				if (!valid_indices(spec, try))
+					continue;
+				struct proposal p = {.proposer = xstrdup("rules:neighbour"), .method = xstrdup("change_block_sizes"),
+						     .prior = PRIOR_STEP};
+				p.detail = xasprintf("%s %s -> %s", param->name, param->values_json[at[k]], param->values_json[j]);
+				p.config = json_object();
+				json_add(p.config, param->name, cJSON_Parse(param->values_json[j]));
+				offer(run, node, &p, list, n, dropped);
+				break;
+			}
+		}
+	}
+	free(try);
+	free(at);
+}
+
+static int applied(const struct node_info *node, const char *name)
+{
+	for (size_t i = 0; i < node->napplied; i++)
+		if (strcmp(node->applied[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+/* KernelGraph.Patches: [{"Name", "Patch" or "PatchFile", "Method", "Detail", "Config", "Prior"}]. */
+static void library(struct run_info *run, const struct node_info *node, struct proposal **list, size_t *n,
+		    size_t *dropped)
+{
+	const cJSON *ext = cJSON_GetObjectItemCaseSensitive(run->spec->json, "KernelGraph");
+	const cJSON *patches = cJSON_GetObjectItemCaseSensitive(ext, "Patches"), *entry;
+	if (patches && !cJSON_IsArray(patches)) {
+		log_warn("%s/spec.json: KernelGraph.Patches: must be an array of patches; ignored", run->dir);
+		return;
+	}
+	int i = -1;
+	cJSON_ArrayForEach(entry, patches) {
+		i++;
+		const char *name = json_string(entry, "Name"), *text = json_string(entry, "Patch");
+		const char *file = json_string(entry, "PatchFile");
+		const cJSON *config = cJSON_GetObjectItemCaseSensitive(entry, "Config");
+		if (!name || (!text && !file) || (config && !cJSON_IsObject(config))) {
+			log_warn("%s/spec.json: KernelGraph.Patches[%d]: needs a Name, a Patch or PatchFile, and Config "
+				 "(if any) an object; ignored", run->dir, i);
+			continue;
+		}
+		if (applied(node, name))
+			continue;
+		char *patch = NULL;
+		if (!text) {
+			char *path = xasprintf("%s/%s", run->dir, file);
+			size_t len;
+			if (!(patch = file_read_all(path, &len)))
+				log_warn("%s/spec.json: KernelGraph.Patches[%d].PatchFile: cannot read '%s':", run->dir, i, path);
+			free(path);
+			if (!patch)
+				continue;
+		}
+		const char *method = json_string(entry, "Method"), *detail = json_string(entry, "Detail");
+		struct proposal p = {.proposer = xstrdup("rules:library"), .method = xstrdup(method ? method : name),
+				     .detail = xstrdup(detail ? detail : name), .patch = patch ? patch : xstrdup(text),
+				     .library = xstrdup(name), .prior = json_number(entry, "Prior", PRIOR_PATCH)};
+		p.config = config ? cJSON_Duplicate(config, 1) : NULL;
+		offer(run, node, &p, list, n, dropped);
+	}
+}
+
+/* ---------------------------------------------------------------- random configurations */
+
+struct listing {
+	size_t nparams;
+	size_t *indices; /* count x nparams */
+	size_t count;
+};
+
+static int list_config(void *ctx, const struct pyval *values, const size_t *indices)
+{
+	struct listing *l = ctx;
+	(void)values;
+	l->indices = xreallocarray(l->indices, (l->count + 1) * (l->nparams + 1), sizeof(*l->indices));
+	memcpy(l->indices + l->count * l->nparams, indices, l->nparams * sizeof(*indices));
+	l->count++;
+	return 0;
+}
+
+long random_configs(const struct t1_spec *spec, uint64_t *rng, size_t want, random_config_fn fn, void *ctx)
+{
+	uint64_t count;
+	int saturated;
+	if (t1_count(spec, &count, &saturated) != 0)
+		return -1;
+	long accepted = 0;
+	if (!saturated && count <= LISTED_MAX) {
+		struct listing l = {.nparams = spec->nparams};
+		if (t1_enumerate(spec, list_config, &l) < 0) {
+			free(l.indices);
+			return -1;
+		}
+		/* Fisher-Yates, drawn as it goes: each prefix is a uniform sample without repeats. */
+		for (size_t i = 0; i < l.count && (size_t)accepted < want; i++) {
+			size_t j = i + (size_t)(rng_uniform(rng) * (double)(l.count - i));
+			for (size_t k = 0; k < l.nparams; k++) {
+				size_t t = l.indices[i * l.nparams + k];
+				l.indices[i * l.nparams + k] = l.indices[j * l.nparams + k];
+				l.indices[j * l.nparams + k] = t;
+			}
+			int rc = fn(ctx, l.indices + i * l.nparams);
+			if (rc == 0)
+				accepted++;
+			else if (rc > 0)
+				break;
+		}
+		free(l.indices);
+		return accepted;
+	}
+	/* A large space: uniform points of the Cartesian product, kept when valid. */
+	size_t *indices = xcalloc(spec->nparams + 1, sizeof(*indices));
+	for (size_t tries = 0; tries < 1000 * want && (size_t)accepted < want; tries++) {
+		for (size_t k = 0; k < spec->nparams; k++)
+			indices[k] = (size_t)(rng_uniform(rng) * (double)spec->params[k].nvalues);
+		if (!valid_indices(spec, indices))
+			continue;
+		int rc = fn(ctx, indices);
+		if (rc == 0)
+			accepted++;
+		else if (rc > 0)
+			break;
+	}
+	free(indices);
+	return accepted;
+}
+
+struct random_offer {
+	struct run_info *run;
+	const struct node_info *node;
+	struct proposal **list;
+	size_t *n;
+};
+
+static int offer_random(void *ctx, const size_t *indices)
+{
+	struct random_offer *ro = ctx;
+	struct proposal p = {.proposer = xstrdup("rules:random"), .method = xstrdup("change_block_sizes"),
+			     .prior = PRIOR_RANDOM, .config = config_object(ro->run->spec, indices)};
+	p.detail = json_text(p.config);
+	struct strbuf why;
+	strbuf_init(&why);
+	int rc = context_accept(ro->run, ro->node, &p, &why) == 0 ? 0 : -1;
+	if (rc == 0) {
+		*ro->list = xreallocarray(*ro->list, *ro->n + 1, sizeof(**ro->list));
+		(*ro->list)[(*ro->n)++] = p;
+	} else {
+		proposal_release(&p); /* an already seen draw does not count: draw again */
+	}
+	strbuf_release(&why);
+	return rc;
+}
+
+void rules_propose(struct run_info *run, const struct node_info *node, uint64_t seed, size_t random,
+		   struct proposal **list, size_t *n, size_t *dropped)
+{
+	neighbours(run, node, list, n, dropped);
+	library(run, node, list, n, dropped);
+	if (random) {
+		uint64_t rng = seed ^ fnv1a64(node->state, strlen(node->state));
+		struct random_offer ro = {run, node, list, n};
+		random_configs(run->spec, &rng, random, offer_random, &ro);
+	}
+}
