@@ -1,0 +1,224 @@
+#!/usr/bin/env bats
+# 11-kg-propose-llm.bats: kg-propose's LLM experts against a mock OpenAI-compatible server on
+# loopback (tests/tools/mock_llm.py): answers, extraction, corrections, retries, timeouts,
+# parallel experts, the cache, spending caps, and the API key kept out of every file.
+
+load test_helper
+
+RUN=out/kernels/scale
+KEY=sk-test-4f9a1c-secret
+
+setup_file() {
+	local t="$BATS_FILE_TMPDIR/template"
+	mkdir -p "$t/$RUN"
+	cp "$FIXTURES"/build/{spec.json,scale.cu,scale_helper.cuh} "$t/$RUN/"
+	(cd "$t" && echo "{\"v\":1,\"run\":\"$RUN\",\"kernel\":\"scale\",\"candidate\":{\"id\":\"baseline\"}}" | kg-build |
+		jq -c '. + {bench: {status: "ok", median_ms: 1.0, speedup: 1}}' | kg-select --update "$RUN" >/dev/null &&
+		kg-select "$RUN" > pick.jsonl)
+}
+
+setup() {
+	cd "$BATS_TEST_TMPDIR"
+	cp -r "$BATS_FILE_TMPDIR/template/out" "$BATS_FILE_TMPDIR/template/pick.jsonl" .
+	export OPENAI_API_KEY=$KEY
+}
+
+teardown() {
+	if [ -f mock.pid ]; then kill "$(cat mock.pid)" 2>/dev/null || true; fi
+}
+
+# mock SCRIPT-JSON: starts the mock server with these rules; OPENAI_BASE_URL points at it.
+mock() {
+	echo "$1" > script.json
+	rm -f port
+	python3 "$TOOLS/mock_llm.py" script.json requests.jsonl port &
+	echo $! > mock.pid
+	for _ in $(seq 100); do [ -s port ] && break; sleep 0.05; done
+	export OPENAI_BASE_URL="http://127.0.0.1:$(cat port)/v1"
+}
+
+# answer [CONFIG-JSON]: an answer in the requested form, one candidate setting that config.
+answer() {
+	local c=${1:-}
+	[ -n "$c" ] || c='{"block_size_x":256,"items_per_thread":2,"use_fma":true}'
+	jq -cn --argjson c "$c" \
+		'{candidates: [{think: "fewer blocks, more work each", method: "Thread coarsening", detail: "2 items per thread",
+		  patch: null, source: null, config: $c, launch_update: null}]}'
+}
+
+# rule MATCH CONTENT [EXTRA-JSON]: a mock rule answering requests whose body contains MATCH.
+rule() {
+	local extra=${3:-}
+	jq -cn --arg m "$1" --arg c "$2" --argjson x "${extra:-null}" '{match: $m, content: $c} + ($x // {})'
+}
+
+@test "a well-formed structured answer from each expert becomes a candidate; the request carries the prompt" {
+	mock "{\"rules\": [$(rule 'role: throughput' "$(answer)"),
+		$(rule 'role: memory' "$(answer '{"block_size_x":64,"items_per_thread":1,"use_fma":false}')"),
+		$(rule 'role: robustness' "$(answer '{"block_size_x":128,"items_per_thread":4,"use_fma":false}')")]}"
+	run_tool 0 kg-propose --llm pick.jsonl
+	assert_stderr_empty
+	[ "${#lines[@]}" -eq 3 ]
+	jq -c '.candidate | [.id, .proposer, .method, .config]' <<<"$output" > got
+	cat > want <<-'END'
+	["c1-n0-1","llm:gpt-5-mini/throughput","Thread coarsening",{"block_size_x":256,"items_per_thread":2,"use_fma":true}]
+	["c1-n0-2","llm:gpt-5-mini/memory","Thread coarsening",{"block_size_x":64,"items_per_thread":1,"use_fma":false}]
+	["c1-n0-3","llm:gpt-5-mini/robustness","Thread coarsening",{"block_size_x":128,"items_per_thread":4,"use_fma":false}]
+	END
+	diff want got
+	[ "$(jq -r '.candidate.think' <<<"${lines[0]}")" = "fewer blocks, more work each" ]
+	# one request per expert, to the Chat Completions path, with the key as a bearer token
+	[ "$(jq -r '[.path, .authorization] | join(" ")' requests.jsonl | sort -u)" = "/v1/chat/completions Bearer $KEY" ]
+	[ "$(jq -s length requests.jsonl)" -eq 3 ]
+	body=$(jq -c 'select(.body.messages[1].content | contains("role: memory")) | .body' requests.jsonl)
+	[ "$(jq -r .model <<<"$body")" = gpt-5-mini ]
+	[ "$(jq -c '[.response_format.type, .response_format.json_schema.name, .response_format.json_schema.strict]' <<<"$body")" = '["json_schema","candidates",true]' ]
+	[ "$(jq -c '.response_format.json_schema.schema.properties.candidates.items.properties.config.anyOf[1].properties.block_size_x' <<<"$body")" = '{"enum":[64,128,256]}' ]
+	[ "$(jq -r '.messages[0].role' <<<"$body")" = system ]
+	prompt=$(jq -r '.messages[1].content' <<<"$body")
+	for part in '## Kernel source (kernel.cu)' 'y[i] = scale_op(x[i]);' '- block_size_x: one of [64, 128, 256]; now 128' \
+		'- block_size_x * items_per_thread <= 512' 'Current configuration: {"block_size_x":128,"items_per_thread":1,"use_fma":false}' \
+		'- registers per thread: ' '- PTX instruction profile (static counts): ' '## Method catalog' '- enable_async_pipeline: ' \
+		'## Your role: memory' '"candidates"'; do
+		[[ "$prompt" == *"$part"* ]] || { echo "missing from the prompt: $part"; false; }
+	done
+	# every call is kept, with its tokens and cost
+	[ "$(jq -c '[.label, .ok, .cached, .attempts, .http_status]' "$RUN/llm/calls.jsonl" | sort | tr -d '\n')" = \
+		'["memory",true,false,1,200]["robustness",true,false,1,200]["throughput",true,false,1,200]' ]
+	[ "$(jq -s 'map(.cost_usd > 0 and .tokens_in > 0) | all' "$RUN/llm/calls.jsonl")" = true ]
+}
+
+@test "JSON wrapped in prose or a code fence is extracted; values outside the space are dropped with the reason" {
+	fenced=$'Here you go:\n```json\n'"$(answer)"$'\n```\nGood luck.'
+	prose="I would try this: $(answer '{"block_size_x":64,"items_per_thread":1,"use_fma":false}') -- it should help."
+	mock "{\"rules\": [$(rule 'role: throughput' "$fenced"), $(rule 'role: memory' "$prose"),
+		$(rule 'role: robustness' "$(answer '{"block_size_x":512,"items_per_thread":1,"use_fma":false}')")]}"
+	run_tool 0 kg-propose --llm pick.jsonl
+	[ "$(jq -c '[.candidate.proposer, .candidate.config.block_size_x]' <<<"$output" | tr -d '\n')" = \
+		'["llm:gpt-5-mini/throughput",256]["llm:gpt-5-mini/memory",64]' ]
+	node=$(jq -r .node pick.jsonl)
+	assert_stderr "kg-propose: warning: $RUN: node $node: llm:gpt-5-mini/robustness: Thread coarsening: dropped: block_size_x=512 (from the candidate) is not one of the Values of ConfigurationSpace.TuningParameters[0]"
+}
+
+@test "a malformed answer gets one corrective retry; a second malformed one is the expert's error" {
+	mock "{\"rules\": [$(rule 'could not be used' "$(answer)"), $(rule 'role: throughput' 'I think {"candidates": [oops'),
+		$(rule 'role: memory' '{"candidates": [{"method": "x"}]}'), $(rule 'role: robustness' 'no JSON here')]}"
+	run_tool 0 kg-propose --llm --persona throughput pick.jsonl
+	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
+	[ "$(jq -s length requests.jsonl)" -eq 2 ]
+	second=$(jq -c 'select(.n == 2) | .body.messages' requests.jsonl)
+	[ "$(jq -c 'map(.role)' <<<"$second")" = '["system","user","assistant","user"]' ]
+	[ "$(jq -r '.[2].content' <<<"$second")" = 'I think {"candidates": [oops' ]
+	[ "$(jq -r '.[3].content' <<<"$second")" = 'Your answer could not be used: no JSON object with "candidates" in the answer. Answer again with only one JSON object {"candidates": [...]} as specified, no prose and no code fences.' ]
+	node=$(jq -r .node pick.jsonl)
+	assert_stderr "kg-propose: warning: $RUN: node $node: throughput: malformed answer (no JSON object with \"candidates\" in the answer); asking once more"
+	# an answer that parses but holds no usable candidate is corrected too, then given up
+	echo '{"rules": [{"match": "role: memory", "content": "{\"candidates\": [{\"method\": \"x\"}]}"}]}' > script.json
+	kill "$(cat mock.pid)"
+	rm requests.jsonl
+	mock "$(cat script.json)"
+	run_tool 1 kg-propose --llm --persona memory pick.jsonl
+	[ "$(jq -c '.propose | [.status, .errors[0].persona]' <<<"$output")" = '["error","memory"]' ]
+	[[ "$(jq -r '.propose.errors[0].error' <<<"$output")" == "malformed answer after one correction: candidates[0]: changes nothing: no patch, source or config (see $RUN/llm/"*"-memory.json)" ]]
+	[ "$(grep -c '"n"' requests.jsonl)" -eq 2 ]
+}
+
+@test "429 with Retry-After is honoured, then the answer comes" {
+	mock "{\"rules\": [{\"match\": \"role: throughput\", \"times\": 1, \"status\": 429, \"headers\": {\"Retry-After\": \"1\"},
+		\"body\": \"{\\\"error\\\": {\\\"message\\\": \\\"Rate limit reached\\\"}}\"}, $(rule 'role: throughput' "$(answer)")]}"
+	run_tool 0 kg-propose --llm --persona throughput --backoff 0.01 pick.jsonl
+	[ "$(jq -c .candidate.proposer <<<"$output")" = '"llm:gpt-5-mini/throughput"' ]
+	[ "$(jq -s 'map(.status)' requests.jsonl | tr -d ' \n')" = '[429,200]' ]
+	# the second request came a second after the first was refused, not 0.01 s
+	jq -s -e '.[1].start - .[0].end >= 0.95' requests.jsonl
+	[ "$(jq -c '.attempts' "$RUN/llm/calls.jsonl")" = 2 ]
+	[ "$(jq -c '.attempts[0] | [.http_status, .retry_after_s]' "$RUN"/llm/*-throughput.json)" = '[429,1]' ]
+}
+
+@test "repeated 500s end in a clear error record and exit 1; client errors are not retried" {
+	mock '{"rules": [{"match": "role: throughput", "status": 500, "body": "{\"error\": {\"message\": \"The server had an error\"}}"},
+		{"match": "role: memory", "status": 401, "body": "{\"error\": {\"message\": \"Incorrect API key provided\"}}"}]}'
+	run_tool 1 kg-propose --llm --persona throughput --persona memory --retries 2 --backoff 0.01 pick.jsonl
+	[ "${#lines[@]}" -eq 1 ]
+	[ "$(jq -c 'del(.propose)' <<<"$output")" = "$(cat pick.jsonl)" ]
+	url="$OPENAI_BASE_URL/chat/completions"
+	[ "$(jq -c .propose <<<"$output")" = "$(jq -cn --arg u "$url" '{status: "error", dropped: 0, errors: [
+		{persona: "throughput", error: ("HTTP 500 from " + $u + ": The server had an error (3 attempts)")},
+		{persona: "memory", error: ("HTTP 401 from " + $u + ": Incorrect API key provided (1 attempt)")}]}')" ]
+	node=$(jq -r .node pick.jsonl)
+	assert_stderr "$(printf '%s\n' \
+		"kg-propose: $RUN: node $node: expert throughput: HTTP 500 from $url: The server had an error (3 attempts)" \
+		"kg-propose: $RUN: node $node: expert memory: HTTP 401 from $url: Incorrect API key provided (1 attempt)")"
+	[ "$(jq -s 'map(.status) | sort' requests.jsonl | tr -d ' \n')" = '[401,500,500,500]' ]
+}
+
+@test "a slow server runs into the timeout; a dropped connection is a network error" {
+	mock "{\"rules\": [$(rule 'role: throughput' "$(answer)" '{"delay": 5}'), {\"match\": \"role: memory\", \"close\": true}]}"
+	run_tool 1 kg-propose --llm --persona throughput --persona memory --timeout 0.5 --retries 1 --backoff 0.01 pick.jsonl
+	url="$OPENAI_BASE_URL/chat/completions"
+	[ "$(jq -r '.propose.errors[0].error' <<<"$output")" = "no answer from $url within 0.5 s (--timeout) (2 attempts)" ]
+	[[ "$(jq -r '.propose.errors[1].error' <<<"$output")" == "$url: "*"(2 attempts)" ]]
+}
+
+@test "the experts are asked at once: their requests overlap in time" {
+	mock "{\"rules\": [$(rule 'role: throughput' "$(answer)" '{"delay": 1}'),
+		$(rule 'role: memory' "$(answer '{"block_size_x":64,"items_per_thread":1,"use_fma":false}')" '{"delay": 1}'),
+		$(rule 'role: robustness' "$(answer '{"block_size_x":128,"items_per_thread":4,"use_fma":false}')" '{"delay": 1}')]}"
+	run_tool 0 kg-propose --llm pick.jsonl
+	[ "${#lines[@]}" -eq 3 ]
+	# every request had started before any had been answered
+	jq -s -e '(map(.start) | max) < (map(.end) | min)' requests.jsonl
+}
+
+@test "the cache answers a repeated request without a call; --no-cache calls again" {
+	mock "{\"rules\": [$(rule 'role: throughput' "$(answer)")]}"
+	kg-propose --llm --persona throughput pick.jsonl > first.jsonl
+	run_tool 0 kg-propose --llm --persona throughput pick.jsonl
+	# the run has no new edge, so the same prompt: answered from RUN/llm/cache
+	[ "$output" = "$(cat first.jsonl)" ]
+	[ "$(jq -s length requests.jsonl)" -eq 1 ]
+	[ "$(jq -c '[.cached, .attempts, .cost_usd > 0]' "$RUN/llm/calls.jsonl" | tr -d '\n')" = '[false,1,true][true,0,false]' ]
+	ls "$RUN"/llm/cache/*.json
+	run_tool 0 kg-propose --llm --persona throughput --no-cache pick.jsonl
+	[ "$(jq -s length requests.jsonl)" -eq 2 ]
+}
+
+@test "--max-calls and --max-tokens stop calling once RUN/llm/calls.jsonl records that much" {
+	mock "{\"rules\": [$(rule 'role: throughput' "$(answer)" '{"prompt_tokens": 900, "completion_tokens": 100}')]}"
+	kg-propose --llm --persona throughput pick.jsonl > /dev/null
+	run_tool 1 kg-propose --llm --persona throughput --no-cache --max-calls 1 pick.jsonl
+	[ "$(jq -r '.propose.errors[0].error' <<<"$output")" = "--max-calls 1 reached (1 calls in $RUN/llm/calls.jsonl)" ]
+	run_tool 1 kg-propose --llm --persona throughput --no-cache --max-tokens 1000 pick.jsonl
+	[ "$(jq -r '.propose.errors[0].error' <<<"$output")" = "--max-tokens 1000 reached (1000 tokens in $RUN/llm/calls.jsonl)" ]
+	[ "$(jq -s length requests.jsonl)" -eq 1 ]
+	# the list price of the model unless given: 900 x 0.25 + 100 x 2.00 per million
+	[ "$(head -1 "$RUN/llm/calls.jsonl" | jq .cost_usd)" = 0.000425 ]
+}
+
+@test "the API key is in no file written and no output, even when the server echoes it" {
+	mock "{\"rules\": [{\"match\": \"role: throughput\", \"status\": 403, \"echo_auth\": true,
+		\"body\": \"{\\\"error\\\": {\\\"message\\\": \\\"key {auth} is not allowed\\\"}}\"},
+		$(rule 'role: memory' "$(answer) {auth}" '{"echo_auth": true}')]}"
+	run_tool 0 kg-propose -vv --llm --persona throughput --persona memory pick.jsonl
+	[[ "$stderr" == *"expert throughput: HTTP 403 from $OPENAI_BASE_URL/chat/completions: key Bearer [redacted] is not allowed (1 attempt)"* ]]
+	[ "$(jq -r .candidate.proposer <<<"$output")" = llm:gpt-5-mini/memory ]
+	! grep -r -- "$KEY" out
+	! grep -- "$KEY" <<<"$output$stderr"
+	grep -rl -- '[redacted]' "$RUN/llm" > /dev/null
+}
+
+@test "the Responses API, a custom persona from a prompt file, and --llm without a key or endpoint" {
+	printf 'You are the latency expert. Cut the critical path.\n' > latency.txt
+	mock "{\"rules\": [$(rule 'role: latency' "$(answer)")]}"
+	run_tool 0 kg-propose --llm --api responses --persona latency.txt --model gpt-5 pick.jsonl
+	[ "$(jq -c .candidate.proposer <<<"$output")" = '"llm:gpt-5/latency"' ]
+	[ "$(jq -r .path requests.jsonl)" = /v1/responses ]
+	[ "$(jq -c '.body | [.model, .input[0].role, .text.format.type, .text.format.name, .text.format.strict]' requests.jsonl)" = \
+		'["gpt-5","system","json_schema","candidates",true]' ]
+	[[ "$(jq -r '.body.input[1].content' requests.jsonl)" == *$'## Your role: latency\nYou are the latency expert.'* ]]
+	run_tool 3 env -u OPENAI_API_KEY -u OPENAI_BASE_URL kg-propose --llm pick.jsonl
+	assert_stderr "kg-propose: --llm needs OPENAI_API_KEY (or OPENAI_BASE_URL, for a local server that needs no key)"
+	# a local server needs no key: no Authorization header is sent
+	run_tool 0 env -u OPENAI_API_KEY kg-propose --llm --api responses --persona latency.txt --no-cache pick.jsonl
+	[ "$(jq -r 'select(.n == 2) | .authorization' requests.jsonl)" = null ]
+}
