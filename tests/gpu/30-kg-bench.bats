@@ -28,6 +28,10 @@ candidate() {
 	[ "$(jq -r '.build.baseline' baseline.jsonl)" = true ]
 	[ "$(jq '.bench | .samples >= 10 and .median_ms > 0 and .speedup == 1' baseline.jsonl)" = true ]
 	[ "$(jq -r .state run/baseline.json)" = "$BASE" ]
+	# the device, as kg-propose's prompt describes it
+	[ "$(jq -r '.device.name' run/baseline.json)" = "$(jq -r .bench.device baseline.jsonl)" ]
+	jq -e '.device | (.architecture | test("^sm_[0-9]+$")) and .multiprocessors > 0 and .shared_memory_per_block_optin >= .shared_memory_per_block
+		and .registers_per_block > 0 and .l2_cache_bytes > 0' run/baseline.json
 	[ -s run/reference/0-y.bin ]
 	[ "$(stat -c %s run/reference/0-y.bin)" -eq $((4194304 * 4)) ]
 	[ -s "run/variants/$BASE/bench.json" ]

@@ -856,12 +856,51 @@ static void keep_samples(const char *run, const cJSON *build, const cJSON *bench
 	cJSON_Delete(doc);
 }
 
-/* RUN/baseline.json: the baseline's build and time, for the records that follow. */
+/* The device as an engineer describes it (and kg-propose's prompt shows it): what bounds
+ * occupancy, shared memory and the caches. */
+static cJSON *device_json(void)
+{
+	static const struct {
+		const char *key;
+		CUdevice_attribute attr;
+	} attrs[] = {
+		{"multiprocessors", CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
+		{"shared_memory_per_block", CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK},
+		{"shared_memory_per_block_optin", CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN},
+		{"shared_memory_per_multiprocessor", CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR},
+		{"registers_per_block", CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK},
+		{"registers_per_multiprocessor", CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR},
+		{"max_threads_per_block", CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK},
+		{"max_threads_per_multiprocessor", CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR},
+		{"max_blocks_per_multiprocessor", CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR},
+		{"memory_bus_width_bits", CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH},
+	};
+	cJSON *d = json_object();
+	int major = 0, minor = 0;
+	json_add_string(d, "name", gpu.name);
+	if (cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, gpu.dev) == CUDA_SUCCESS &&
+	    cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, gpu.dev) == CUDA_SUCCESS) {
+		char cc[32];
+		snprintf(cc, sizeof(cc), "sm_%d%d", major, minor);
+		json_add_string(d, "architecture", cc);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(attrs); i++) {
+		int v;
+		if (cu.cuDeviceGetAttribute(&v, attrs[i].attr, gpu.dev) == CUDA_SUCCESS)
+			json_add_number(d, attrs[i].key, v);
+	}
+	json_add_number(d, "l2_cache_bytes", (double)gpu.l2_bytes);
+	return d;
+}
+
+/* RUN/baseline.json: the baseline's build and time, for the records that follow, and the
+ * device it was measured on. */
 static void keep_baseline(const char *run, const cJSON *build, double median_ms)
 {
 	cJSON *doc = cJSON_Duplicate(build, 1);
 	if (!doc || !cJSON_AddNumberToObject(doc, "median_ms", median_ms))
 		xalloc_die();
+	json_add(doc, "device", device_json());
 	char *path = xasprintf("%s/baseline.json", run);
 	write_json_file(path, doc);
 	free(path);

@@ -174,9 +174,10 @@ static void symptoms_section(struct strbuf *sb, const struct node_info *node)
 		strbuf_addstr(sb, "- symptom: memory-bound near the bandwidth roof; only less traffic helps\n");
 	else if (bw < 30 && isnan(json_number(bench, "tflops", NAN)))
 		strbuf_addstr(sb, "- symptom: far from the bandwidth roof: latency-bound or poorly coalesced\n");
-	const cJSON *prof = profile;
-	if (json_number(prof, "mma", 0) + json_number(prof, "wgmma", 0) == 0 && json_number(prof, "fma", 0) > 0)
-		strbuf_addstr(sb, "- symptom: math runs on FMA units, not tensor cores\n");
+	/* A loop body of a few dozen FMAs is a dot product worth moving to tensor cores; a few are
+	 * an elementwise kernel's arithmetic. */
+	if (json_number(profile, "mma", 0) + json_number(profile, "wgmma", 0) == 0 && json_number(profile, "fma", 0) >= 32)
+		strbuf_addstr(sb, "- symptom: the math runs on FMA units, not tensor cores\n");
 }
 
 /* The best so far and the recent attempts, newest last, with their errors. */
