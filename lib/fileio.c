@@ -97,9 +97,10 @@ int file_write_atomic(const char *path, const void *data, size_t len)
 	return rc;
 }
 
-int file_write(const char *path, const void *data, size_t len)
+/* Opens path with flags, writes data and closes it; the first error's errno survives close. */
+static int open_write_close(const char *path, int flags, const void *data, size_t len)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0644);
 	if (fd < 0)
 		return -1;
 	int rc = write_all(fd, data, len);
@@ -108,6 +109,11 @@ int file_write(const char *path, const void *data, size_t len)
 		return -1;
 	errno = saved_errno;
 	return rc;
+}
+
+int file_write(const char *path, const void *data, size_t len)
+{
+	return open_write_close(path, O_TRUNC, data, len);
 }
 
 int file_write_tail(const char *path, size_t offset, const void *data, size_t len)
@@ -128,15 +134,7 @@ int file_write_tail(const char *path, size_t offset, const void *data, size_t le
 
 int file_append(const char *path, const void *data, size_t len)
 {
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -1;
-	int rc = write_all(fd, data, len);
-	int saved_errno = errno;
-	if (close(fd) != 0 && rc == 0)
-		return -1;
-	errno = saved_errno;
-	return rc;
+	return open_write_close(path, O_APPEND, data, len);
 }
 
 static char *map_file(const char *path, size_t *len, int writable)

@@ -151,6 +151,29 @@ char *json_text(const cJSON *item)
 	return copy;
 }
 
+cJSON *jsonl_read_file(const char *path)
+{
+	cJSON *records = cJSON_CreateArray();
+	if (!records)
+		xalloc_die();
+	FILE *fp = fopen(path, "r");
+	if (!fp) {
+		if (errno != ENOENT)
+			log_warn("cannot read '%s':", path);
+		return records;
+	}
+	struct jsonl_reader reader;
+	jsonl_reader_init(&reader, fp, path);
+	cJSON *record;
+	enum jsonl_status st;
+	while ((st = jsonl_next(&reader, &record)) != JSONL_EOF && st != JSONL_IO_ERROR)
+		if (st == JSONL_RECORD)
+			json_append(records, record);
+	jsonl_reader_release(&reader);
+	fclose(fp);
+	return records;
+}
+
 int jsonl_append(const char *path, const cJSON *record)
 {
 	char *text = cJSON_PrintUnformatted(record);

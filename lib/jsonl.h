@@ -38,6 +38,11 @@ void jsonl_reader_release(struct jsonl_reader *r);
 /* Writes record as one compact line. Returns 0, or -1 with errno set when the write failed. */
 int jsonl_write(FILE *fp, const cJSON *record);
 
+/* Every record of the JSON-lines file at path, as an array the caller frees with
+ * cJSON_Delete: empty when the file does not exist. Bad lines are reported and skipped; a
+ * file that cannot be read is warned about and gives what was read. */
+cJSON *jsonl_read_file(const char *path);
+
 /* Appends record as one line to the file at path (file_append). Returns 0, or -1 with errno. */
 int jsonl_append(const char *path, const cJSON *record);
 

@@ -258,24 +258,14 @@ static void spent_so_far(const struct llm_settings *s, long *calls, long *tokens
 	if (!s->log_dir)
 		return;
 	char *path = xasprintf("%s/calls.jsonl", s->log_dir);
-	FILE *fp = fopen(path, "r");
-	if (fp) {
-		struct jsonl_reader reader;
-		jsonl_reader_init(&reader, fp, path);
-		cJSON *line;
-		enum jsonl_status st;
-		while ((st = jsonl_next(&reader, &line)) != JSONL_EOF && st != JSONL_IO_ERROR) {
-			if (st != JSONL_RECORD)
-				continue;
-			if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(line, "cached"))) {
-				*calls += (long)json_number(line, "attempts", 0);
-				*tokens += (long)(json_number(line, "tokens_in", 0) + json_number(line, "tokens_out", 0));
-			}
-			cJSON_Delete(line);
+	cJSON *lines = jsonl_read_file(path), *line;
+	cJSON_ArrayForEach(line, lines) {
+		if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(line, "cached"))) {
+			*calls += (long)json_number(line, "attempts", 0);
+			*tokens += (long)(json_number(line, "tokens_in", 0) + json_number(line, "tokens_out", 0));
 		}
-		jsonl_reader_release(&reader);
-		fclose(fp);
 	}
+	cJSON_Delete(lines);
 	free(path);
 }
 

@@ -215,28 +215,6 @@ static void remember_events(struct run_info *run)
 
 /* ---------------------------------------------------------------- runs */
 
-static cJSON *read_events(const char *run_dir)
-{
-	cJSON *events = cJSON_CreateArray();
-	char *path = xasprintf("%s/events.jsonl", run_dir);
-	FILE *fp = fopen(path, "r");
-	if (fp) {
-		struct jsonl_reader reader;
-		jsonl_reader_init(&reader, fp, path);
-		cJSON *record;
-		enum jsonl_status st;
-		while ((st = jsonl_next(&reader, &record)) != JSONL_EOF && st != JSONL_IO_ERROR)
-			if (st == JSONL_RECORD)
-				json_append(events, record);
-		jsonl_reader_release(&reader);
-		fclose(fp);
-	} else if (errno != ENOENT) {
-		log_warn("cannot read '%s':", path);
-	}
-	free(path);
-	return events;
-}
-
 static void run_load(struct run_info *run)
 {
 	char *copy = xstrdup(run->dir), *parent = xstrdup(dirname(copy));
@@ -253,8 +231,10 @@ static void run_load(struct run_info *run)
 		return;
 	}
 	free(spec_path);
-	run->events = read_events(run->dir);
-	char *path = xasprintf("%s/best.json", run->dir);
+	char *path = xasprintf("%s/events.jsonl", run->dir);
+	run->events = jsonl_read_file(path);
+	free(path);
+	path = xasprintf("%s/best.json", run->dir);
 	run->best = read_json_file(path);
 	free(path);
 	path = xasprintf("%s/baseline.json", run->dir);
