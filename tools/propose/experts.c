@@ -504,9 +504,8 @@ static void add_error(cJSON *errors, const char *persona, const char *error)
 }
 
 void experts_propose(const struct experts *ex, struct run_info *run, const struct node_info *node,
-		     const cJSON *record, struct proposal **list, size_t *n, cJSON *errors)
+		     struct proposal **list, size_t *n, cJSON *errors)
 {
-	(void)record;
 	struct llm_settings s = ex->llm;
 	char *log_dir = xasprintf("%s/llm", run->dir), *cache_dir = xasprintf("%s/llm/cache", run->dir);
 	s.log_dir = log_dir;

@@ -30,11 +30,11 @@ struct experts {
 int persona_add(struct experts *ex, const char *name_or_file);
 void experts_release(struct experts *ex);
 
-/* Asks every persona for candidates for node (the expand record `record` of run), appends
- * what they propose to *list (unchecked), and appends to errors one {"persona", "error"} per
- * expert that gave nothing usable. */
+/* Asks every persona for candidates for node of run, appends what they propose to *list
+ * (unchecked), and appends to errors one {"persona", "error"} per expert that gave nothing
+ * usable. */
 void experts_propose(const struct experts *ex, struct run_info *run, const struct node_info *node,
-		     const cJSON *record, struct proposal **list, size_t *n, cJSON *errors);
+		     struct proposal **list, size_t *n, cJSON *errors);
 
 /* The first JSON value in text that has the shape of an answer: the whole text, a fenced
  * code block, or a balanced {...} inside prose. Returns it, or NULL with why set. */

@@ -401,7 +401,7 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 	size_t n = 0, dropped = 0, out = 0;
 	cJSON *errors = cJSON_CreateArray();
 	if (opt->source == FROM_LLM)
-		experts_propose(&opt->ex, run, node, record, &list, &n, errors);
+		experts_propose(&opt->ex, run, node, &list, &n, errors);
 	else
 		rules_propose(run, node, opt->seed, (size_t)opt->rules_random, &list, &n, &dropped);
 	int status = KG_EXIT_OK;
