@@ -267,8 +267,8 @@ static void methods_section(struct strbuf *sb, const struct experts *ex, const s
 	cJSON_Delete(regraph);
 }
 
-static char *user_prompt(const struct experts *ex, const struct run_info *run, const struct node_info *node,
-			 const struct persona *persona)
+/* What every expert of an expansion is told; the persona and the answer's form follow. */
+static char *prompt_context(const struct experts *ex, const struct run_info *run, const struct node_info *node)
 {
 	struct strbuf sb;
 	strbuf_init(&sb);
@@ -282,7 +282,14 @@ static char *user_prompt(const struct experts *ex, const struct run_info *run, c
 	symptoms_section(&sb, node);
 	history_section(&sb, run, ex->history);
 	methods_section(&sb, ex, run, node);
-	strbuf_addf(&sb, "\n## Your role: %s\n%s\n", persona->name, persona->text);
+	return strbuf_detach(&sb);
+}
+
+static char *user_prompt(const char *context, const struct persona *persona)
+{
+	struct strbuf sb;
+	strbuf_init(&sb);
+	strbuf_addf(&sb, "%s\n## Your role: %s\n%s\n", context, persona->name, persona->text);
 	strbuf_addstr(&sb,
 		      "\n## Answer\nOne JSON object {\"candidates\": [...]}; each candidate has:\n"
 		      "- \"think\": your reasoning, in a few sentences\n"
@@ -514,16 +521,18 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 	cJSON *schema = answer_schema(run->spec);
 	struct expert_call *calls = xcalloc(ex->npersonas + 1, sizeof(*calls));
 	struct llm_request *reqs = xcalloc(ex->npersonas + 1, sizeof(*reqs));
+	char *context = prompt_context(ex, run, node);
 	for (size_t i = 0; i < ex->npersonas; i++) {
 		struct expert_call *c = &calls[i];
 		c->persona = &ex->personas[i];
 		c->proposer = xasprintf("llm:%s/%s", s.model, c->persona->name);
 		c->messages = cJSON_CreateArray();
-		char *prompt = user_prompt(ex, run, node, c->persona);
+		char *prompt = user_prompt(context, c->persona);
 		json_append(c->messages, message("system", system_prompt));
 		json_append(c->messages, message("user", prompt));
 		free(prompt);
 	}
+	free(context);
 	/* Round 1 asks everyone; round 2 corrects, once, those whose answer was unusable. */
 	for (int round = 1; round <= 2; round++) {
 		size_t k = 0, *index = xcalloc(ex->npersonas + 1, sizeof(*index));
