@@ -330,27 +330,22 @@ static cJSON *answer_schema(const struct t1_spec *spec)
 	json_add(config, "properties", props);
 	json_add(config, "required", required);
 	json_add_bool(config, "additionalProperties", 0);
-	const char *text =
+	char *config_text = json_text(config);
+	char *text = xasprintf(
 		"{\"type\":\"object\",\"additionalProperties\":false,\"required\":[\"candidates\"],\"properties\":{"
 		"\"candidates\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"additionalProperties\":false,"
 		"\"required\":[\"think\",\"method\",\"detail\",\"patch\",\"source\",\"config\",\"launch_update\"],"
 		"\"properties\":{\"think\":{\"type\":\"string\"},\"method\":{\"type\":\"string\"},"
 		"\"detail\":{\"type\":\"string\"},\"patch\":{\"type\":[\"string\",\"null\"]},"
-		"\"source\":{\"type\":[\"string\",\"null\"]},\"config\":{\"anyOf\":[{\"type\":\"null\"}]},"
-		"\"launch_update\":{\"type\":\"null\"}}}}}}";
+		"\"source\":{\"type\":[\"string\",\"null\"]},\"config\":{\"anyOf\":[{\"type\":\"null\"},%s]},"
+		"\"launch_update\":{\"type\":\"null\"}}}}}}",
+		config_text);
 	cJSON *schema = cJSON_Parse(text);
-	cJSON *any = cJSON_GetObjectItemCaseSensitive(
-		cJSON_GetObjectItemCaseSensitive(
-			cJSON_GetObjectItemCaseSensitive(
-				cJSON_GetObjectItemCaseSensitive(
-					cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(schema, "properties"), "candidates"),
-					"items"),
-				"properties"),
-			"config"),
-		"anyOf");
-	if (!any)
+	if (!schema)
 		xalloc_die();
-	json_append(any, config);
+	free(text);
+	free(config_text);
+	cJSON_Delete(config);
 	return schema;
 }
 
