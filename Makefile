@@ -46,6 +46,7 @@ $(BUILD)/tools/bench/%.o: ALL_CPPFLAGS += -isystem $(CUDA_HOME)/include -DKG_CUD
 LIBS_build = -ldl
 LIBS_bench = -ldl
 LIBS_propose = -lcurl
+LIBS_relabel = -lcurl
 
 # A tool exists once tools/<name>/main.c does; each links the shared library and
 # what its own LIBS_<name> adds (libcurl, NVRTC, CUDA, CUPTI).

@@ -240,8 +240,14 @@ char *kg_cache_dir(void)
 int dirlock_acquire(struct dirlock *lock, const char *dir, int wait)
 {
 	char *path = xasprintf("%s/.lock", dir);
-	lock->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	int rc = filelock_acquire(lock, path, wait);
 	free(path);
+	return rc;
+}
+
+int filelock_acquire(struct dirlock *lock, const char *path, int wait)
+{
+	lock->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (lock->fd < 0)
 		return -1;
 	int rc;

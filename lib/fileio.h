@@ -64,6 +64,9 @@ struct dirlock {
 /* Returns 0 once the lock is held; -1 with errno set otherwise (EWOULDBLOCK: held by
  * another process and wait was 0). Reports nothing. */
 int dirlock_acquire(struct dirlock *lock, const char *dir, int wait);
+/* The same lock held on the file at path (created when missing), for a lock of its own
+ * beside a shared file; released with dirlock_release. */
+int filelock_acquire(struct dirlock *lock, const char *path, int wait);
 void dirlock_release(struct dirlock *lock);
 
 #endif

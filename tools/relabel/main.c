@@ -1,0 +1,620 @@
+/* main.c (kg-relabel): maps each candidate's freely named method onto the run's method catalog
+ * (exact, alias, fuzzy, optionally an LLM), growing the catalog with what is new. */
+#include "common.h"
+
+#include <getopt.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "fileio.h"
+#include "jsonl.h"
+#include "llm.h"
+#include "log.h"
+#include "methods.h"
+#include "parse.h"
+#include "xalloc.h"
+
+struct options {
+	const char *catalog; /* --catalog, else OUTDIR/methods.json of each record's run */
+	double threshold;    /* --threshold */
+	int llm, merge;	     /* --llm, --merge */
+	const char *input;
+	struct llm_settings s;
+};
+
+static void usage(FILE *fp)
+{
+	fputs("Usage: kg-relabel [--catalog FILE] [--threshold T] [--llm [LLM OPTIONS]] [FILE]\n"
+	      "       kg-relabel --merge [--catalog FILE] [--threshold T]\n"
+	      "Give each record with a candidate.method its canonical method, \"method\": {\"label\",\n"
+	      "\"canonical\", \"how\", \"score\"}, in this order: the normalized name equals a catalog name\n"
+	      "(how \"exact\") or alias (\"alias\"), a fuzzy match scores at least T (\"fuzzy\"), the LLM maps it\n"
+	      "(\"llm\", one call per expansion), or else it becomes a new method of the catalog (\"new\").\n"
+	      "Other records pass through. The catalog is OUTDIR/methods.json two levels above the record's\n"
+	      "run (seeded with the nine canonical methods), updated atomically under methods.json.lock.\n"
+	      "\n"
+	      "  -c, --catalog FILE   the catalog for every record\n"
+	      "  -t, --threshold T    the least fuzzy score that matches, 0 to 1 (default 0.85): the larger\n"
+	      "                       of 1 - edit distance / length and the word overlap (Jaccard) of the\n"
+	      "                       normalized names\n"
+	      "  -m, --merge          print pairs of catalog methods that look like synonyms, for a person\n"
+	      "                       to merge: {\"merge\": [A, B], \"score\"}; changes nothing\n"
+	      "  -l, --llm            ask an LLM about names no rule matches (OPENAI_API_KEY, OPENAI_BASE_URL)\n"
+	      "      --model M        (default gpt-5-mini)     --api chat|responses (default chat)\n"
+	      "      --base-url URL   --timeout S (default 300) --retries N (default 4) --no-cache\n"
+	      "  -q, --quiet          print errors only\n"
+	      "  -v, --verbose        say more on stderr\n"
+	      "  -h, --help           print this help and exit\n"
+	      "  -V, --version        print the version and exit\n"
+	      "\n"
+	      "Exit status: 0 done; 1 a record or the catalog could not be handled; 2 usage error;\n"
+	      "3 --llm without OPENAI_API_KEY or OPENAI_BASE_URL; 4 output could not be written.\n",
+	      fp);
+}
+
+static void parse_options(int argc, char **argv, struct options *opt)
+{
+	enum { OPT_MODEL = 256, OPT_API, OPT_BASE_URL, OPT_TIMEOUT, OPT_RETRIES, OPT_NO_CACHE };
+	static const struct option longopts[] = {
+		{"api", required_argument, NULL, OPT_API},	 {"base-url", required_argument, NULL, OPT_BASE_URL},
+		{"catalog", required_argument, NULL, 'c'},	 {"help", no_argument, NULL, 'h'},
+		{"llm", no_argument, NULL, 'l'},		 {"merge", no_argument, NULL, 'm'},
+		{"model", required_argument, NULL, OPT_MODEL},	 {"no-cache", no_argument, NULL, OPT_NO_CACHE},
+		{"quiet", no_argument, NULL, 'q'},		 {"retries", required_argument, NULL, OPT_RETRIES},
+		{"threshold", required_argument, NULL, 't'},	 {"timeout", required_argument, NULL, OPT_TIMEOUT},
+		{"verbose", no_argument, NULL, 'v'},		 {"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+	double v;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":c:hlmqt:vV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c': opt->catalog = optarg; break;
+		case 'h': usage(stdout); exit(cli_finish(KG_EXIT_OK));
+		case 'l': opt->llm = 1; break;
+		case 'm': opt->merge = 1; break;
+		case 'q': log_quieter(); break;
+		case 't':
+			if (parse_double(optarg, 0, 1, &opt->threshold))
+				cli_usage_error("--threshold: '%s' is not a number from 0 to 1", optarg);
+			break;
+		case 'v': log_louder(); break;
+		case 'V': cli_print_version(); exit(cli_finish(KG_EXIT_OK));
+		case OPT_MODEL: opt->s.model = optarg; break;
+		case OPT_API:
+			if (strcmp(optarg, "chat") != 0 && strcmp(optarg, "responses") != 0)
+				cli_usage_error("--api: '%s' is not chat or responses", optarg);
+			opt->s.api = strcmp(optarg, "chat") == 0 ? LLM_CHAT : LLM_RESPONSES;
+			break;
+		case OPT_BASE_URL: opt->s.base_url = optarg; break;
+		case OPT_TIMEOUT:
+			if (parse_double(optarg, 0, 1e6, &v))
+				cli_usage_error("--timeout: '%s' is not a number of seconds", optarg);
+			opt->s.timeout_s = v;
+			break;
+		case OPT_RETRIES:
+			if (parse_double(optarg, 0, 100, &v) || v != floor(v))
+				cli_usage_error("--retries: '%s' is not a whole number from 0 to 100", optarg);
+			opt->s.retries = (int)v;
+			break;
+		case OPT_NO_CACHE: opt->s.read_cache = 0; break;
+		default: cli_option_error(c, argv);
+		}
+	}
+	if (opt->merge && optind < argc)
+		cli_usage_error("--merge reads no records (unexpected argument '%s')", argv[optind]);
+	if (opt->merge && !opt->catalog)
+		cli_usage_error("--merge needs --catalog FILE");
+	if (optind + 1 < argc)
+		cli_usage_error("unexpected argument '%s'", argv[optind + 1]);
+	opt->input = optind < argc ? argv[optind] : "-";
+	if (opt->llm) {
+		const char *key = getenv("OPENAI_API_KEY"), *base = getenv("OPENAI_BASE_URL");
+		opt->s.api_key = key && *key ? key : NULL;
+		if (!opt->s.base_url)
+			opt->s.base_url = base && *base ? base : "https://api.openai.com/v1";
+		if (!opt->s.api_key && strcmp(opt->s.base_url, "https://api.openai.com/v1") == 0) {
+			log_error("--llm needs OPENAI_API_KEY (or OPENAI_BASE_URL, for a local server that needs no key)");
+			exit(cli_finish(KG_EXIT_ENV));
+		}
+		llm_default_prices(opt->s.model, &opt->s.price_in, &opt->s.price_out);
+	}
+}
+
+/* ---------------------------------------------------------------- names */
+
+/* lowercase words joined by '_': "Shared Memory Tiling 2D" -> "shared_memory_tiling_2d" */
+static char *normalize(const char *s)
+{
+	char *out = xmalloc(strlen(s) + 1), *o = out;
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'))
+			*o++ = (char)ch;
+		else if (ch >= 'A' && ch <= 'Z')
+			*o++ = (char)(ch - 'A' + 'a');
+		else if (o > out && o[-1] != '_')
+			*o++ = '_';
+	}
+	while (o > out && o[-1] == '_')
+		o--;
+	*o = '\0';
+	return out;
+}
+
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t n = strlen(a), m = strlen(b), *row = xcalloc(m + 1, sizeof(*row));
+	for (size_t j = 0; j <= m; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= n; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= m; j++) {
+			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+			best = best < up + 1 ? best : up + 1;
+			best = best < row[j - 1] + 1 ? best : row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	size_t d = row[m];
+	free(row);
+	return d;
+}
+
+/* |words in both| / |words in either| of two normalized names. */
+static double word_overlap(const char *a, const char *b)
+{
+	char *x = xasprintf("_%s_", a), *y = xasprintf("_%s_", b);
+	size_t both = 0, na = 0, nb = 0;
+	for (const char *w = x + 1; *w; w = strchr(w, '_') + 1) {
+		size_t len = strcspn(w, "_");
+		if (!len)
+			break;
+		char *word = xasprintf("_%.*s_", (int)len, w);
+		na++;
+		both += strstr(y, word) != NULL;
+		free(word);
+	}
+	for (const char *w = y + 1; *w && strcspn(w, "_"); w = strchr(w, '_') + 1)
+		nb++;
+	free(x);
+	free(y);
+	return na + nb - both ? (double)both / (double)(na + nb - both) : 0;
+}
+
+static double similarity(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), longest = la > lb ? la : lb;
+	double edit = longest ? 1 - (double)edit_distance(a, b) / (double)longest : 1;
+	double words = word_overlap(a, b);
+	return edit > words ? edit : words;
+}
+
+/* ---------------------------------------------------------------- matching */
+
+struct decision {
+	char *label, *canonical, *how, *detail;
+	double score;
+};
+
+static int has_name(const cJSON *catalog, const char *name)
+{
+	const cJSON *m;
+	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(catalog, "methods"))
+		if (strcmp(json_string(m, "name"), name) == 0)
+			return 1;
+	return 0;
+}
+
+/* Exact, alias or fuzzy; fills d and returns 1, or 0 when nothing reaches the threshold (d's
+ * score is then the best seen). */
+static int match(const cJSON *catalog, double threshold, struct decision *d)
+{
+	char *want = normalize(d->label);
+	const cJSON *m, *alias, *best = NULL;
+	double best_score = -1;
+	int found = 0;
+	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(catalog, "methods")) {
+		char *name = normalize(json_string(m, "name"));
+		if (strcmp(name, want) == 0) {
+			d->how = "exact";
+			found = 1;
+		}
+		double s = similarity(name, want);
+		free(name);
+		cJSON_ArrayForEach(alias, cJSON_GetObjectItemCaseSensitive(m, "aliases")) {
+			if (!cJSON_IsString(alias))
+				continue;
+			char *a = normalize(alias->valuestring);
+			if (!found && strcmp(a, want) == 0) {
+				d->how = "alias";
+				found = 1;
+			}
+			s = fmax(s, similarity(a, want));
+			free(a);
+		}
+		if (found) {
+			best = m;
+			best_score = 1;
+			break;
+		}
+		if (s > best_score) {
+			best_score = s;
+			best = m;
+		}
+	}
+	free(want);
+	d->score = fmax(best_score, 0);
+	if (!found && best && best_score >= threshold) {
+		d->how = "fuzzy";
+		found = 1;
+	}
+	if (found)
+		d->canonical = xstrdup(json_string(best, "name"));
+	return found;
+}
+
+/* ---------------------------------------------------------------- the LLM's relabel step */
+
+static char *relabel_prompt(const cJSON *catalog, struct decision *ds, size_t n)
+{
+	struct strbuf sb;
+	strbuf_init(&sb);
+	strbuf_addstr(&sb, "## Catalog of optimization methods (name: description; aliases)\n");
+	const cJSON *m, *alias;
+	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(catalog, "methods")) {
+		const char *desc = json_string(m, "description");
+		strbuf_addf(&sb, "- %s: %s", json_string(m, "name"), desc ? desc : "");
+		int k = 0;
+		cJSON_ArrayForEach(alias, cJSON_GetObjectItemCaseSensitive(m, "aliases"))
+			if (cJSON_IsString(alias))
+				strbuf_addf(&sb, "%s%s", k++ ? ", " : "; ", alias->valuestring);
+		strbuf_addch(&sb, '\n');
+	}
+	strbuf_addstr(&sb, "\n## Steps to relabel\n");
+	for (size_t i = 0; i < n; i++)
+		strbuf_addf(&sb, "- label \"%s\": %s\n", ds[i].label, ds[i].detail ? ds[i].detail : "");
+	strbuf_addstr(&sb, "\n## Answer\nOne JSON object {\"mappings\": [{\"label\", \"canonical\", \"new_name\"}]}, one "
+			   "per step: \"canonical\" is the catalog name the step is an instance of, or null when none "
+			   "is; then \"new_name\" is a short lowercase snake_case name for the new method, else null.\n");
+	return strbuf_detach(&sb);
+}
+
+/* One call for every step no rule matched; fills canonical and how for those it maps. */
+static void ask_llm(const struct options *opt, const char *run, const cJSON *catalog, struct decision *ds, size_t n)
+{
+	static const char schema_text[] =
+		"{\"type\":\"object\",\"additionalProperties\":false,\"required\":[\"mappings\"],\"properties\":{\"mappings\":"
+		"{\"type\":\"array\",\"items\":{\"type\":\"object\",\"additionalProperties\":false,\"required\":[\"label\","
+		"\"canonical\",\"new_name\"],\"properties\":{\"label\":{\"type\":\"string\"},\"canonical\":{\"type\":[\"string\","
+		"\"null\"]},\"new_name\":{\"type\":[\"string\",\"null\"]}}}}}}";
+	struct llm_settings s = opt->s;
+	char *log_dir = run ? xasprintf("%s/llm", run) : NULL, *cache_dir = run ? xasprintf("%s/llm/cache", run) : NULL;
+	s.log_dir = log_dir;
+	s.cache_dir = cache_dir;
+	cJSON *messages = cJSON_CreateArray(), *schema = cJSON_Parse(schema_text);
+	char *prompt = relabel_prompt(catalog, ds, n);
+	cJSON *sys = json_object(), *user = json_object();
+	json_add_string(sys, "role", "system");
+	json_add_string(sys, "content", "You relabel GPU kernel optimization steps onto a catalog of canonical methods, "
+					"as in ReGraphT's relabel step: map each step onto the existing name it is an "
+					"instance of, or declare it new. Answer with one JSON object only.");
+	json_add_string(user, "role", "user");
+	json_add_string(user, "content", prompt);
+	json_append(messages, sys);
+	json_append(messages, user);
+	struct llm_request req = {.label = "relabel", .messages = messages, .schema = schema, .schema_name = "relabel"};
+	llm_run(&s, &req, 1);
+	cJSON *answer = req.ok ? cJSON_Parse(req.text) : NULL;
+	if (!req.ok)
+		log_warn("relabel by LLM failed: %s; the steps become new methods", req.error);
+	else if (!answer)
+		log_warn("relabel by LLM: the answer is not JSON (see %s/%s); the steps become new methods", log_dir, req.log_file);
+	const cJSON *map;
+	cJSON_ArrayForEach(map, cJSON_GetObjectItemCaseSensitive(answer, "mappings")) {
+		const char *label = json_string(map, "label"), *canonical = json_string(map, "canonical");
+		const char *new_name = json_string(map, "new_name");
+		for (size_t i = 0; label && i < n; i++) {
+			if (ds[i].canonical || strcmp(ds[i].label, label) != 0)
+				continue;
+			if (canonical && has_name(catalog, canonical)) {
+				ds[i].canonical = xstrdup(canonical);
+				ds[i].how = "llm";
+			} else if (new_name && *new_name) {
+				ds[i].canonical = normalize(new_name);
+				ds[i].how = "new";
+			}
+		}
+	}
+	cJSON_Delete(answer);
+	llm_request_release(&req);
+	free(prompt);
+	cJSON_Delete(messages);
+	cJSON_Delete(schema);
+	free(log_dir);
+	free(cache_dir);
+}
+
+/* ---------------------------------------------------------------- the catalog */
+
+static char *catalog_path(const struct options *opt, const char *run)
+{
+	if (opt->catalog)
+		return xstrdup(opt->catalog);
+	char *copy = xstrdup(run), *parent = xstrdup(dirname(copy)), *outdir = dirname(parent);
+	char *path = xasprintf("%s/methods.json", outdir);
+	free(copy);
+	free(parent);
+	return path;
+}
+
+static void add_alias(cJSON *method, const char *label)
+{
+	cJSON *aliases = cJSON_GetObjectItemCaseSensitive(method, "aliases");
+	if (!cJSON_IsArray(aliases)) {
+		aliases = cJSON_CreateArray();
+		cJSON_DeleteItemFromObjectCaseSensitive(method, "aliases");
+		json_add(method, "aliases", aliases);
+	}
+	const cJSON *a;
+	cJSON_ArrayForEach(a, aliases)
+		if (cJSON_IsString(a) && strcmp(a->valuestring, label) == 0)
+			return;
+	json_append(aliases, cJSON_CreateString(label));
+}
+
+/* Writes the new methods and the aliases learned into the catalog, reading it again under its
+ * lock so that what another relabel added meanwhile is kept. Returns 0, or -1 (reported). */
+static int update_catalog(const char *path, const struct decision *ds, size_t n)
+{
+	struct dirlock lock;
+	char *lock_path = xasprintf("%s.lock", path);
+	int rc = filelock_acquire(&lock, lock_path, 1);
+	free(lock_path);
+	if (rc != 0)
+		return log_error("cannot lock '%s.lock':", path);
+	cJSON *doc = methods_load(path);
+	int changed = 0;
+	for (size_t i = 0; doc && i < n; i++) {
+		const struct decision *d = &ds[i];
+		if (strcmp(d->how, "exact") == 0 || strcmp(d->how, "alias") == 0)
+			continue;
+		cJSON *m, *found = NULL;
+		cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(doc, "methods"))
+			if (strcmp(json_string(m, "name"), d->canonical) == 0)
+				found = m;
+		if (!found) {
+			found = json_object();
+			json_add_string(found, "name", d->canonical);
+			json_add_string(found, "description", d->detail ? d->detail : d->label);
+			json_add(found, "aliases", cJSON_CreateArray());
+			json_append(cJSON_GetObjectItemCaseSensitive(doc, "methods"), found);
+			changed = 1;
+		}
+		if (strcmp(d->label, d->canonical) != 0) {
+			int before = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(found, "aliases"));
+			add_alias(found, d->label);
+			changed |= cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(found, "aliases")) != before;
+		}
+	}
+	rc = doc ? 0 : -1;
+	if (doc && changed && json_write_file(path, doc, 1) != 0)
+		rc = log_error("cannot write '%s':", path);
+	cJSON_Delete(doc);
+	dirlock_release(&lock);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- records */
+
+struct group {
+	cJSON **records;
+	long *lines;
+	size_t n;
+	char *key; /* run, node and iter: the expansion the records came from */
+};
+
+static char *expansion_key(const cJSON *r)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(r, "node");
+	char *node = item ? json_text(item) : xstrdup("");
+	char *key = xasprintf("%s|%s|%g", json_string(r, "run") ? json_string(r, "run") : "", node, json_number(r, "iter", -1));
+	free(node);
+	return key;
+}
+
+static void new_method(struct decision *d)
+{
+	d->canonical = normalize(d->label);
+	d->how = "new";
+	if (!*d->canonical) {
+		free(d->canonical);
+		d->canonical = xstrdup("unnamed");
+	}
+}
+
+/* Relabels a group of candidate records of one catalog and expansion; writes them. */
+static int relabel_group(const struct options *opt, struct group *g, const char *name)
+{
+	int status = KG_EXIT_OK;
+	struct decision *ds = xcalloc(g->n + 1, sizeof(*ds));
+	const char *run = json_string(g->records[0], "run");
+	char *path = catalog_path(opt, run ? run : ".");
+	cJSON *catalog = methods_load(path);
+	if (!catalog)
+		status = KG_EXIT_INPUT;
+	size_t unmatched = 0;
+	for (size_t i = 0; catalog && i < g->n; i++) {
+		const cJSON *c = cJSON_GetObjectItemCaseSensitive(g->records[i], "candidate");
+		ds[i].label = xstrdup(json_string(c, "method"));
+		ds[i].detail = json_string(c, "detail") ? xstrdup(json_string(c, "detail")) : NULL;
+		if (match(catalog, opt->threshold, &ds[i]))
+			continue;
+		if (opt->llm) {
+			unmatched++;
+			continue;
+		}
+		/* New now, so that a later step of the expansion with a like name lands on it. */
+		new_method(&ds[i]);
+		cJSON *m = json_object();
+		json_add_string(m, "name", ds[i].canonical);
+		json_append(cJSON_GetObjectItemCaseSensitive(catalog, "methods"), m);
+	}
+	if (catalog && unmatched && opt->llm) {
+		struct decision *ask = xcalloc(unmatched + 1, sizeof(*ask));
+		size_t k = 0;
+		for (size_t i = 0; i < g->n; i++)
+			if (!ds[i].canonical)
+				ask[k++] = ds[i];
+		ask_llm(opt, run, catalog, ask, k);
+		for (size_t i = 0, j = 0; i < g->n; i++)
+			if (!ds[i].canonical) {
+				ds[i].canonical = ask[j].canonical;
+				ds[i].how = ask[j++].how;
+			}
+		free(ask);
+	}
+	for (size_t i = 0; catalog && i < g->n; i++)
+		if (!ds[i].canonical)
+			new_method(&ds[i]);
+	if (catalog && update_catalog(path, ds, g->n) != 0)
+		status = KG_EXIT_INPUT;
+	for (size_t i = 0; i < g->n; i++) {
+		if (catalog) {
+			cJSON *m = json_object();
+			json_add_string(m, "label", ds[i].label);
+			json_add_string(m, "canonical", ds[i].canonical);
+			json_add_string(m, "how", ds[i].how);
+			json_add_number(m, "score", ds[i].score);
+			if (cJSON_HasObjectItem(g->records[i], "method"))
+				cJSON_ReplaceItemInObjectCaseSensitive(g->records[i], "method", m);
+			else
+				json_add(g->records[i], "method", m);
+			log_info("%s:%ld: \"%s\" -> %s (%s, %.2f)", name, g->lines[i], ds[i].label, ds[i].canonical, ds[i].how,
+				 ds[i].score);
+		}
+		if (jsonl_write(stdout, g->records[i]) != 0)
+			status = KG_EXIT_IO;
+		free(ds[i].label);
+		free(ds[i].canonical);
+		free(ds[i].detail);
+		cJSON_Delete(g->records[i]);
+	}
+	free(ds);
+	cJSON_Delete(catalog);
+	free(path);
+	free(g->key);
+	g->key = NULL;
+	g->n = 0;
+	return status;
+}
+
+static int worse(int a, int b)
+{
+	return a == KG_EXIT_IO || b == KG_EXIT_IO ? KG_EXIT_IO : a ? a : b;
+}
+
+static int relabel_stream(const struct options *opt)
+{
+	struct jsonl_reader reader;
+	if (jsonl_reader_open(&reader, opt->input) != 0)
+		return KG_EXIT_USAGE;
+	struct group g = {0};
+	int status = KG_EXIT_OK;
+	cJSON *rec;
+	enum jsonl_status st;
+	while ((st = jsonl_next(&reader, &rec)) != JSONL_EOF && status != KG_EXIT_IO) {
+		if (st == JSONL_IO_ERROR) {
+			status = KG_EXIT_IO;
+			break;
+		}
+		if (st == JSONL_BAD_LINE) {
+			status = worse(status, KG_EXIT_INPUT);
+			continue;
+		}
+		const cJSON *c = cJSON_GetObjectItemCaseSensitive(rec, "candidate");
+		const cJSON *method = cJSON_GetObjectItemCaseSensitive(c, "method");
+		char *key = expansion_key(rec);
+		if (g.n && (!method || strcmp(key, g.key) != 0))
+			status = worse(status, relabel_group(opt, &g, reader.name));
+		if (method && !(cJSON_IsString(method) && *method->valuestring)) {
+			log_at(reader.name, reader.line, "candidate.method: must be a non-empty string");
+			status = worse(status, KG_EXIT_INPUT);
+			method = NULL;
+		}
+		if (!method) {
+			if (jsonl_write(stdout, rec) != 0)
+				status = KG_EXIT_IO;
+			cJSON_Delete(rec);
+			free(key);
+			continue;
+		}
+		g.records = xreallocarray(g.records, g.n + 1, sizeof(*g.records));
+		g.lines = xreallocarray(g.lines, g.n + 1, sizeof(*g.lines));
+		g.records[g.n] = rec;
+		g.lines[g.n++] = reader.line;
+		free(g.key);
+		g.key = key;
+	}
+	if (g.n)
+		status = worse(status, relabel_group(opt, &g, reader.name));
+	free(g.records);
+	free(g.lines);
+	free(g.key);
+	jsonl_reader_release(&reader);
+	return status;
+}
+
+/* Pairs of methods whose names or aliases look alike. */
+static int propose_merges(const struct options *opt)
+{
+	cJSON *doc = methods_load(opt->catalog);
+	if (!doc)
+		return KG_EXIT_INPUT;
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(doc, "methods");
+	int n = cJSON_GetArraySize(list), status = KG_EXIT_OK;
+	for (int i = 0; i < n; i++)
+		for (int j = i + 1; j < n; j++) {
+			const cJSON *a = cJSON_GetArrayItem(list, i), *b = cJSON_GetArrayItem(list, j), *x, *y;
+			char *na = normalize(json_string(a, "name")), *nb = normalize(json_string(b, "name"));
+			double best = similarity(na, nb);
+			cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "aliases"))
+				cJSON_ArrayForEach(y, cJSON_GetObjectItemCaseSensitive(b, "aliases"))
+					if (cJSON_IsString(x) && cJSON_IsString(y)) {
+						char *p = normalize(x->valuestring), *q = normalize(y->valuestring);
+						best = fmax(best, similarity(p, q));
+						free(p);
+						free(q);
+					}
+			free(na);
+			free(nb);
+			if (best < opt->threshold)
+				continue;
+			cJSON *line = json_object(), *pair = cJSON_CreateArray();
+			json_append(pair, cJSON_CreateString(json_string(a, "name")));
+			json_append(pair, cJSON_CreateString(json_string(b, "name")));
+			json_add(line, "merge", pair);
+			json_add_number(line, "score", best);
+			if (jsonl_write(stdout, line) != 0)
+				status = KG_EXIT_IO;
+			cJSON_Delete(line);
+		}
+	cJSON_Delete(doc);
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	struct options opt = {.threshold = 0.85,
+			      .s = {.model = "gpt-5-mini", .temperature = NAN, .timeout_s = 300, .retries = 4, .backoff_s = 1,
+				    .backoff_max_s = 30, .retry_after_max_s = 120, .read_cache = 1}};
+	log_init("kg-relabel");
+	parse_options(argc, argv, &opt);
+	return cli_finish(opt.merge ? propose_merges(&opt) : relabel_stream(&opt));
+}
