@@ -1,8 +1,9 @@
 /* methods.c: the seed catalog of optimization methods (the nine canonical moves of the
- * optimize-kernels system) and the reader of OUTDIR/methods.json. */
+ * optimize-kernels system), the reader of OUTDIR/methods.json, and matching names onto it. */
 #include "common.h"
 
 #include <errno.h>
+#include <string.h>
 
 #include "fileio.h"
 #include "jsonl.h"
@@ -78,4 +79,110 @@ cJSON *methods_load(const char *path)
 		i++;
 	}
 	return doc;
+}
+
+char *method_normalize(const char *s)
+{
+	char *out = xmalloc(strlen(s) + 1), *o = out;
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'))
+			*o++ = (char)ch;
+		else if (ch >= 'A' && ch <= 'Z')
+			*o++ = (char)(ch - 'A' + 'a');
+		else if (o > out && o[-1] != '_')
+			*o++ = '_';
+	}
+	while (o > out && o[-1] == '_')
+		o--;
+	*o = '\0';
+	return out;
+}
+
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t n = strlen(a), m = strlen(b), *row = xcalloc(m + 1, sizeof(*row));
+	for (size_t j = 0; j <= m; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= n; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= m; j++) {
+			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+			best = best < up + 1 ? best : up + 1;
+			best = best < row[j - 1] + 1 ? best : row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	size_t d = row[m];
+	free(row);
+	return d;
+}
+
+/* |words in both| / |words in either| of two normalized names. */
+static double word_overlap(const char *a, const char *b)
+{
+	char *x = xasprintf("_%s_", a), *y = xasprintf("_%s_", b);
+	size_t both = 0, na = 0, nb = 0;
+	for (const char *w = x + 1; *w; w = strchr(w, '_') + 1) {
+		size_t len = strcspn(w, "_");
+		if (!len)
+			break;
+		char *word = xasprintf("_%.*s_", (int)len, w);
+		na++;
+		both += strstr(y, word) != NULL;
+		free(word);
+	}
+	for (const char *w = y + 1; *w && strcspn(w, "_"); w = strchr(w, '_') + 1)
+		nb++;
+	free(x);
+	free(y);
+	return na + nb - both ? (double)both / (double)(na + nb - both) : 0;
+}
+
+double method_similarity(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), longest = la > lb ? la : lb;
+	double edit = longest ? 1 - (double)edit_distance(a, b) / (double)longest : 1;
+	double words = word_overlap(a, b);
+	return edit > words ? edit : words;
+}
+
+const cJSON *methods_match(const cJSON *catalog, const char *label, double threshold, const char **how, double *score)
+{
+	char *want = method_normalize(label);
+	const cJSON *m, *alias, *best = NULL;
+	double best_score = -1;
+	*how = NULL;
+	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(catalog, "methods")) {
+		char *name = method_normalize(json_string(m, "name"));
+		if (strcmp(name, want) == 0)
+			*how = "exact";
+		double s = method_similarity(name, want);
+		free(name);
+		cJSON_ArrayForEach(alias, cJSON_GetObjectItemCaseSensitive(m, "aliases")) {
+			if (!cJSON_IsString(alias))
+				continue;
+			char *a = method_normalize(alias->valuestring);
+			if (!*how && strcmp(a, want) == 0)
+				*how = "alias";
+			s = s > method_similarity(a, want) ? s : method_similarity(a, want);
+			free(a);
+		}
+		if (*how) {
+			best = m;
+			best_score = 1;
+			break;
+		}
+		if (s > best_score) {
+			best_score = s;
+			best = m;
+		}
+	}
+	free(want);
+	*score = best_score > 0 ? best_score : 0;
+	if (!*how && best && best_score >= threshold)
+		*how = "fuzzy";
+	return *how ? best : NULL;
 }

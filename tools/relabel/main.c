@@ -125,81 +125,11 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	}
 }
 
-/* ---------------------------------------------------------------- names */
-
-/* lowercase words joined by '_': "Shared Memory Tiling 2D" -> "shared_memory_tiling_2d" */
-static char *normalize(const char *s)
-{
-	char *out = xmalloc(strlen(s) + 1), *o = out;
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'))
-			*o++ = (char)ch;
-		else if (ch >= 'A' && ch <= 'Z')
-			*o++ = (char)(ch - 'A' + 'a');
-		else if (o > out && o[-1] != '_')
-			*o++ = '_';
-	}
-	while (o > out && o[-1] == '_')
-		o--;
-	*o = '\0';
-	return out;
-}
-
-static size_t edit_distance(const char *a, const char *b)
-{
-	size_t n = strlen(a), m = strlen(b), *row = xcalloc(m + 1, sizeof(*row));
-	for (size_t j = 0; j <= m; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= n; i++) {
-		size_t diag = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= m; j++) {
-			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-			best = best < up + 1 ? best : up + 1;
-			best = best < row[j - 1] + 1 ? best : row[j - 1] + 1;
-			diag = up;
-			row[j] = best;
-		}
-	}
-	size_t d = row[m];
-	free(row);
-	return d;
-}
-
-/* |words in both| / |words in either| of two normalized names. */
-static double word_overlap(const char *a, const char *b)
-{
-	char *x = xasprintf("_%s_", a), *y = xasprintf("_%s_", b);
-	size_t both = 0, na = 0, nb = 0;
-	for (const char *w = x + 1; *w; w = strchr(w, '_') + 1) {
-		size_t len = strcspn(w, "_");
-		if (!len)
-			break;
-		char *word = xasprintf("_%.*s_", (int)len, w);
-		na++;
-		both += strstr(y, word) != NULL;
-		free(word);
-	}
-	for (const char *w = y + 1; *w && strcspn(w, "_"); w = strchr(w, '_') + 1)
-		nb++;
-	free(x);
-	free(y);
-	return na + nb - both ? (double)both / (double)(na + nb - both) : 0;
-}
-
-static double similarity(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), longest = la > lb ? la : lb;
-	double edit = longest ? 1 - (double)edit_distance(a, b) / (double)longest : 1;
-	double words = word_overlap(a, b);
-	return edit > words ? edit : words;
-}
-
 /* ---------------------------------------------------------------- matching */
 
 struct decision {
-	char *label, *canonical, *how, *detail;
+	char *label, *canonical, *detail;
+	const char *how;
 	double score;
 };
 
@@ -216,48 +146,10 @@ static int has_name(const cJSON *catalog, const char *name)
  * score is then the best seen). */
 static int match(const cJSON *catalog, double threshold, struct decision *d)
 {
-	char *want = normalize(d->label);
-	const cJSON *m, *alias, *best = NULL;
-	double best_score = -1;
-	int found = 0;
-	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(catalog, "methods")) {
-		char *name = normalize(json_string(m, "name"));
-		if (strcmp(name, want) == 0) {
-			d->how = "exact";
-			found = 1;
-		}
-		double s = similarity(name, want);
-		free(name);
-		cJSON_ArrayForEach(alias, cJSON_GetObjectItemCaseSensitive(m, "aliases")) {
-			if (!cJSON_IsString(alias))
-				continue;
-			char *a = normalize(alias->valuestring);
-			if (!found && strcmp(a, want) == 0) {
-				d->how = "alias";
-				found = 1;
-			}
-			s = fmax(s, similarity(a, want));
-			free(a);
-		}
-		if (found) {
-			best = m;
-			best_score = 1;
-			break;
-		}
-		if (s > best_score) {
-			best_score = s;
-			best = m;
-		}
-	}
-	free(want);
-	d->score = fmax(best_score, 0);
-	if (!found && best && best_score >= threshold) {
-		d->how = "fuzzy";
-		found = 1;
-	}
-	if (found)
-		d->canonical = xstrdup(json_string(best, "name"));
-	return found;
+	const cJSON *m = methods_match(catalog, d->label, threshold, &d->how, &d->score);
+	if (m)
+		d->canonical = xstrdup(json_string(m, "name"));
+	return m != NULL;
 }
 
 /* ---------------------------------------------------------------- the LLM's relabel step */
@@ -327,7 +219,7 @@ static void ask_llm(const struct options *opt, const char *run, const cJSON *cat
 				ds[i].canonical = xstrdup(canonical);
 				ds[i].how = "llm";
 			} else if (new_name && *new_name) {
-				ds[i].canonical = normalize(new_name);
+				ds[i].canonical = method_normalize(new_name);
 				ds[i].how = "new";
 			}
 		}
@@ -431,7 +323,7 @@ static char *expansion_key(const cJSON *r)
 
 static void new_method(struct decision *d)
 {
-	d->canonical = normalize(d->label);
+	d->canonical = method_normalize(d->label);
 	d->how = "new";
 	if (!*d->canonical) {
 		free(d->canonical);
@@ -582,13 +474,13 @@ static int propose_merges(const struct options *opt)
 	for (int i = 0; i < n; i++)
 		for (int j = i + 1; j < n; j++) {
 			const cJSON *a = cJSON_GetArrayItem(list, i), *b = cJSON_GetArrayItem(list, j), *x, *y;
-			char *na = normalize(json_string(a, "name")), *nb = normalize(json_string(b, "name"));
-			double best = similarity(na, nb);
+			char *na = method_normalize(json_string(a, "name")), *nb = method_normalize(json_string(b, "name"));
+			double best = method_similarity(na, nb);
 			cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "aliases"))
 				cJSON_ArrayForEach(y, cJSON_GetObjectItemCaseSensitive(b, "aliases"))
 					if (cJSON_IsString(x) && cJSON_IsString(y)) {
-						char *p = normalize(x->valuestring), *q = normalize(y->valuestring);
-						best = fmax(best, similarity(p, q));
+						char *p = method_normalize(x->valuestring), *q = method_normalize(y->valuestring);
+						best = fmax(best, method_similarity(p, q));
 						free(p);
 						free(q);
 					}
