@@ -222,3 +222,30 @@ rule() {
 	run_tool 0 env -u OPENAI_API_KEY kg-propose --llm --api responses --persona latency.txt --no-cache pick.jsonl
 	[ "$(jq -r 'select(.n == 2) | .authorization' requests.jsonl)" = null ]
 }
+
+@test "--regraph-filter keeps only candidates whose method the ReGraph allows after the last one" {
+	jq -cn '{version: 1, nodes: [], edges: [
+		{from: "init", to: "vectorize_global_loads", count: 4, probability: 0.6, success_mean: 0.7, mean_reward: 0.3},
+		{from: "init", to: "cache_policy_cg", count: 1, probability: 0.2, success_mean: 0.5, mean_reward: 0.1},
+		{from: "tile", to: "change_block_sizes", count: 9, probability: 0.9, success_mean: 0.9, mean_reward: 0.5}]}' > out/regraph.json
+	two=$(jq -cn '{candidates: [
+		{think: "t", method: "Vectorized loads", detail: "float4", patch: null, source: null,
+		 config: {block_size_x: 64, items_per_thread: 1, use_fma: false}, launch_update: null},
+		{think: "t", method: "Thread coarsening", detail: "more per thread", patch: null, source: null,
+		 config: {block_size_x: 128, items_per_thread: 2, use_fma: false}, launch_update: null}]}')
+	mock "{\"rules\": [$(rule 'role: throughput' "$two")]}"
+	run_tool 0 kg-propose --llm --persona throughput --regraph-filter pick.jsonl
+	[ "$(jq -c '.candidate.method' <<<"$output")" = '"Vectorized loads"' ]
+	node=$(jq -r .node pick.jsonl)
+	assert_stderr "kg-propose: warning: $RUN: node $node: llm:gpt-5-mini/throughput: Thread coarsening: dropped: its method thread_coarsening is not one the ReGraph allows next (--regraph-filter: vectorize_global_loads cache_policy_cg)"
+	prompt=$(jq -r '.body.messages[1].content' requests.jsonl)
+	[[ "$prompt" == *$'## What worked next after "init" in earlier searches (ReGraph)\n- vectorize_global_loads: probability 0.6, success rate 0.7, 4 transitions, mean reward 0.3\n- cache_policy_cg: '* ]]
+	[[ "$prompt" == *"Choose each candidate's \"method\" among these; others are dropped (--regraph-filter)."* ]]
+	# --regraph-top 1 allows the most promising alone; a method the ReGraph never left is not filtered
+	run_tool 0 kg-propose --llm --persona throughput --regraph-filter --regraph-top 1 pick.jsonl
+	[[ "$stderr" == *"(--regraph-filter: vectorize_global_loads)"* ]]
+	jq -c '.last_method = "unroll"' pick.jsonl > other.jsonl
+	run_tool 0 kg-propose --llm --persona throughput --regraph-filter -v other.jsonl
+	[ "${#lines[@]}" -eq 2 ]
+	[[ "$stderr" == *"out/regraph.json: no transition out of 'unroll' in the ReGraph: every method is allowed"* ]]
+}

@@ -390,3 +390,30 @@ int context_accept(struct run_info *run, const struct node_info *node, struct pr
 	remember(run, key);
 	return 0;
 }
+
+static int by_promise(const void *a, const void *b)
+{
+	const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
+	double px = json_number(x, "probability", 0) * json_number(x, "success_mean", 0);
+	double py = json_number(y, "probability", 0) * json_number(y, "success_mean", 0);
+	return px > py ? -1 : px < py ? 1 : strcmp(json_string(x, "to"), json_string(y, "to"));
+}
+
+cJSON *regraph_next(const char *path, const char *from, size_t top)
+{
+	cJSON *next = cJSON_CreateArray(), *doc = read_json_file(path);
+	const cJSON *edge;
+	const cJSON **found = xcalloc((size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(doc, "edges")) + 1, sizeof(*found));
+	size_t n = 0;
+	cJSON_ArrayForEach(edge, cJSON_GetObjectItemCaseSensitive(doc, "edges")) {
+		const char *a = json_string(edge, "from");
+		if (a && json_string(edge, "to") && strcmp(a, from) == 0)
+			found[n++] = edge;
+	}
+	qsort(found, n, sizeof(*found), by_promise);
+	for (size_t i = 0; i < n && i < top; i++)
+		json_append(next, cJSON_Duplicate(found[i], 1));
+	free(found);
+	cJSON_Delete(doc);
+	return next;
+}

@@ -87,4 +87,9 @@ cJSON *config_object(const struct t1_spec *spec, const size_t *indices);
 /* A JSON document at path, or NULL when it does not exist or cannot be read (warned). */
 cJSON *read_json_file(const char *path);
 
+/* The transitions out of method `from` that the ReGraph at path has seen, most promising
+ * first (probability x success_mean), at most top of them, copied into an array; empty when
+ * there are none or no ReGraph. */
+cJSON *regraph_next(const char *path, const char *from, size_t top);
+
 #endif

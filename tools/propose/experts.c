@@ -77,6 +77,16 @@ void experts_release(struct experts *ex)
 
 /* ---------------------------------------------------------------- the prompt */
 
+char *experts_catalog_path(const struct experts *ex, const struct run_info *run)
+{
+	return ex->catalog ? xstrdup(ex->catalog) : xasprintf("%s/methods.json", run->outdir);
+}
+
+char *experts_regraph_path(const struct experts *ex, const struct run_info *run)
+{
+	return ex->regraph ? xstrdup(ex->regraph) : xasprintf("%s/regraph.json", run->outdir);
+}
+
 static void add_number(struct strbuf *sb, const char *label, const cJSON *obj, const char *key, const char *unit)
 {
 	double v = json_number(obj, key, NAN);
@@ -227,7 +237,7 @@ static void methods_section(struct strbuf *sb, const struct experts *ex, const s
 		strbuf_addf(sb, "\n## Methods applied from the baseline to this variant\n%s\n", applied);
 		free(applied);
 	}
-	char *path = ex->catalog ? xstrdup(ex->catalog) : xasprintf("%s/methods.json", run->outdir);
+	char *path = experts_catalog_path(ex, run);
 	cJSON *catalog = methods_load(path);
 	free(path);
 	const cJSON *m;
@@ -238,33 +248,22 @@ static void methods_section(struct strbuf *sb, const struct experts *ex, const s
 	}
 	cJSON_Delete(catalog);
 
-	/* The ReGraph: what followed the last method in earlier searches, most likely first. */
-	const char *from = node->last_method && *node->last_method ? node->last_method : "root";
-	path = ex->regraph ? xstrdup(ex->regraph) : xasprintf("%s/regraph.json", run->outdir);
-	cJSON *regraph = read_json_file(path);
+	/* The ReGraph: what followed the last method in earlier searches. */
+	const char *from = node->last_method && *node->last_method ? node->last_method : "init";
+	path = experts_regraph_path(ex, run);
+	cJSON *next = regraph_next(path, from, ex->allowed ? (size_t)ex->allowed_top : 5);
 	free(path);
-	const cJSON *edge, *best[5] = {0};
-	cJSON_ArrayForEach(edge, cJSON_GetObjectItemCaseSensitive(regraph, "edges")) {
-		const char *a = json_string(edge, "from");
-		if (!a || !json_string(edge, "to") || strcmp(a, from) != 0)
-			continue;
-		const cJSON *e = edge;
-		for (size_t k = 0; k < ARRAY_SIZE(best) && e; k++)
-			if (!best[k] || json_number(e, "probability", 0) > json_number(best[k], "probability", 0)) {
-				const cJSON *t = best[k];
-				best[k] = e;
-				e = t;
-			}
-	}
-	if (best[0]) {
+	const cJSON *edge;
+	if (cJSON_GetArraySize(next) > 0)
 		strbuf_addf(sb, "\n## What worked next after \"%s\" in earlier searches (ReGraph)\n", from);
-		for (size_t k = 0; k < ARRAY_SIZE(best) && best[k]; k++)
-			strbuf_addf(sb, "- %s: probability %.3g, success rate %.3g, %g transitions, mean reward %.3g\n",
-				    json_string(best[k], "to"), json_number(best[k], "probability", NAN),
-				    json_number(best[k], "success_mean", NAN), json_number(best[k], "count", NAN),
-				    json_number(best[k], "mean_reward", NAN));
+	cJSON_ArrayForEach(edge, next)
+		strbuf_addf(sb, "- %s: probability %.3g, success rate %.3g, %g transitions, mean reward %.3g\n",
+			    json_string(edge, "to"), json_number(edge, "probability", NAN), json_number(edge, "success_mean", NAN),
+			    json_number(edge, "count", NAN), json_number(edge, "mean_reward", NAN));
+	if (ex->allowed && cJSON_GetArraySize(next) > 0) {
+		strbuf_addstr(sb, "Choose each candidate's \"method\" among these; others are dropped (--regraph-filter).\n");
 	}
-	cJSON_Delete(regraph);
+	cJSON_Delete(next);
 }
 
 /* What every expert of an expansion is told; the persona and the answer's form follow. */

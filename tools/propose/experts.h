@@ -23,7 +23,13 @@ struct experts {
 	int history;		 /* recent attempts shown */
 	const char *catalog;	 /* --catalog, else OUTDIR/methods.json */
 	const char *regraph;	 /* --regraph, else OUTDIR/regraph.json */
+	int allowed;		 /* --regraph-filter: only the ReGraph's neighbours of the last method */
+	long allowed_top;	 /* --regraph-top */
 };
+
+/* The catalog and the ReGraph a run's proposals use; the caller frees them. */
+char *experts_catalog_path(const struct experts *ex, const struct run_info *run);
+char *experts_regraph_path(const struct experts *ex, const struct run_info *run);
 
 /* The built-in personas, or one from a prompt file (NAME.txt or NAME.md). Returns 0, or -1
  * after reporting a name that is neither. */

@@ -12,6 +12,7 @@
 #include "experts.h"
 #include "jsonl.h"
 #include "log.h"
+#include "methods.h"
 #include "parse.h"
 #include "rng.h"
 #include "rules.h"
@@ -77,6 +78,9 @@ static void usage(FILE *fp)
 	      "      --price-out USD     per million output tokens (likewise)\n"
 	      "      --catalog FILE      the method catalog (default OUTDIR/methods.json, else the nine seeds)\n"
 	      "      --regraph FILE      the ReGraph for suggested next methods (default OUTDIR/regraph.json)\n"
+	      "      --regraph-filter    keep only candidates whose method (matched onto the catalog) is one of\n"
+	      "                          the ReGraph's --regraph-top K (5) most promising transitions out of the\n"
+	      "                          node's last method; no filter where the ReGraph has none\n"
 	      "\n"
 	      "  -q, --quiet             print errors only\n"
 	      "  -v, --verbose           say more on stderr (twice: debug)\n"
@@ -101,7 +105,7 @@ enum {
 	OPT_RANDOM = 256, OPT_RULES_RANDOM, OPT_SEED, OPT_API, OPT_BASE_URL, OPT_CANDIDATES, OPT_HISTORY, OPT_FORMAT,
 	OPT_TEMPERATURE, OPT_MAX_OUTPUT, OPT_EFFORT, OPT_TIMEOUT, OPT_RETRIES, OPT_BACKOFF, OPT_BACKOFF_MAX,
 	OPT_RETRY_AFTER_MAX, OPT_NO_CACHE, OPT_MAX_CALLS, OPT_MAX_TOKENS, OPT_PRICE_IN, OPT_PRICE_OUT, OPT_CATALOG,
-	OPT_REGRAPH,
+	OPT_REGRAPH, OPT_REGRAPH_FILTER, OPT_REGRAPH_TOP,
 };
 
 static double number_arg(const char *name, const char *arg)
@@ -148,6 +152,8 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{"random", required_argument, NULL, OPT_RANDOM},
 		{"reasoning-effort", required_argument, NULL, OPT_EFFORT},
 		{"regraph", required_argument, NULL, OPT_REGRAPH},
+		{"regraph-filter", no_argument, NULL, OPT_REGRAPH_FILTER},
+		{"regraph-top", required_argument, NULL, OPT_REGRAPH_TOP},
 		{"retries", required_argument, NULL, OPT_RETRIES},
 		{"retry-after-max", required_argument, NULL, OPT_RETRY_AFTER_MAX},
 		{"rules", no_argument, NULL, 'r'},
@@ -224,6 +230,8 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		case OPT_PRICE_OUT: price_out = number_arg("--price-out", optarg); break;
 		case OPT_CATALOG: opt->ex.catalog = optarg; break;
 		case OPT_REGRAPH: opt->ex.regraph = optarg; break;
+		case OPT_REGRAPH_FILTER: opt->ex.allowed = 1; break;
+		case OPT_REGRAPH_TOP: opt->ex.allowed_top = count_arg("--regraph-top", optarg, 1); break;
 		default: cli_option_error(c, argv);
 		}
 	}
@@ -393,6 +401,44 @@ static int write_record(cJSON *record)
 	return rc ? KG_EXIT_IO : KG_EXIT_OK;
 }
 
+/* With --regraph-filter: the methods the ReGraph allows after the node's last one, as an
+ * array of its transitions; NULL when there is no filter (none asked, or none known). */
+static cJSON *allowed_methods(const struct options *opt, const struct run_info *run, const struct node_info *node)
+{
+	if (!opt->ex.allowed)
+		return NULL;
+	const char *from = node->last_method && *node->last_method ? node->last_method : "init";
+	char *path = experts_regraph_path(&opt->ex, run);
+	cJSON *next = regraph_next(path, from, (size_t)opt->ex.allowed_top);
+	if (cJSON_GetArraySize(next) == 0) {
+		log_info("%s: no transition out of '%s' in the ReGraph: every method is allowed", path, from);
+		cJSON_Delete(next);
+		next = NULL;
+	}
+	free(path);
+	return next;
+}
+
+/* Whether p's method, matched onto the catalog, is one of the allowed transitions. */
+static int method_allowed(const cJSON *allowed, const cJSON *catalog, const struct proposal *p, struct strbuf *why)
+{
+	const char *how;
+	double score;
+	const cJSON *m = methods_match(catalog, p->method, 0.85, &how, &score), *e;
+	char *canonical = m ? xstrdup(json_string(m, "name")) : method_normalize(p->method);
+	int ok = 0;
+	cJSON_ArrayForEach(e, allowed)
+		ok |= strcmp(json_string(e, "to"), canonical) == 0;
+	if (!ok) {
+		strbuf_addf(why, "its method %s is not one the ReGraph allows next (--regraph-filter:", canonical);
+		cJSON_ArrayForEach(e, allowed)
+			strbuf_addf(why, " %s", json_string(e, "to"));
+		strbuf_addch(why, ')');
+	}
+	free(canonical);
+	return ok;
+}
+
 /* Writes the candidates of one expand record, or the record with why there are none.
  * Returns KG_EXIT_OK, KG_EXIT_INPUT (every expert failed) or KG_EXIT_IO. */
 static int expand(const struct options *opt, struct run_info *run, const cJSON *record, const struct node_info *node)
@@ -405,11 +451,18 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 	else
 		rules_propose(run, node, opt->seed, (size_t)opt->rules_random, &list, &n, &dropped);
 	int status = KG_EXIT_OK;
+	cJSON *allowed = allowed_methods(opt, run, node), *catalog = NULL;
+	if (allowed) {
+		char *path = experts_catalog_path(&opt->ex, run);
+		catalog = methods_load(path);
+		free(path);
+	}
 	for (size_t i = 0; i < n; i++) {
 		struct proposal *p = &list[i];
 		struct strbuf why;
 		strbuf_init(&why);
-		if (!p->full_config && context_accept(run, node, p, &why) != 0) {
+		if ((allowed && !method_allowed(allowed, catalog, p, &why)) ||
+		    (!p->full_config && context_accept(run, node, p, &why) != 0)) {
 			log_warn("%s: node %s: %s: %s: dropped: %s", run->dir, node->state, p->proposer, p->method, why.buf);
 			dropped++;
 		} else if (status == KG_EXIT_OK) {
@@ -425,6 +478,8 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 		proposal_release(p);
 	}
 	free(list);
+	cJSON_Delete(allowed);
+	cJSON_Delete(catalog);
 	const cJSON *e;
 	cJSON_ArrayForEach(e, errors)
 		log_error("%s: node %s: expert %s: %s", run->dir, node->state, json_string(e, "persona"), json_string(e, "error"));
@@ -506,7 +561,7 @@ int main(int argc, char **argv)
 {
 	struct options opt = {
 		.rules_random = 2,
-		.ex = {.candidates = 3, .history = 8,
+		.ex = {.candidates = 3, .history = 8, .allowed_top = 5,
 		       .llm = {.model = "gpt-5-mini", .temperature = NAN, .timeout_s = 300, .retries = 4, .backoff_s = 1,
 			       .backoff_max_s = 30, .retry_after_max_s = 120, .read_cache = 1}},
 	};
