@@ -113,4 +113,8 @@ records() {
 	run_tool 1 kg-relabel --catalog bad.json one.jsonl
 	assert_stderr "kg-relabel: bad.json: methods[0].name: must be a string"
 	[ "$(jq -c 'has("method")' <<<"$output")" = false ]
+	echo '{"candidate":{"method":"tile"}}' > no-run.jsonl
+	run_tool 1 kg-relabel no-run.jsonl
+	assert_stderr "kg-relabel: no-run.jsonl:1: run: missing, so no catalog (give the record a run, or --catalog FILE)"
+	assert_output '{"candidate":{"method":"tile"}}'
 }

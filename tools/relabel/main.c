@@ -337,7 +337,7 @@ static int relabel_group(const struct options *opt, struct group *g, const char 
 	int status = KG_EXIT_OK;
 	struct decision *ds = xcalloc(g->n + 1, sizeof(*ds));
 	const char *run = json_string(g->records[0], "run");
-	char *path = catalog_path(opt, run ? run : ".");
+	char *path = catalog_path(opt, run);
 	cJSON *catalog = methods_load(path);
 	if (!catalog)
 		status = KG_EXIT_INPUT;
@@ -437,6 +437,10 @@ static int relabel_stream(const struct options *opt)
 			status = worse(status, relabel_group(opt, &g, reader.name));
 		if (method && !(cJSON_IsString(method) && *method->valuestring)) {
 			log_at(reader.name, reader.line, "candidate.method: must be a non-empty string");
+			status = worse(status, KG_EXIT_INPUT);
+			method = NULL;
+		} else if (method && !opt->catalog && !json_string(rec, "run")) {
+			log_at(reader.name, reader.line, "run: missing, so no catalog (give the record a run, or --catalog FILE)");
 			status = worse(status, KG_EXIT_INPUT);
 			method = NULL;
 		}
