@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -54,6 +55,32 @@ void llm_default_prices(const char *model, double *in, double *out)
 			*in = prices[i].in;
 			*out = prices[i].out;
 		}
+}
+
+void llm_settings_init(struct llm_settings *s)
+{
+	*s = (struct llm_settings){.model = "gpt-5-mini", .temperature = NAN, .timeout_s = 300, .retries = 4,
+				   .backoff_s = 1, .backoff_max_s = 30, .retry_after_max_s = 120, .read_cache = 1,
+				   .price_in = NAN, .price_out = NAN};
+}
+
+int llm_settings_from_env(struct llm_settings *s)
+{
+	static const char openai[] = "https://api.openai.com/v1";
+	const char *key = getenv("OPENAI_API_KEY"), *base = getenv("OPENAI_BASE_URL");
+	s->api_key = key && *key ? key : NULL;
+	if (!s->base_url)
+		s->base_url = base && *base ? base : openai;
+	double in, out;
+	llm_default_prices(s->model, &in, &out);
+	if (isnan(s->price_in))
+		s->price_in = in;
+	if (isnan(s->price_out))
+		s->price_out = out;
+	/* A local server (llama.cpp, Ollama, vLLM) may need no key; OpenAI always does. */
+	if (!s->api_key && strcmp(s->base_url, openai) == 0)
+		return log_error("--llm needs OPENAI_API_KEY (or OPENAI_BASE_URL, for a local server that needs no key)");
+	return 0;
 }
 
 /* ---------------------------------------------------------------- requests */

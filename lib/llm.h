@@ -64,6 +64,16 @@ size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
 /* Frees what llm_run put in a request. */
 void llm_request_release(struct llm_request *r);
 
+/* The settings every tool starts from: gpt-5-mini on Chat Completions with a strict schema,
+ * 300 s per attempt, 4 retries waiting 1 s doubled up to 30 s, Retry-After up to 120 s, the
+ * cache read, prices not yet known (NAN). */
+void llm_settings_init(struct llm_settings *s);
+
+/* Completes s from the environment: api_key from OPENAI_API_KEY; base_url, unless given,
+ * from OPENAI_BASE_URL, else OpenAI's; each price still NAN from llm_default_prices. Returns
+ * 0, or -1 after reporting that OpenAI's endpoint needs a key (exit status 3). */
+int llm_settings_from_env(struct llm_settings *s);
+
 /* The price per million tokens (input, output) that kernelgraph knows for model; 0, 0 when
  * it knows none (a local server costs nothing). */
 void llm_default_prices(const char *model, double *in, double *out);

@@ -167,7 +167,6 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{NULL, 0, NULL, 0},
 	};
 	struct llm_settings *s = &opt->ex.llm;
-	double price_in = NAN, price_out = NAN;
 	int c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":chlm:p:qrs:vVx", longopts, NULL)) != -1) {
@@ -226,8 +225,8 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		case OPT_NO_CACHE: s->read_cache = 0; break;
 		case OPT_MAX_CALLS: s->max_calls = count_arg("--max-calls", optarg, 1); break;
 		case OPT_MAX_TOKENS: s->max_tokens = count_arg("--max-tokens", optarg, 1); break;
-		case OPT_PRICE_IN: price_in = number_arg("--price-in", optarg); break;
-		case OPT_PRICE_OUT: price_out = number_arg("--price-out", optarg); break;
+		case OPT_PRICE_IN: s->price_in = number_arg("--price-in", optarg); break;
+		case OPT_PRICE_OUT: s->price_out = number_arg("--price-out", optarg); break;
 		case OPT_CATALOG: opt->ex.catalog = optarg; break;
 		case OPT_REGRAPH: opt->ex.regraph = optarg; break;
 		case OPT_REGRAPH_FILTER: opt->ex.allowed = 1; break;
@@ -251,27 +250,17 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	if (optind + 1 < argc)
 		cli_usage_error("unexpected argument '%s'", argv[optind + 1]);
 	opt->input = optind < argc ? argv[optind] : "-";
-	double in, out;
-	llm_default_prices(s->model, &in, &out);
-	s->price_in = isnan(price_in) ? in : price_in;
-	s->price_out = isnan(price_out) ? out : price_out;
 }
 
 /* The key and the endpoint; the proposer when none was named. Exits 3 when --llm cannot run. */
 static void settle_source(struct options *opt)
 {
-	const char *key = getenv("OPENAI_API_KEY"), *base = getenv("OPENAI_BASE_URL");
+	const char *key = getenv("OPENAI_API_KEY");
 	struct llm_settings *s = &opt->ex.llm;
-	s->api_key = key && *key ? key : NULL;
-	if (!s->base_url)
-		s->base_url = base && *base ? base : "https://api.openai.com/v1";
-	int local = (base && *base) || strcmp(s->base_url, "https://api.openai.com/v1") != 0;
 	if (opt->source == FROM_DEFAULT)
-		opt->source = s->api_key ? FROM_LLM : FROM_RULES;
-	if (opt->source == FROM_LLM && !s->api_key && !local) {
-		log_error("--llm needs OPENAI_API_KEY (or OPENAI_BASE_URL, for a local server that needs no key)");
+		opt->source = key && *key ? FROM_LLM : FROM_RULES;
+	if (opt->source == FROM_LLM && llm_settings_from_env(s) != 0)
 		exit(cli_finish(KG_EXIT_ENV));
-	}
 	if (opt->source == FROM_LLM && opt->ex.npersonas == 0)
 		for (const char *const *p = (const char *const[]){"throughput", "memory", "robustness", NULL}; *p; p++)
 			persona_add(&opt->ex, *p);
@@ -561,10 +550,9 @@ int main(int argc, char **argv)
 {
 	struct options opt = {
 		.rules_random = 2,
-		.ex = {.candidates = 3, .history = 8, .allowed_top = 5,
-		       .llm = {.model = "gpt-5-mini", .temperature = NAN, .timeout_s = 300, .retries = 4, .backoff_s = 1,
-			       .backoff_max_s = 30, .retry_after_max_s = 120, .read_cache = 1}},
+		.ex = {.candidates = 3, .history = 8, .allowed_top = 5},
 	};
+	llm_settings_init(&opt.ex.llm);
 	log_init("kg-propose");
 	parse_options(argc, argv, &opt);
 	int status;

@@ -112,17 +112,8 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	if (optind + 1 < argc)
 		cli_usage_error("unexpected argument '%s'", argv[optind + 1]);
 	opt->input = optind < argc ? argv[optind] : "-";
-	if (opt->llm) {
-		const char *key = getenv("OPENAI_API_KEY"), *base = getenv("OPENAI_BASE_URL");
-		opt->s.api_key = key && *key ? key : NULL;
-		if (!opt->s.base_url)
-			opt->s.base_url = base && *base ? base : "https://api.openai.com/v1";
-		if (!opt->s.api_key && strcmp(opt->s.base_url, "https://api.openai.com/v1") == 0) {
-			log_error("--llm needs OPENAI_API_KEY (or OPENAI_BASE_URL, for a local server that needs no key)");
-			exit(cli_finish(KG_EXIT_ENV));
-		}
-		llm_default_prices(opt->s.model, &opt->s.price_in, &opt->s.price_out);
-	}
+	if (opt->llm && llm_settings_from_env(&opt->s) != 0)
+		exit(cli_finish(KG_EXIT_ENV));
 }
 
 /* ---------------------------------------------------------------- matching */
@@ -507,9 +498,8 @@ static int propose_merges(const struct options *opt)
 
 int main(int argc, char **argv)
 {
-	struct options opt = {.threshold = 0.85,
-			      .s = {.model = "gpt-5-mini", .temperature = NAN, .timeout_s = 300, .retries = 4, .backoff_s = 1,
-				    .backoff_max_s = 30, .retry_after_max_s = 120, .read_cache = 1}};
+	struct options opt = {.threshold = 0.85};
+	llm_settings_init(&opt.s);
 	log_init("kg-relabel");
 	parse_options(argc, argv, &opt);
 	return cli_finish(opt.merge ? propose_merges(&opt) : relabel_stream(&opt));
