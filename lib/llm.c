@@ -38,7 +38,9 @@ struct call {
 	char errbuf[CURL_ERROR_SIZE];
 };
 
-void llm_default_prices(const char *model, double *in, double *out)
+/* The price per million tokens (input, output) kernelgraph knows for model; 0, 0 when it
+ * knows none (a local server costs nothing). */
+static void llm_default_prices(const char *model, double *in, double *out)
 {
 	/* USD per million tokens, from OpenAI's price list (standard tier, 2026). */
 	static const struct {

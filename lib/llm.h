@@ -74,8 +74,4 @@ void llm_settings_init(struct llm_settings *s);
  * 0, or -1 after reporting that OpenAI's endpoint needs a key (exit status 3). */
 int llm_settings_from_env(struct llm_settings *s);
 
-/* The price per million tokens (input, output) that kernelgraph knows for model; 0, 0 when
- * it knows none (a local server costs nothing). */
-void llm_default_prices(const char *model, double *in, double *out);
-
 #endif

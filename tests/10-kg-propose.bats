@@ -61,6 +61,23 @@ MINIMAL="$BATS_TEST_DIRNAME/fixtures/t1/minimal.json"
 	assert_stderr "kg-propose: --persona: 'nobody' is neither a built-in persona (throughput, memory, robustness) nor a prompt file"
 	run_tool 2 kg-propose a.jsonl b.jsonl
 	assert_stderr "$(printf '%s\n' "kg-propose: unexpected argument 'b.jsonl'" "Try 'kg-propose --help' for more information.")"
+	hint="Try 'kg-propose --help' for more information."
+	run_tool 2 kg-propose --format yaml
+	assert_stderr "$(printf '%s\n' "kg-propose: --format: 'yaml' is not schema, json or none" "$hint")"
+	run_tool 2 kg-propose --timeout soon
+	assert_stderr "$(printf '%s\n' "kg-propose: --timeout: 'soon': not a number" "$hint")"
+	run_tool 2 kg-propose --seed -1
+	assert_stderr "$(printf '%s\n' "kg-propose: --seed: '-1': not a non-negative integer" "$hint")"
+	run_tool 2 kg-propose --random 3
+	assert_stderr "$(printf '%s\n' "kg-propose: --random needs --spec FILE" "$hint")"
+	run_tool 2 kg-propose --count
+	assert_stderr "$(printf '%s\n' "kg-propose: --count goes with --exhaustive or --random" "$hint")"
+	run_tool 2 kg-propose --random 2 --count --spec "$MINIMAL"
+	assert_stderr "$(printf '%s\n' "kg-propose: --count goes with --exhaustive" "$hint")"
+	run_tool 2 kg-propose --max-calls 0
+	assert_stderr "$(printf '%s\n' "kg-propose: --max-calls: '0' is not a whole number from 1 to 2147483647" "$hint")"
+	run_tool 2 kg-propose --persona /nonexistent/p.txt
+	assert_stderr "kg-propose: --persona: cannot read the prompt file '/nonexistent/p.txt': No such file or directory"
 	run_tool 2 kg-propose --exhaustive
 	assert_stderr "$(printf '%s\n' "kg-propose: --exhaustive needs --spec FILE" "Try 'kg-propose --help' for more information.")"
 	run_tool 2 kg-propose --exhaustive --frobnicate
@@ -188,6 +205,17 @@ measure() {
 	patch=$'--- a/scale.cu\n+++ b/scale.cu\n@@ -9 +9 @@\n-\t\t\ty[i] = scale_op(x[i]);\n+\t\t\ty[i] = scale_op(__ldg(&x[i]));\n'
 	jq --arg p "$patch" '. + {KernelGraph: {Patches: [{Name: "ldg", Method: "read_only_cache", Detail: "loads through the read-only cache", Patch: $p},
 		{Name: "broken"}]}}' "$RUN/spec.json" > s && mv s "$RUN/spec.json"
+	# a patch file that is not there, and a library that is not a list, are warned about and skipped
+	jq '.KernelGraph.Patches += [{Name: "gone", PatchFile: "gone.diff"}]' "$RUN/spec.json" > s
+	cp -r out keep && mv s "$RUN/spec.json"
+	kg-select "$RUN" > pick.jsonl
+	run_tool 0 kg-propose --rules --rules-random 0 pick.jsonl
+	[[ "$stderr" == *"kg-propose: warning: $RUN/spec.json: KernelGraph.Patches[2].PatchFile: cannot read '$RUN/gone.diff': No such file or directory"* ]]
+	jq '.KernelGraph.Patches = {}' "$RUN/spec.json" > s && mv s "$RUN/spec.json"
+	run_tool 0 kg-propose --rules --rules-random 0 pick.jsonl
+	assert_stderr "kg-propose: warning: $RUN/spec.json: KernelGraph.Patches: must be an array of patches; ignored"
+	[ "${#lines[@]}" -eq 4 ]
+	rm -rf out && mv keep out
 	kg-select "$RUN" > pick.jsonl
 	run_tool 0 kg-propose --rules --rules-random 0 pick.jsonl
 	assert_stderr "kg-propose: warning: $RUN/spec.json: KernelGraph.Patches[1]: needs a Name, a Patch or PatchFile, and Config (if any) an object; ignored"

@@ -34,6 +34,14 @@ records() {
 	assert_stderr "$(printf '%s\n' "kg-relabel: --merge needs --catalog FILE" "$hint")"
 	run_tool 2 kg-relabel a b
 	assert_stderr "$(printf '%s\n' "kg-relabel: unexpected argument 'b'" "$hint")"
+	run_tool 2 kg-relabel --api soap
+	assert_stderr "$(printf '%s\n' "kg-relabel: --api: 'soap' is not chat or responses" "$hint")"
+	run_tool 2 kg-relabel --timeout x
+	assert_stderr "$(printf '%s\n' "kg-relabel: --timeout: 'x' is not a number of seconds" "$hint")"
+	run_tool 2 kg-relabel --retries 1.5
+	assert_stderr "$(printf '%s\n' "kg-relabel: --retries: '1.5' is not a whole number from 0 to 100" "$hint")"
+	run_tool 2 kg-relabel --merge --catalog c.json extra
+	assert_stderr "$(printf '%s\n' "kg-relabel: --merge reads no records (unexpected argument 'extra')" "$hint")"
 	run_tool 3 env -u OPENAI_API_KEY -u OPENAI_BASE_URL kg-relabel --llm
 	assert_stderr "kg-relabel: --llm needs OPENAI_API_KEY (or OPENAI_BASE_URL, for a local server that needs no key)"
 }
@@ -112,6 +120,12 @@ records() {
 	records "tile" > one.jsonl
 	run_tool 1 kg-relabel --catalog bad.json one.jsonl
 	assert_stderr "kg-relabel: bad.json: methods[0].name: must be a string"
+	echo '{"methods": {}}' > bad.json
+	run_tool 1 kg-relabel --catalog bad.json one.jsonl
+	assert_stderr "kg-relabel: bad.json: methods: must be an array of methods"
+	mkdir dir.json
+	run_tool 1 kg-relabel --catalog dir.json one.jsonl
+	assert_stderr "kg-relabel: cannot read the method catalog 'dir.json': Is a directory"
 	[ "$(jq -c 'has("method")' <<<"$output")" = false ]
 	echo '{"candidate":{"method":"tile"}}' > no-run.jsonl
 	run_tool 1 kg-relabel no-run.jsonl

@@ -28,6 +28,10 @@ setup() {
 	assert_stderr "$(printf '%s\n' "kg-regraph: -o goes with build" "$hint")"
 	run_tool 2 kg-regraph build --lambda -1 "$DATASET"
 	assert_stderr "$(printf '%s\n' "kg-regraph: --lambda: '-1' is not a number of at least 0" "$hint")"
+	run_tool 2 kg-regraph neighbors --from a --top 0 x
+	assert_stderr "$(printf '%s\n' "kg-regraph: --top: '0' is not a number of at least 1" "$hint")"
+	run_tool 2 kg-regraph dot a b
+	assert_stderr "$(printf '%s\n' "kg-regraph: unexpected argument 'b'" "$hint")"
 	run_tool 2 kg-regraph build missing.jsonl
 	assert_stderr "kg-regraph: cannot open 'missing.jsonl': No such file or directory"
 }

@@ -47,7 +47,8 @@ cJSON *read_json_file(const char *path)
 	return doc;
 }
 
-char *config_key_text(const struct t1_spec *spec, const size_t *indices)
+/* The complete configuration of indices as compact text, the form the checks compare. */
+static char *config_key_text(const struct t1_spec *spec, const size_t *indices)
 {
 	cJSON *json = t1_config_to_json(spec, indices);
 	char *text = json_text(json);

@@ -76,12 +76,8 @@ void node_release(struct node_info *node);
  * p->full_config (and remembers p), or 1 with why set. */
 int context_accept(struct run_info *run, const struct node_info *node, struct proposal *p, struct strbuf *why);
 
-/* The complete configuration of indices (t1_config_to_json) as compact text, the form the
- * checks compare. */
-char *config_key_text(const struct t1_spec *spec, const size_t *indices);
-
-/* The same as an object of plain values (t1_config_to_json splices raw text, which cJSON's
- * comparisons do not read). */
+/* The complete configuration of indices as an object of plain values (t1_config_to_json
+ * splices raw text, which cJSON's comparisons do not read). */
 cJSON *config_object(const struct t1_spec *spec, const size_t *indices);
 
 /* A JSON document at path, or NULL when it does not exist or cannot be read (warned). */

@@ -398,7 +398,9 @@ static cJSON *parse_span(const char *start, const char *end)
 	return v;
 }
 
-cJSON *answer_extract(const char *text, struct strbuf *why)
+/* The first JSON value in text that has the shape of an answer: the whole text, a fenced
+ * code block, or a balanced {...} inside prose. Returns it, or NULL with why set. */
+static cJSON *answer_extract(const char *text, struct strbuf *why)
 {
 	cJSON *v = parse_span(text, text + strlen(text));
 	if (v)

@@ -42,8 +42,4 @@ void experts_release(struct experts *ex);
 void experts_propose(const struct experts *ex, struct run_info *run, const struct node_info *node,
 		     struct proposal **list, size_t *n, cJSON *errors);
 
-/* The first JSON value in text that has the shape of an answer: the whole text, a fenced
- * code block, or a balanced {...} inside prose. Returns it, or NULL with why set. */
-cJSON *answer_extract(const char *text, struct strbuf *why);
-
 #endif
