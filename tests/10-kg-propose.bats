@@ -107,6 +107,7 @@ MINIMAL="$BATS_TEST_DIRNAME/fixtures/t1/minimal.json"
 }
 
 @test "--random N: N distinct valid configurations, the same for the same seed" {
+	cd "$BATS_TEST_TMPDIR"
 	run_tool 0 kg-propose --random 5 --seed 7 --spec "$MINIMAL"
 	[ "${#lines[@]}" -eq 5 ]
 	first="$output"
