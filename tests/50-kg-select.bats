@@ -181,6 +181,31 @@ start() {
 	[ "$(jq -c '[.op, .reason, .iter]' <<<"$output")" = '["stop","converged",2]' ]
 }
 
+@test "an expansion kg-propose found nothing for is not expanded again; with nothing left anywhere, exit 5 exhausted" {
+	start
+	kg-select "$RUN" >pick.jsonl
+	{ evaluated pick.jsonl S1 2.0; evaluated pick.jsonl S2 0; } | kg-select --update "$RUN" >/dev/null
+	# S1 is picked; kg-propose has nothing new for it
+	kg-select "$RUN" | jq -c '. + {propose: {status: "empty", dropped: 3, errors: []}}' >empty.jsonl
+	[ "$(jq -r .node empty.jsonl)" = S1 ]
+	run_tool 0 kg-select --update "$RUN" empty.jsonl
+	[ "$(jq -c .update <<<"$output")" = '{"exhausted":1}' ]
+	[ "$(tail -1 "$RUN/events.jsonl" | jq -c '[.op, .update.exhausted]')" = '["expand",1]' ]
+	grep -q '^- iter 2: S1: nothing new to try from here; not expanded again$' "$RUN/trace.md"
+	# S1 is a leaf with nothing new (spent): the root is expanded instead, until it too has nothing
+	run_tool 0 kg-select "$RUN"
+	[ "$(jq -c '[.op, .node]' <<<"$output")" = '["expand","S0"]' ]
+	jq -c '. + {propose: {status: "empty"}}' <<<"$output" | kg-select --update "$RUN" >/dev/null
+	[ "$(kg-select --export "$RUN" | jq -c '[.nodes[] | [.state, .exhausted]]')" = '[["S0","exhausted"],["S1","spent"],["S2",null]]' ]
+	run_tool 5 kg-select "$RUN"
+	[ "$(jq -c '[.op, .reason, .builds, .incumbent]' <<<"$output")" = '["stop","exhausted",2,"S1"]' ]
+	[ "$(kg-select --export "$RUN" | jq -c '[.nodes[] | .exhausted]')" = '["spent","spent",null]' ]
+	# a stop record or a record without a node is not an expansion to mark
+	run_tool 0 kg-select --update "$RUN" <<<'{"op": "stop", "reason": "exhausted"}'
+	run_tool 1 kg-select --update "$RUN" <<<'{"op": "expand", "node": "S9", "propose": {"status": "empty"}}'
+	assert_stderr "kg-select: <stdin>:1: node: S9 is not in the graph"
+}
+
 @test "parameters are kept in the graph; given again, they replace the kept ones" {
 	start --c-puct 2 --widen-k 2 --backup max --seed 7
 	kg-select --export "$RUN" >g.json
@@ -288,7 +313,7 @@ start() {
 	cp good.bin "$RUN/graph.bin"
 	printf '\011' | dd of="$RUN/graph.bin" bs=1 seek=8 conv=notrunc status=none
 	run_tool 1 kg-select "$RUN"
-	assert_stderr "kg-select: $RUN/graph.bin: version 9, but this kg-select reads version 2"
+	assert_stderr "kg-select: $RUN/graph.bin: version 9, but this kg-select reads version 3"
 	cp good.bin "$RUN/graph.bin"
 	printf '\001\002\003\004' | dd of="$RUN/graph.bin" bs=1 seek=12 conv=notrunc status=none
 	run_tool 1 kg-select "$RUN"

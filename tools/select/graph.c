@@ -256,8 +256,6 @@ size_t graph_find_state(const struct graph *g, const char *state, size_t parent)
 
 /* ---------------------------------------------------------------- JSON */
 
-
-
 static cJSON *node_json(const struct graph *g, size_t i)
 {
 	const struct mcgs_node *m = &g->g.nodes[i];
@@ -266,6 +264,8 @@ static cJSON *node_json(const struct graph *g, size_t i)
 	if (!o || !cJSON_AddStringToObject(o, "state", graph_node_state(g, i)) ||
 	    !cJSON_AddBoolToObject(o, "failed", n->failed))
 		xalloc_die();
+	if (n->exhausted)
+		json_add_string(o, "exhausted", n->exhausted == NODE_SPENT ? "spent" : "exhausted");
 	json_add_number(o, "rank", m->rank);
 	json_add_number(o, "u", m->u);
 	json_add_number(o, "n", m->n);
@@ -370,6 +370,8 @@ static int load_nodes(struct graph *g, const cJSON *nodes, const char *path)
 		g->g.nodes[id].n = json_number(o, "n", 0);
 		g->g.nodes[id].q = json_number(o, "q", 0);
 		n->failed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "failed"));
+		const char *exhausted = json_string(o, "exhausted");
+		n->exhausted = !exhausted ? 0 : strcmp(exhausted, "spent") == 0 ? NODE_SPENT : NODE_EXHAUSTED;
 		n->median_ms = json_number(o, "median_ms", NAN);
 		n->speedup = json_number(o, "speedup", NAN);
 		n->speedup_lo = json_number(o, "speedup_lo", NAN);

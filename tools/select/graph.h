@@ -49,12 +49,18 @@ struct blob {
 struct gnode {
 	double median_ms, speedup, speedup_lo; /* its measurement; speedup against the baseline */
 	int64_t created_iter;
-	int64_t failed;	     /* a candidate that did not build, crashed or was incorrect: a dead end */
+	int32_t failed;	     /* a candidate that did not build, crashed or was incorrect: a dead end */
+	int32_t exhausted;   /* NODE_EXHAUSTED or NODE_SPENT; 0: may still be expanded */
 	uint64_t state_hash; /* fnv1a64 of the state: lookups compare this before the string */
 	struct blob state;   /* the state hash (kg-build's build.state), or "failed:EDGE" */
 	struct blob config;  /* build.config */
 	struct blob methods; /* canonical methods applied from the root to here */
 };
+
+/* gnode.exhausted: kg-propose found nothing new to try from the node, so it is not expanded
+ * again; spent, besides, when every edge out of it is evaluated and leads to a failed or
+ * spent node, so selection no longer descends into it. */
+enum { NODE_EXHAUSTED = 1, NODE_SPENT = 2 };
 
 struct gedge {
 	double reward_sum, reward_max;

@@ -63,16 +63,19 @@ static void usage(FILE *fp)
 	      "with the candidate of a registered edge not yet measured. The path from the root is\n"
 	      "chosen by PUCT on Q normalized over each node and its visited children, with\n"
 	      "first-play urgency for unvisited edges. When the search is over it writes\n"
-	      "{\"op\": \"stop\", \"reason\": \"budget\"|\"converged\"} and exits with status 5.\n"
+	      "{\"op\": \"stop\", \"reason\": \"budget\"|\"converged\"|\"exhausted\"} and exits with\n"
+	      "status 5 (exhausted: no node is left with anything new to try).\n"
 	      "\n"
 	      "With --update, reads finished records (FILE or stdin): the benched baseline creates\n"
 	      "the root; a candidate with \"build\" and \"bench\" becomes an evaluated edge whose child\n"
 	      "is found by its state (a transposition when it exists and the rank rule allows),\n"
 	      "rewarded clip(log2 speedup) or the failure reward, and backed up along its path;\n"
-	      "one without \"build\" is registered for later evaluation. Each record is written\n"
-	      "back with an \"update\" object and appended to RUN/events.jsonl; the incumbent\n"
-	      "changes only when the candidate's speedup interval clears it; RUN/best, best.json,\n"
-	      "trace.md and OUTDIR/regraph_dataset.jsonl (OUTDIR = RUN/../..) are kept current.\n"
+	      "one without \"build\" is registered for later evaluation; an expansion kg-propose\n"
+	      "found nothing for (\"propose\": {\"status\": \"empty\"}) is not expanded again.\n"
+	      "Each record is written back with an \"update\" object and appended to\n"
+	      "RUN/events.jsonl; the incumbent changes only when the candidate's speedup interval\n"
+	      "clears it; RUN/best, best.json, trace.md and OUTDIR/regraph_dataset.jsonl\n"
+	      "(OUTDIR = RUN/../..) are kept current.\n"
 	      "\n"
 	      "  -u, --update                learn from finished records\n"
 	      "  -e, --export                write the graph as one JSON document (graph.json's\n"
@@ -392,7 +395,7 @@ static size_t choose_edge(struct graph *g, size_t node, const size_t *path, size
 		const struct mcgs_edge *e = &g->g.edges[ei];
 		if (e->to == MCGS_NONE && contains(pk->evaluated, pk->nevaluated, ei))
 			continue;
-		if (e->to != MCGS_NONE && g->nodes[e->to].failed)
+		if (e->to != MCGS_NONE && (g->nodes[e->to].failed || g->nodes[e->to].exhausted == NODE_SPENT))
 			continue; /* a dead end: nothing below it to try */
 		/* max(sum, 1) as lc0 does: before any visit the priors alone must rank the edges. */
 		double score = puct_score(visited[i] ? qhat[i] : fpu, c, prior[i], fmax(sum_n, 1), e->n);
@@ -411,6 +414,20 @@ static size_t choose_edge(struct graph *g, size_t node, const size_t *path, size
 	return best;
 }
 
+/* An exhausted node whose every edge is evaluated and leads to a failed or spent node has
+ * nothing left below it; its edges never change again, so it stays spent. */
+static int spent(const struct graph *g, size_t node)
+{
+	if (!g->nodes[node].exhausted)
+		return 0;
+	for (size_t e = g->g.nodes[node].first_out; e != MCGS_NONE; e = g->g.edges[e].next_out) {
+		size_t to = g->g.edges[e].to;
+		if (to == MCGS_NONE || !(g->nodes[to].failed || g->nodes[to].exhausted == NODE_SPENT))
+			return 0;
+	}
+	return 1;
+}
+
 /* One pick: descends from the root and returns the record to write, or NULL when nothing
  * is left to try. A descent that reaches a transposition whose node has more visits than
  * the edge into it backs up there (KataGo's rule) and starts again. */
@@ -425,7 +442,7 @@ static cJSON *select_one(struct graph *g, struct picks *pk)
 		for (;;) {
 			const struct mcgs_node *n = &g->g.nodes[node];
 			size_t limit = widening_limit(n->n > 1 ? n->n : 1, p->widen_k, p->widen_alpha);
-			int may_expand = !contains(pk->expanded, pk->nexpanded, node);
+			int may_expand = !g->nodes[node].exhausted && !contains(pk->expanded, pk->nexpanded, node);
 			if (n->nout < limit && may_expand) {
 				record = pick_record(g, "expand", node, path, len);
 				push(&pk->expanded, &pk->nexpanded, node);
@@ -436,6 +453,8 @@ static cJSON *select_one(struct graph *g, struct picks *pk)
 				if (may_expand) {
 					record = pick_record(g, "expand", node, path, len);
 					push(&pk->expanded, &pk->nexpanded, node);
+				} else if (spent(g, node)) {
+					g->nodes[node].exhausted = NODE_SPENT; /* the next attempt goes elsewhere */
 				}
 				break;
 			}
@@ -561,23 +580,28 @@ static int stop_reason(const struct graph *g, const char **reason)
 	return 1;
 }
 
+/* {"op": "stop"}: the search is over, and why. */
+static int write_stop(const struct graph *g, const char *reason)
+{
+	cJSON *stop = json_object();
+	json_add_number(stop, "v", 1);
+	json_add_string(stop, "run", g->run);
+	json_add_string(stop, "kernel", g->kernel);
+	json_add_string(stop, "op", "stop");
+	json_add_string(stop, "reason", reason);
+	json_add_number(stop, "iter", (double)g->iter);
+	json_add_number(stop, "builds", (double)g->builds);
+	json_add_string(stop, "incumbent", graph_node_state(g, g->incumbent));
+	json_add_number(stop, "speedup", g->nodes[g->incumbent].speedup);
+	log_info("%s: the search is over (%s) after %ld iterations and %ld builds", g->run, reason, g->iter, g->builds);
+	return write_record(stop) ? KG_EXIT_IO : EXIT_SEARCH_DONE;
+}
+
 static int run_select(struct graph *g, const struct options *opt)
 {
 	const char *reason;
-	if (stop_reason(g, &reason)) {
-		cJSON *stop = json_object();
-		json_add_number(stop, "v", 1);
-		json_add_string(stop, "run", g->run);
-		json_add_string(stop, "kernel", g->kernel);
-		json_add_string(stop, "op", "stop");
-		json_add_string(stop, "reason", reason);
-		json_add_number(stop, "iter", (double)g->iter);
-		json_add_number(stop, "builds", (double)g->builds);
-		json_add_string(stop, "incumbent", graph_node_state(g, g->incumbent));
-		json_add_number(stop, "speedup", g->nodes[g->incumbent].speedup);
-		log_info("%s: the search is over (%s) after %ld iterations and %ld builds", g->run, reason, g->iter, g->builds);
-		return write_record(stop) ? KG_EXIT_IO : EXIT_SEARCH_DONE;
-	}
+	if (stop_reason(g, &reason))
+		return write_stop(g, reason);
 	double t0 = monotonic_ms();
 	g->iter++;
 	struct picks pk = {0};
@@ -597,13 +621,15 @@ static int run_select(struct graph *g, const struct options *opt)
 	}
 	for (size_t i = 0; i < pk.nvirtual; i++)
 		g->g.edges[pk.virtual_edges[i]].n -= 1;
-	if (written == 0)
-		log_warn("%s: nothing to select (every node is a dead end)", g->run);
 	free(pk.expanded);
 	free(pk.evaluated);
 	free(pk.virtual_edges);
 	timing.decide_ms += monotonic_ms() - t0;
-	return save_graph(g) ? KG_EXIT_IO : status;
+	if (save_graph(g))
+		return KG_EXIT_IO;
+	if (written == 0 && status == KG_EXIT_OK)
+		return write_stop(g, "exhausted"); /* every node is a dead end or has nothing new */
+	return status;
 }
 
 /* ---------------------------------------------------------------- update */
@@ -957,6 +983,35 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	return 0;
 }
 
+/* An expansion kg-propose found nothing new for ("propose": {"status": "empty"}): the node
+ * is not expanded again. */
+static int mark_exhausted(struct updater *u, cJSON *record, long line)
+{
+	struct graph *g = u->g;
+	size_t node = parent_of(u, record, line);
+	if (node == MCGS_NONE)
+		return -1;
+	if (!g->nodes[node].exhausted)
+		g->nodes[node].exhausted = NODE_EXHAUSTED;
+	cJSON *upd = json_object();
+	json_add_number(upd, "exhausted", (double)node);
+	json_add(record, "update", upd);
+	char *trace = xasprintf("%s/trace.md", g->run);
+	char *text = xasprintf("- iter %ld: %s: nothing new to try from here; not expanded again\n", g->iter,
+			       graph_node_state(g, node));
+	append_text(trace, text);
+	free(text);
+	free(trace);
+	return 0;
+}
+
+static int is_empty_expansion(const cJSON *record)
+{
+	const char *op = json_string(record, "op");
+	const char *status = json_string(cJSON_GetObjectItemCaseSensitive(record, "propose"), "status");
+	return op && strcmp(op, "expand") == 0 && status && strcmp(status, "empty") == 0;
+}
+
 static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
 {
 	struct updater u = {.g = g, .exists = exists, .input_name = reader->name};
@@ -985,6 +1040,8 @@ static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
 		} else if (cJSON_IsObject(candidate) &&
 			   !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(record, "build"), "baseline"))) {
 			changed = update_candidate(&u, record, reader->line) == 0;
+		} else if (is_empty_expansion(record)) {
+			changed = mark_exhausted(&u, record, reader->line) == 0;
 		}
 		timing.decide_ms += monotonic_ms() - t0;
 		if (changed) {

@@ -13,7 +13,7 @@
 #include "snapshot.h"
 #include "xalloc.h"
 
-#define SNAPSHOT_VERSION 2 /* version 1 is graph.json */
+#define SNAPSHOT_VERSION 3 /* version 1 is graph.json */
 #define BYTE_ORDER_MARK 0x01020304u
 #define PAGE 4096
 #define DELTAS_MAX 65536
