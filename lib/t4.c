@@ -32,10 +32,6 @@ int t4_invalidity_parse(const char *name, enum t4_invalidity *out)
 	return -1;
 }
 
-/* Adds item to obj under key, or dies; cJSON leaves an item it failed to add with us. */
-
-/* Appends item to array, or dies, as add does. */
-
 /* cJSON's array constructors refuse an empty (NULL, 0) input; an empty array is wanted. */
 static cJSON *string_array(const char *const *items, size_t n)
 {

@@ -59,6 +59,41 @@ built() {
 	[ "${lines[4]}" = '{"candidate":{"id":"not built"},"build":{"status":"compile_failed"}}' ]
 }
 
+@test "--t4 exports measured and refused records with their raw samples; the export replays to the same answers" {
+	mkdir -p run/variants/v1 run/variants/v2
+	{
+		jq -cn '{run: "run", kernel: "scale", t: "2026-11-21T01:02:03Z", candidate: {id: "a"},
+		         build: {status: "ok", state: "v1", dir: "variants/v1", config: {block_size_x: 256, items_per_thread: 1}, compile_ms: 12.5}}'
+		jq -cn '{run: "run", candidate: {id: "b"}, build: {status: "ok", state: "v2", dir: "variants/v2", config: {block_size_x: 64, items_per_thread: 4}}}'
+	} | kg-bench --replay "$REPLAY" >benched.jsonl
+	# the replayed answer keeps the table's samples where a measured one keeps its own
+	[ "$(jq -c '.candidate_ms' run/variants/v1/bench.json)" = '{"recorded_ms":[0.5,0.4,0.3,0.2,0.1]}' ]
+	{
+		cat benched.jsonl
+		echo '{"candidate":{"id":"c"},"build":{"status":"invalid_config","config":{"block_size_x":512,"items_per_thread":4}}}'
+		echo '{"op":"expand","node":"x"}'
+		echo '{"candidate":{"id":"d"},"build":{"status":"ok","config":{"block_size_x":32,"items_per_thread":1}}}'
+	} >events.jsonl
+	run_tool 0 kg-bench --t4 events.jsonl
+	assert_stderr_empty
+	echo "$output" >t4.json
+	[ "$(jq -c '[.schema_version, .metadata.timeunit, .metadata.kernel, (.results | length)]' t4.json)" = '["1.0.0","milliseconds","scale",3]' ]
+	[ "$(jq -c '.results[0] | [.timestamp, .configuration, .times, .invalidity, .correctness, .objectives]' t4.json)" = \
+		'["2026-11-21T01:02:03Z",{"block_size_x":256,"items_per_thread":1},{"compilation_time":12.5,"runtimes":[0.5,0.4,0.3,0.2,0.1]},"correct",1,["time"]]' ]
+	[ "$(jq -c '.results[0].measurements | map({(.name): .value}) | add | [.time, .state]' t4.json)" = '[0.3,"v1"]' ]
+	[ "$(jq -c '[.results[1:][] | [.invalidity, .correctness, .times.runtimes]]' t4.json)" = '[["correctness",0,[]],["constraints",0,[]]]' ]
+	# what the export says replays to what was answered
+	run_tool 0 kg-bench --replay t4.json < <(built '{"block_size_x":256,"items_per_thread":1}'; built '{"block_size_x":64,"items_per_thread":4}')
+	[ "$(jq -c .bench <<<"$output")" = "$(jq -c .bench benched.jsonl)" ]
+	# bad lines are reported; the rest is exported
+	printf '%s\n' '{"build": {"status": "compile_failed", "config": {"a": 1}}}' 'nonsense' >bad.jsonl
+	run_tool 1 kg-bench --t4 bad.jsonl
+	[ "$(jq -c '[.results[].invalidity]' <<<"$output")" = '["compile"]' ]
+	assert_stderr "kg-bench: bad.jsonl:2: invalid JSON at column 1"
+	run_tool 2 kg-bench --t4 --replay "$REPLAY"
+	assert_stderr "$(printf '%s\n' "kg-bench: --t4 measures nothing: it takes no --replay or --calibrate" "Try 'kg-bench --help' for more information.")"
+}
+
 @test "--replay: a configuration missing from the table is an error record, never a guess; exit 1" {
 	run_tool 1 kg-bench --replay "$REPLAY" < <(built '{"block_size_x":512,"items_per_thread":1}')
 	msg="configuration {\"block_size_x\":512,\"items_per_thread\":1} is not in the replay table $REPLAY"

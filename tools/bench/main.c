@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "clock.h"
+#include "export.h"
 #include "fileio.h"
 #include "jsonl.h"
 #include "log.h"
@@ -28,6 +29,7 @@ struct options {
 	const char *run_dir;	 /* --run */
 	const char *replay_path; /* --replay */
 	int calibrate;		 /* --calibrate */
+	int t4;			 /* --t4 */
 	double watchdog_s;	 /* --watchdog; 0: the larger of 10 s and 100x the baseline */
 	struct bench_settings settings;
 };
@@ -36,6 +38,7 @@ static void usage(FILE *fp)
 {
 	fputs("Usage: kg-bench [OPTION]... [FILE]\n"
 	      "       kg-bench --calibrate [--device N]\n"
+	      "       kg-bench --t4 [--run DIR] [FILE]\n"
 	      "Run, check and time every record whose build.status is \"ok\" (from kg-build), adding\n"
 	      "a \"bench\" object; other records pass through. Reads FILE or stdin, writes stdout.\n"
 	      "\n"
@@ -63,6 +66,9 @@ static void usage(FILE *fp)
 	      "                         events.jsonl), without a GPU\n"
 	      "      --calibrate        measure the GPU's copy bandwidth and keep it in the cache\n"
 	      "                         ($XDG_CACHE_HOME/kernelgraph/devices/), for pct_peak_bw\n"
+	      "      --t4               measure nothing: write the measured and refused records\n"
+	      "                         of FILE (an events.jsonl, say) as one T4 document, with\n"
+	      "                         the raw samples of variants/STATE/bench.json\n"
 	      "  -q, --quiet            print errors only\n"
 	      "  -v, --verbose          say more on stderr (twice: debug)\n"
 	      "  -h, --help             print this help and exit\n"
@@ -79,7 +85,7 @@ static void usage(FILE *fp)
 
 static void parse_options(int argc, char **argv, struct options *opt)
 {
-	enum { OPT_HOT = 256, OPT_MIN_SAMPLES, OPT_NOISE, OPT_INPUT_SETS, OPT_REPLAY, OPT_CALIBRATE };
+	enum { OPT_HOT = 256, OPT_MIN_SAMPLES, OPT_NOISE, OPT_INPUT_SETS, OPT_REPLAY, OPT_CALIBRATE, OPT_T4 };
 	static const struct option longopts[] = {
 		{"budget", required_argument, NULL, 'b'},
 		{"calibrate", no_argument, NULL, OPT_CALIBRATE},
@@ -92,6 +98,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{"quiet", no_argument, NULL, 'q'},
 		{"replay", required_argument, NULL, OPT_REPLAY},
 		{"run", required_argument, NULL, 'r'},
+		{"t4", no_argument, NULL, OPT_T4},
 		{"verbose", no_argument, NULL, 'v'},
 		{"version", no_argument, NULL, 'V'},
 		{"watchdog", required_argument, NULL, 'w'},
@@ -140,6 +147,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		case 'q': log_quieter(); break;
 		case 'r': opt->run_dir = optarg; break;
 		case OPT_REPLAY: opt->replay_path = optarg; break;
+		case OPT_T4: opt->t4 = 1; break;
 		case 'v': log_louder(); break;
 		case 'V': cli_print_version(); exit(cli_finish(KG_EXIT_OK));
 		case 'w':
@@ -153,8 +161,9 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		cli_usage_error("unexpected argument '%s'", argv[optind + 1]);
 	if (opt->calibrate && (opt->replay_path || optind < argc))
 		cli_usage_error("--calibrate takes no input and no --replay");
+	if (opt->t4 && (opt->replay_path || opt->calibrate))
+		cli_usage_error("--t4 measures nothing: it takes no --replay or --calibrate");
 }
-
 
 /* ---------------------------------------------------------------- the worker, from outside */
 
@@ -360,6 +369,23 @@ static int record_error(struct bencher *b, long line, const char *msg)
 	return log_error("%s:%ld: %s", b->input_name, line, msg);
 }
 
+/* variants/STATE/bench.json of a replayed answer, as a measured one has: the summary and
+ * the table's raw samples (so that kg-bench --t4 exports them). */
+static void keep_recorded_samples(const char *run_dir, const cJSON *build, const cJSON *bench, const cJSON *runtimes)
+{
+	const char *dir = json_string(build, "dir");
+	if (!dir)
+		return;
+	cJSON *doc = cJSON_Duplicate(bench, 1), *raw = json_object();
+	json_add(raw, "recorded_ms", cJSON_Duplicate(runtimes, 1));
+	json_add(doc, "candidate_ms", raw);
+	char *path = xasprintf("%s/%s/bench.json", run_dir, dir);
+	if (json_write_file(path, doc, 1) != 0)
+		log_warn("cannot write '%s':", path);
+	free(path);
+	cJSON_Delete(doc);
+}
+
 /* Adds "bench" to a record that has a successful build; returns -1 when there is no GPU. */
 static int bench_record(struct bencher *b, cJSON *record, long line)
 {
@@ -373,8 +399,10 @@ static int bench_record(struct bencher *b, cJSON *record, long line)
 		return record_error(b, line, "run: missing (give the record a \"run\" or kg-bench --run DIR)"), 0;
 	cJSON *bench;
 	if (b->replay) {
-		const cJSON *config = cJSON_GetObjectItemCaseSensitive(build, "config");
-		bench = cJSON_IsObject(config) ? replay_lookup(b->replay, config) : NULL;
+		const cJSON *config = cJSON_GetObjectItemCaseSensitive(build, "config"), *runtimes = NULL;
+		bench = cJSON_IsObject(config) ? replay_lookup(b->replay, config, &runtimes) : NULL;
+		if (bench && runtimes && run_dir)
+			keep_recorded_samples(run_dir, build, bench, runtimes);
 		if (!bench) {
 			char *key = cJSON_IsObject(config) ? replay_key(config) : xstrdup("(none)");
 			char *msg = xasprintf("configuration %s is not in the replay table %s", key, b->opt->replay_path);
@@ -441,6 +469,14 @@ int main(int argc, char **argv)
 	struct bencher b = {.opt = &opt};
 	struct jsonl_reader reader;
 	int status = KG_EXIT_OK;
+	if (opt.t4) {
+		free(cache);
+		if (jsonl_reader_open(&reader, optind < argc ? argv[optind] : "-") != 0)
+			return KG_EXIT_USAGE;
+		status = export_t4(&reader, opt.run_dir);
+		jsonl_reader_release(&reader);
+		return cli_finish(status);
+	}
 	strbuf_init(&b.worker.unread);
 	if (opt.replay_path && !(b.replay = replay_load(opt.replay_path)))
 		status = KG_EXIT_USAGE;

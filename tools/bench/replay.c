@@ -18,6 +18,7 @@
 struct entry {
 	char *key;
 	cJSON *bench;
+	cJSON *runtimes; /* a T4 result's raw samples; NULL for an events.jsonl record */
 };
 
 struct replay {
@@ -52,7 +53,7 @@ char *replay_key(const cJSON *config)
 	return strbuf_detach(&sb);
 }
 
-static void add_entry(struct replay *r, const cJSON *config, cJSON *bench)
+static void add_entry(struct replay *r, const cJSON *config, cJSON *bench, cJSON *runtimes)
 {
 	if (r->n == r->cap) {
 		r->cap = r->cap ? 2 * r->cap : 64;
@@ -60,6 +61,7 @@ static void add_entry(struct replay *r, const cJSON *config, cJSON *bench)
 	}
 	r->entries[r->n].key = replay_key(config);
 	r->entries[r->n].bench = bench;
+	r->entries[r->n].runtimes = runtimes;
 	r->n++;
 }
 
@@ -123,7 +125,8 @@ static int load_t4(struct replay *r, const cJSON *doc, const char *path)
 		cJSON *bench = bench_from_t4(result, path, k);
 		if (!bench)
 			return -1;
-		add_entry(r, config, bench);
+		const cJSON *runtimes = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(result, "times"), "runtimes");
+		add_entry(r, config, bench, cJSON_GetArraySize(runtimes) > 0 ? cJSON_Duplicate(runtimes, 1) : NULL);
 		k++;
 	}
 	return 0;
@@ -146,7 +149,7 @@ static int load_events(struct replay *r, const char *path)
 		const cJSON *config = cJSON_GetObjectItemCaseSensitive(build, "config");
 		cJSON *bench = cJSON_DetachItemFromObjectCaseSensitive(record, "bench");
 		if (cJSON_IsObject(config) && cJSON_IsObject(bench))
-			add_entry(r, config, bench);
+			add_entry(r, config, bench, NULL);
 		else
 			cJSON_Delete(bench);
 		cJSON_Delete(record);
@@ -189,19 +192,23 @@ void replay_free(struct replay *r)
 	for (size_t k = 0; k < r->n; k++) {
 		free(r->entries[k].key);
 		cJSON_Delete(r->entries[k].bench);
+		cJSON_Delete(r->entries[k].runtimes);
 	}
 	free(r->entries);
 	free(r);
 }
 
-cJSON *replay_lookup(const struct replay *r, const cJSON *config)
+cJSON *replay_lookup(const struct replay *r, const cJSON *config, const cJSON **runtimes)
 {
 	char *key = replay_key(config);
 	cJSON *bench = NULL;
+	*runtimes = NULL;
 	/* The last measurement of a configuration wins, as a later run would. */
 	for (size_t k = r->n; k-- > 0 && !bench;)
-		if (strcmp(r->entries[k].key, key) == 0)
+		if (strcmp(r->entries[k].key, key) == 0) {
 			bench = cJSON_Duplicate(r->entries[k].bench, 1);
+			*runtimes = r->entries[k].runtimes;
+		}
 	free(key);
 	if (bench) {
 		cJSON_DeleteItemFromObjectCaseSensitive(bench, "replayed");

@@ -14,8 +14,9 @@ struct replay *replay_load(const char *path);
 void replay_free(struct replay *replay);
 
 /* The recorded "bench" object for config, marked "replayed": true; NULL when the table has
- * no measurement of that configuration. The caller frees it with cJSON_Delete. */
-cJSON *replay_lookup(const struct replay *replay, const cJSON *config);
+ * no measurement of that configuration. The caller frees it with cJSON_Delete. *runtimes
+ * gets the raw samples the table holds (owned by the table), or NULL. */
+cJSON *replay_lookup(const struct replay *replay, const cJSON *config, const cJSON **runtimes);
 
 /* The configuration as the table keys it: members sorted by name, compact. */
 char *replay_key(const cJSON *config);
