@@ -206,6 +206,13 @@ start() {
 	assert_stderr "kg-select: <stdin>:1: node: S9 is not in the graph"
 }
 
+@test "an update started before the pick that feeds it waits for its input, not on the lock the pick needs" {
+	start
+	# the update is first to run: it must leave the run's lock to the pick
+	run_tool 0 timeout 10 bash -c "{ sleep 0.3; kg-select '$RUN'; } | kg-select --update '$RUN'"
+	[ "$(jq -r .op <<<"$output")" = expand ]
+}
+
 @test "parameters are kept in the graph; given again, they replace the kept ones" {
 	start --c-puct 2 --widen-k 2 --backup max --seed 7
 	kg-select --export "$RUN" >g.json

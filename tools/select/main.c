@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <math.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -1080,6 +1081,14 @@ static int export_graph(const struct graph *g)
 	return rc;
 }
 
+/* Blocks until the reader's stream has data or has ended. */
+static void wait_for_input(struct jsonl_reader *reader)
+{
+	struct pollfd p = {.fd = fileno(reader->fp), .events = POLLIN};
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+}
+
 int main(int argc, char **argv)
 {
 	struct options opt = {0};
@@ -1087,9 +1096,19 @@ int main(int argc, char **argv)
 	search_params_default(&opt.params);
 	parse_options(argc, argv, &opt);
 
+	struct jsonl_reader reader;
+	if (opt.update) {
+		if (jsonl_reader_open(&reader, optind < argc ? argv[optind] : "-") != 0)
+			return cli_finish(KG_EXIT_USAGE);
+		/* In kg-select RUN | ... | kg-select --update RUN both start at once: the update
+		 * must not hold the run's lock before the pick, which feeds it, has taken it. */
+		wait_for_input(&reader);
+	}
 	struct dirlock lock;
 	if (dirlock_acquire(&lock, opt.run, 1) != 0) {
 		log_error("cannot lock the run '%s':", opt.run);
+		if (opt.update)
+			jsonl_reader_release(&reader);
 		return KG_EXIT_USAGE;
 	}
 	struct graph g;
@@ -1109,13 +1128,7 @@ int main(int argc, char **argv)
 			g.regraph_blob = (struct blob){BLOB_NONE, 0};
 		}
 		if (opt.update) {
-			struct jsonl_reader reader;
-			if (jsonl_reader_open(&reader, optind < argc ? argv[optind] : "-") != 0) {
-				status = KG_EXIT_USAGE;
-			} else {
-				status = run_update(&g, exists, &reader);
-				jsonl_reader_release(&reader);
-			}
+			status = run_update(&g, exists, &reader);
 		} else if (!exists) {
 			log_error("%s: no graph yet: make the root with kg-select --update and the benched baseline (kg-init does this)",
 				  opt.run);
@@ -1130,5 +1143,7 @@ int main(int argc, char **argv)
 		 g.g.nnodes, g.g.nedges, timing.load_ms, timing.decide_ms, timing.save_ms);
 	graph_release(&g);
 	dirlock_release(&lock);
+	if (opt.update)
+		jsonl_reader_release(&reader);
 	return cli_finish(status);
 }

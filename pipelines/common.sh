@@ -1,0 +1,81 @@
+# common.sh: what the kg-* pipeline scripts share, sourced by each: messages and exit codes
+# as the C tools have them, finding the tools, and reading a spec's name.
+
+# The tools are found beside the script that runs (bin/), or in ../bin of its real path
+# (pipelines/ in a checkout), before anything else on PATH.
+KG_SELF=${0##*/}
+KG_HERE=$(cd "$(dirname "$0")" && pwd)
+KG_REAL=$(dirname "$(readlink -f "$0")")
+PATH="$KG_HERE:$KG_REAL/../bin:$PATH"
+
+KG_EXIT_INPUT=1
+KG_EXIT_USAGE=2
+KG_EXIT_ENV=3
+KG_EXIT_IO=4
+KG_EXIT_STOP=5
+
+kg_verbosity=0 # -1 quiet, 1 verbose
+
+kg_error() {
+	printf '%s: %s\n' "$KG_SELF" "$*" >&2
+}
+
+kg_info() {
+	[ "$kg_verbosity" -ge 0 ] && printf '%s: %s\n' "$KG_SELF" "$*" >&2
+	return 0
+}
+
+# kg_die STATUS MESSAGE...
+kg_die() {
+	local status=$1
+	shift
+	kg_error "$@"
+	exit "$status"
+}
+
+kg_usage_error() {
+	kg_error "$@"
+	printf "Try '%s --help' for more information.\n" "$KG_SELF" >&2
+	exit "$KG_EXIT_USAGE"
+}
+
+# kg_need_arg "$@": the option in $1 takes a value, which must follow it.
+kg_need_arg() {
+	[ $# -ge 2 ] || kg_usage_error "option '$1' requires an argument"
+}
+
+kg_need_commands() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 ||
+			kg_die "$KG_EXIT_ENV" "$c is not installed (make deps installs what kernelgraph needs)"
+	done
+}
+
+# kg_spec_name SPEC: the run's name, General.BenchmarkName or else KernelName, as kg-select
+# and the tools call the kernel. Exits 1 with the reason when the spec cannot give one.
+kg_spec_name() {
+	local spec=$1 name
+	[ -f "$spec" ] && [ -r "$spec" ] || kg_die "$KG_EXIT_INPUT" "$spec: no such spec (a T1 JSON file)"
+	name=$(jq -er '(.General.BenchmarkName // .KernelSpecification.KernelName) | strings' "$spec" 2>/dev/null) ||
+		kg_die "$KG_EXIT_INPUT" "$spec: not a T1 spec with General.BenchmarkName or KernelSpecification.KernelName"
+	case $name in
+	'' | . | .. | */* | *[[:space:]]*)
+		kg_die "$KG_EXIT_INPUT" "$spec: '$name' cannot name a run directory (General.BenchmarkName)" ;;
+	esac
+	printf '%s\n' "$name"
+}
+
+# kg_is_run DIR: DIR holds a search graph (kg-init finished there).
+kg_is_run() {
+	[ -f "$1/graph.bin" ] || [ -f "$1/graph.json" ]
+}
+
+# kg_builds RUN: candidates evaluated so far, from the run's log.
+kg_builds() {
+	[ -f "$1/events.jsonl" ] || {
+		echo 0
+		return
+	}
+	jq -n '[inputs | select(.update.child != null and (.update.root | not))] | length' "$1/events.jsonl"
+}
