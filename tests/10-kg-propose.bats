@@ -175,6 +175,11 @@ measure() {
 	assert_line --partial --index 0 '"candidate":{"id":"c1-n0-1","proposer":"rules:neighbour"'
 	[ "${#lines[@]}" -eq 4 ]
 	[ "$(head -1 <<<"$stderr")" = "kg-propose: proposing with the rules" ]
+	# kg-select's "budget_left" caps the expansion: the first candidates are kept
+	jq -c '. + {budget_left: 2}' pick.jsonl >budget.jsonl
+	run_tool 0 kg-propose -v --rules budget.jsonl
+	[ "$(jq -r .candidate.id <<<"$output" | tr '\n' ' ')" = "c1-n0-1 c1-n0-2 " ]
+	[[ "$stderr" == *": 2 candidates (0 dropped, 4 left out by the build budget)"* ]]
 }
 
 @test "--rules proposes only valid, unseen configurations, and the same seed gives the same candidates" {

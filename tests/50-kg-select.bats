@@ -164,11 +164,18 @@ start() {
 	[ "$(jq -c '[.op, .edge]' <<<"$output" | tr -d '\n')" = '["evaluate",0]["evaluate",1]["evaluate",2]' ]
 	kg-select --export "$RUN" >g.json
 	[ "$(jq -c '[.edges[].n]' g.json)" = '[0,0,0]' ] # virtual visits are not kept
+	# under a budget of 2 builds, a batch of 3 is cut to 2 picks of one build each
+	run_tool 0 kg-select --batch 3 --budget-builds 2 "$RUN"
+	[ "$(jq -c '[.edge, .budget_left]' <<<"$output" | tr -d '\n')" = '[0,1][1,1]' ]
+	# 5 left over 3 picks: shares 2, 2, 1
+	run_tool 0 kg-select --batch 3 --budget-builds 5 "$RUN"
+	[ "$(jq -c .budget_left <<<"$output" | tr -d '\n')" = '221' ]
 }
 
 @test "stopping: the build budget, and convergence without improvement; exit 5 with a stop record" {
 	start --budget-builds 2
 	kg-select "$RUN" >pick.jsonl
+	[ "$(jq -c .budget_left pick.jsonl)" = 2 ]
 	{ evaluated pick.jsonl S1 2.0; evaluated pick.jsonl S2 1.5; } | kg-select --update "$RUN" >/dev/null
 	run_tool 5 kg-select "$RUN"
 	[ "$(jq -c '[.op, .reason, .builds, .incumbent, .speedup]' <<<"$output")" = '["stop","budget",2,"S1",2]' ]

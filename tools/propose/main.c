@@ -90,6 +90,7 @@ static void usage(FILE *fp)
 	      "A candidate record is the expand record with \"candidate\": {\"id\", \"proposer\", \"method\",\n"
 	      "\"detail\", \"think\", \"patch\", \"source\", \"config\" (complete), \"prior\", \"library\"}. An expansion\n"
 	      "left without candidates is written once with \"propose\": {\"status\": \"error\" or \"empty\", ...}.\n"
+	      "An expand record's \"budget_left\" (kg-select's share of the build budget) caps its candidates.\n"
 	      "Every call and answer is kept in RUN/llm/ (calls.jsonl: tokens and estimated cost); the API key\n"
 	      "is never written.\n"
 	      "\n"
@@ -433,7 +434,9 @@ static int method_allowed(const cJSON *allowed, const cJSON *catalog, const stru
 static int expand(const struct options *opt, struct run_info *run, const cJSON *record, const struct node_info *node)
 {
 	struct proposal *list = NULL;
-	size_t n = 0, dropped = 0, out = 0;
+	size_t n = 0, dropped = 0, out = 0, over_budget = 0;
+	/* kg-select's share of the build budget left for this expansion. */
+	double budget_left = json_number(record, "budget_left", NAN);
 	cJSON *errors = cJSON_CreateArray();
 	if (opt->source == FROM_LLM)
 		experts_propose(&opt->ex, run, node, &list, &n, errors);
@@ -454,6 +457,8 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 		    (!p->full_config && context_accept(run, node, p, &why) != 0)) {
 			log_warn("%s: node %s: %s: %s: dropped: %s", run->dir, node->state, p->proposer, p->method, why.buf);
 			dropped++;
+		} else if (budget_left >= 0 && (double)out >= budget_left) {
+			over_budget++;
 		} else if (status == KG_EXIT_OK) {
 			char *id = xasprintf("%s-%zu", node->prefix, ++out);
 			cJSON *r = cJSON_Duplicate(record, 1);
@@ -486,7 +491,8 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 		if (!failed)
 			log_warn("%s: node %s: no new candidate (%zu dropped)", run->dir, node->state, dropped);
 	} else {
-		log_info("%s: node %s: %zu candidates (%zu dropped)", run->dir, node->state, out, dropped);
+		log_info("%s: node %s: %zu candidates (%zu dropped, %zu left out by the build budget)", run->dir,
+			 node->state, out, dropped, over_budget);
 	}
 	cJSON_Delete(errors);
 	return status;

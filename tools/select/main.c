@@ -100,7 +100,9 @@ static void usage(FILE *fp)
 	      "      --noise-alpha A         total Dirichlet concentration (10.83)\n"
 	      "      --improve-pct P         an improvement is at least P %% faster (2)\n"
 	      "      --converge K            stop after K iterations without one (0: never)\n"
-	      "      --budget-builds N       stop after N evaluated candidates (0: no limit)\n"
+	      "      --budget-builds N       stop after N evaluated candidates (0: no limit); each\n"
+	      "                              pick carries its share of what is left as\n"
+	      "                              \"budget_left\", which kg-propose keeps to\n"
 	      "      --rollout-depth D       greedy expansions below an improving child (0: none);\n"
 	      "                              their picks carry \"rollout\": STEP\n"
 	      "      --rollout-epsilon E     rollout exploration (0.1)\n"
@@ -608,7 +610,11 @@ static int run_select(struct graph *g, const struct options *opt)
 	struct picks pk = {0};
 	int status = KG_EXIT_OK;
 	long written = 0;
-	for (long k = 0; k < opt->batch; k++) {
+	/* Under a build budget, each pick gets its share of what is left ("budget_left"), so
+	 * that kg-propose never makes a batch go past it. */
+	int64_t left = g->params.budget_builds > 0 ? (int64_t)g->params.budget_builds - g->builds : -1;
+	long batch = left >= 0 && left < opt->batch ? (long)left : opt->batch;
+	for (long k = 0; k < batch; k++) {
 		cJSON *record = k == 0 ? rollout_pick(g) : NULL;
 		if (record)
 			push(&pk.expanded, &pk.nexpanded, g->rollout.node);
@@ -616,6 +622,8 @@ static int run_select(struct graph *g, const struct options *opt)
 			record = select_one(g, &pk);
 		if (!record)
 			break;
+		if (left >= 0)
+			json_add_number(record, "budget_left", (double)(left / batch + (k < left % batch)));
 		if (write_record(record))
 			status = KG_EXIT_IO;
 		written++;
