@@ -970,6 +970,9 @@ static void bench_record(const char *run_dir, const cJSON *build, int is_baselin
 	}
 	json_add_string(bench, "status", v.passed ? "ok" : "incorrect");
 	json_add_string(bench, "device", gpu.name);
+	/* Which of several alike GPUs: the ordinal as given, and the bus id that does not move. */
+	json_add_number(bench, "device_id", cfg->device);
+	json_add_string(bench, "pci_bus_id", gpu.pci_bus_id);
 	cJSON *check = verdict_to_json(&v, is_baseline ? (r->ka.nrefs ? 1 : 0) : cfg->input_sets + 1);
 	if (!cJSON_AddItemToObject(bench, "check", check))
 		xalloc_die();
