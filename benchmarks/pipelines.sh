@@ -60,6 +60,10 @@ for f in "$out"/night/logs/*.jsonl; do
 done
 jq -c 'select(.nightly == "spec") | {spec: (.spec | split("/") | last), status, builds, best}' "$out"/night/logs/*.jsonl
 
+# the runs in one file (the device returns few files), cubins and PTX left out
+tar -czf "$out/runs.tar.gz" -C "$out" --exclude='*.cubin' --exclude='*.ptx' one two night 2>/dev/null
+rm -rf "$out/one" "$out/two" "$out/night"
+
 echo
 echo "| step | wall s | result |"
 echo "|---|---|---|"

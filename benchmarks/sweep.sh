@@ -10,7 +10,7 @@ sample=
 case ${1:-} in [0-9]*) sample=$1; shift ;; esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-run=$(bin/kg-init -q "$@" "$spec" "$work/out")
+run=$(bin/kg-init -q --bench-opt "$*" "$spec" "$work/out")
 if [ -n "$sample" ]; then
 	bin/kg-propose --random "$sample" --seed 1 --spec "$run/spec.json"
 else
