@@ -5,6 +5,8 @@ VERSION     = 0.1.0
 
 PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
+# what the pipeline scripts source (they look in ../share/kernelgraph from where they are)
+DATADIR    ?= $(PREFIX)/share/kernelgraph
 CUDA_HOME  ?= /usr/local/cuda
 INSTALL    ?= install
 PKG_CONFIG ?= pkg-config
@@ -60,7 +62,7 @@ LIBKG      := $(BUILD)/libkg.a
 TEST_DRIVER := $(BUILD)/tests/kg-libtest
 
 TOOL_BINS  := $(TOOLS:%=$(BINOUT)/kg-%)
-PIPE_BINS  := $(PIPELINES:%=bin/%)
+PIPE_BINS  := $(PIPELINES:%=$(BINOUT)/%)
 
 .PHONY: all test test-gpu test-sanitize check deps install uninstall clean cuda-check help
 .DELETE_ON_ERROR:
@@ -93,9 +95,10 @@ $(BINOUT)/kg-$(1): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/$(1)/*.c)) $(LIB
 endef
 $(foreach t,$(TOOLS),$(eval $(call TOOL_RULE,$(t))))
 
-bin/%: pipelines/%
+# The pipelines are linked beside the tools they run: a sanitized build runs sanitized tools.
+$(BINOUT)/kg-%: pipelines/kg-%
 	@mkdir -p $(@D)
-	ln -sf ../$< $@
+	ln -sfr $< $@
 
 $(TEST_DRIVER): $(BUILD)/tests/driver/libtest.o $(LIBKG)
 	@mkdir -p $(@D)
@@ -118,9 +121,10 @@ test-gpu: all
 	KG_BIN_DIR=$(CURDIR)/$(BINOUT) $(BATS) tests/gpu
 
 # Debian packages for building and testing; python3 recomputes the tests' expected values
-# with CPython itself, and time (/usr/bin/time) serves the scripts in benchmarks/
+# with CPython itself, and time (/usr/bin/time) serves the scripts in benchmarks/; the
+# pipelines draw with gnuplot and align tables with column (bsdextrautils)
 DEB_PACKAGES = gcc make pkg-config libc6-dev libcurl4-openssl-dev libcjson-dev libssl-dev \
-               bats bats-support bats-assert jq patch python3 time
+               bats bats-support bats-assert jq patch python3 time gnuplot-nox bsdextrautils
 
 deps:
 	@if [ "$$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then \
@@ -132,12 +136,14 @@ deps:
 install: all
 	$(INSTALL) -d '$(DESTDIR)$(BINDIR)'
 	$(INSTALL) -m 755 $(TOOL_BINS) $(PIPELINES:%=pipelines/%) '$(DESTDIR)$(BINDIR)'
+	$(INSTALL) -d '$(DESTDIR)$(DATADIR)'
+	$(INSTALL) -m 644 pipelines/common.sh '$(DESTDIR)$(DATADIR)'
 
 uninstall:
-	rm -f $(foreach f,$(TOOLS:%=kg-%) $(PIPELINES),'$(DESTDIR)$(BINDIR)/$(f)')
+	rm -f $(foreach f,$(TOOLS:%=kg-%) $(PIPELINES),'$(DESTDIR)$(BINDIR)/$(f)') '$(DESTDIR)$(DATADIR)/common.sh'
 
 clean:
-	rm -rf build $(TOOLS:%=bin/kg-%) $(PIPE_BINS)
+	rm -rf build $(TOOLS:%=bin/kg-%) $(PIPELINES:%=bin/%)
 	-rmdir bin 2>/dev/null || true
 
 -include $(shell find build -name '*.d' 2>/dev/null)

@@ -170,6 +170,12 @@ start() {
 	# 5 left over 3 picks: shares 2, 2, 1
 	run_tool 0 kg-select --batch 3 --budget-builds 5 "$RUN"
 	[ "$(jq -c .budget_left <<<"$output" | tr -d '\n')" = '221' ]
+	# a batch whose first pick expands the best leaf goes elsewhere for the second
+	rm -rf "$RUN" && mkdir -p "$RUN" && start
+	kg-select "$RUN" >pick.jsonl
+	{ evaluated pick.jsonl S1 2.0; evaluated pick.jsonl S2 1.5; } | kg-select --update "$RUN" >/dev/null
+	run_tool 0 kg-select --batch 2 "$RUN"
+	[ "$(jq -c '[.op, .node]' <<<"$output" | tr -d '\n')" = '["expand","S1"]["expand","S2"]' ]
 }
 
 @test "stopping: the build budget, and convergence without improvement; exit 5 with a stop record" {

@@ -323,6 +323,8 @@ struct picks {
 	size_t nevaluated;
 	size_t *virtual_edges; /* visits added for virtual loss, removed after the batch */
 	size_t nvirtual;
+	size_t *blocked;   /* edges into subtrees with nothing left to pick in this batch */
+	size_t nblocked;
 };
 
 static int contains(const size_t *list, size_t n, size_t x)
@@ -396,7 +398,8 @@ static size_t choose_edge(struct graph *g, size_t node, const size_t *path, size
 	for (size_t i = 0; i < k; i++) {
 		size_t ei = out[i];
 		const struct mcgs_edge *e = &g->g.edges[ei];
-		if (e->to == MCGS_NONE && contains(pk->evaluated, pk->nevaluated, ei))
+		if ((e->to == MCGS_NONE && contains(pk->evaluated, pk->nevaluated, ei)) ||
+		    contains(pk->blocked, pk->nblocked, ei))
 			continue;
 		if (e->to != MCGS_NONE && (g->nodes[e->to].failed || g->nodes[e->to].exhausted == NODE_SPENT))
 			continue; /* a dead end: nothing below it to try */
@@ -441,6 +444,7 @@ static cJSON *select_one(struct graph *g, struct picks *pk)
 	cJSON *record = NULL;
 	for (int attempt = 0; attempt < 1000 && !record; attempt++) {
 		size_t node = 0;
+		int dead_end = 0;
 		len = 0;
 		for (;;) {
 			const struct mcgs_node *n = &g->g.nodes[node];
@@ -458,6 +462,8 @@ static cJSON *select_one(struct graph *g, struct picks *pk)
 					push(&pk->expanded, &pk->nexpanded, node);
 				} else if (spent(g, node)) {
 					g->nodes[node].exhausted = NODE_SPENT; /* the next attempt goes elsewhere */
+				} else {
+					dead_end = 1; /* for this batch: picked already, or its edges are */
 				}
 				break;
 			}
@@ -479,6 +485,8 @@ static cJSON *select_one(struct graph *g, struct picks *pk)
 		}
 		if (!record && len == 0)
 			break; /* the root itself has nothing to offer */
+		if (!record && dead_end)
+			push(&pk->blocked, &pk->nblocked, path[len - 1]);
 	}
 	/* Virtual loss: the edges of this pick count as visited until the batch is written. */
 	for (size_t i = 0; record && i < len; i++) {
@@ -633,6 +641,7 @@ static int run_select(struct graph *g, const struct options *opt)
 	free(pk.expanded);
 	free(pk.evaluated);
 	free(pk.virtual_edges);
+	free(pk.blocked);
 	timing.decide_ms += monotonic_ms() - t0;
 	if (save_graph(g))
 		return KG_EXIT_IO;

@@ -1,0 +1,260 @@
+#!/usr/bin/env bats
+# 80-pipelines.bats: kg-init, kg-iterate, kg-tune, kg-nightly and kg-report without a GPU:
+# real builds (NVRTC) and measurements replayed from tables recorded on an H200.
+
+load test_helper
+
+VECTOR_ADD="$KG_ROOT/examples/vector_add/vector_add.json"
+TABLE="$FIXTURES/replay/vector_add_H200_T4.json"	   # every configuration, benchmarks/sweep.sh
+EVENTS="$FIXTURES/replay/vector_add_H200_events.jsonl" # a kg-tune run's log, with bandwidths
+RUN=out/kernels/vector_add
+
+setup_file() {
+	export XDG_CACHE_HOME="$BATS_FILE_TMPDIR/cache" # one compile cache for the file
+}
+
+setup() {
+	cd "$BATS_TEST_TMPDIR"
+}
+
+# evaluated RUN: the states evaluated in RUN, one per line.
+evaluated() {
+	jq -r 'select(.update.child != null and (.update.root | not)) | .build.state' "$1/events.jsonl"
+}
+
+@test "every pipeline has --help; unknown options and missing arguments are usage errors" {
+	for p in kg-init kg-iterate kg-tune kg-nightly kg-report; do
+		run_tool 0 "$p" --help
+		assert_line --index 0 --regexp "^Usage: $p "
+		assert_stderr_empty
+		run_tool 2 "$p" --bogus
+		assert_stderr "$(printf '%s\n' "$p: unknown option '--bogus'" "Try '$p --help' for more information.")"
+	done
+	run_tool 2 kg-init "$VECTOR_ADD"
+	assert_stderr "$(printf '%s\n' "kg-init: give a spec and an output directory" "Try 'kg-init --help' for more information.")"
+	run_tool 2 kg-iterate
+	assert_stderr "$(printf '%s\n' "kg-iterate: no run directory given" "Try 'kg-iterate --help' for more information.")"
+	run_tool 2 kg-iterate --gpus 0,x out
+	assert_stderr "$(printf '%s\n' "kg-iterate: --gpus: '0,x' is not a list of GPU numbers like 0,1" "Try 'kg-iterate --help' for more information.")"
+	run_tool 2 kg-tune "$VECTOR_ADD"
+	assert_stderr "$(printf '%s\n' "kg-tune: no --outdir given" "Try 'kg-tune --help' for more information.")"
+	run_tool 2 kg-tune --outdir out --budget-builds 0 "$VECTOR_ADD"
+	assert_stderr "$(printf '%s\n' "kg-tune: --budget-builds: '0' is not a positive whole number" "Try 'kg-tune --help' for more information.")"
+	run_tool 2 kg-init --replay
+	assert_stderr "$(printf '%s\n' "kg-init: option '--replay' requires an argument" "Try 'kg-init --help' for more information.")"
+}
+
+@test "kg-init copies the spec and what it needs into the run, benches the baseline and makes it the root" {
+	mkdir -p src/inc
+	cp "$FIXTURES"/build/{scale.cu,scale_helper.cuh} src/inc/
+	echo '#include "scale_helper.cuh"' >src/inc/wrapper.cuh
+	sed -i 's/#include "scale_helper.cuh"/#include "wrapper.cuh"/' src/inc/scale.cu
+	echo 'not a real patch' >src/tile.diff
+	# the kernel named by an absolute path, a patch file beside the spec
+	jq --arg k "$PWD/src/inc/scale.cu" '.KernelSpecification.KernelFile = $k
+		| .KernelGraph.Patches = [{Name: "tile", PatchFile: "tile.diff"}]' "$FIXTURES/build/spec.json" >src/spec.json
+	kg-propose -x -s src/spec.json | jq -cs '{schema_version: "1.0.0", results: [.[] |
+		{configuration: .candidate.config, times: {runtimes: [1.5, 1.4, 1.6]}, invalidity: "correct", correctness: 1}]}' >table.json
+	run_tool 0 kg-init --replay table.json --seed 3 --select-opt '--c-puct 2' src/spec.json out
+	assert_output out/kernels/scale
+	assert_stderr "kg-init: out/kernels/scale: baseline 1.5 ms; ready"
+	# the run holds its own copies: the kernel under its name, the headers it includes, the patch
+	[ "$(cd out/kernels/scale && ls)" = "$(printf '%s\n' best best.json events.jsonl graph.bin graph.blobs scale.cu scale_helper.cuh spec.json tile.diff trace.md variants wrapper.cuh)" ]
+	[ "$(jq -r '.KernelSpecification.KernelFile, .KernelGraph.Patches[0].PatchFile' out/kernels/scale/spec.json)" = "$(printf 'scale.cu\ntile.diff')" ]
+	[ "$(jq -c '[.update.root, .build.baseline, .bench.median_ms]' out/kernels/scale/events.jsonl)" = '[true,true,1.5]' ]
+	[ "$(kg-select --export out/kernels/scale | jq -c .params.c_init)" = 2 ]
+	# a run is never made twice
+	run_tool 2 kg-init --replay table.json src/spec.json out
+	assert_stderr "kg-init: out/kernels/scale: a run exists already; kg-tune --resume continues it"
+	# a kg-init cut short (no graph yet) is started again
+	rm out/kernels/scale/graph.bin out/kernels/scale/graph.blobs
+	run_tool 0 kg-init -q --replay table.json src/spec.json out
+	assert_stderr_empty
+	[ "$(wc -l <out/kernels/scale/events.jsonl)" -eq 1 ]
+}
+
+@test "kg-init: a missing or wrong spec, a header outside the kernel's folder, a baseline that fails, no GPU" {
+	run_tool 1 kg-init nothing.json out
+	assert_stderr "kg-init: nothing.json: no such spec (a T1 JSON file)"
+	echo '{"KernelSpecification": {}}' >nameless.json
+	run_tool 1 kg-init nameless.json out
+	assert_stderr "kg-init: nameless.json: not a T1 spec with General.BenchmarkName or KernelSpecification.KernelName"
+	jq '.ConfigurationSpace.TuningParameters[0].Values = "[1, 2"' "$FIXTURES/build/spec.json" >broken.json
+	run_tool 1 kg-init broken.json out
+	[[ "$stderr" == "kg-propose: broken.json: ConfigurationSpace.TuningParameters[0].Values: "* ]]
+	[ ! -e out ]
+	mkdir -p k/sub
+	cp "$FIXTURES/build/scale_helper.cuh" k/
+	sed 's/#include "scale_helper.cuh"/#include "..\/scale_helper.cuh"/' "$FIXTURES/build/scale.cu" >k/sub/scale.cu
+	jq '.KernelSpecification.KernelFile = "sub/scale.cu"' "$FIXTURES/build/spec.json" >k/spec.json
+	run_tool 1 kg-init k/spec.json out
+	assert_stderr "kg-init: k/sub/scale.cu includes \"../scale_helper.cuh\", outside the kernel's folder: put it beside the kernel so the run can hold a copy"
+	# a baseline that does not compile: NVRTC's message
+	cp "$FIXTURES/build/spec.json" k/
+	echo 'extern "C" __global__ void scale(float *y) { not cuda }' >k/scale.cu
+	run_tool 1 kg-init --replay "$TABLE" k/spec.json out
+	[[ "${stderr%%$'\n'*}" == "kg-init: k/spec.json: the baseline did not build (compile_failed): NVRTC_ERROR_COMPILATION" ]]
+	[ ! -e out/kernels/scale/graph.bin ]
+	# a configuration the table lacks: the bench's error
+	run_tool 1 kg-init --replay "$TABLE" "$FIXTURES/build/spec.json" out2
+	[[ "$stderr" == *"kg-init: $FIXTURES/build/spec.json: the baseline error: configuration {\"block_size_x\":128,\"items_per_thread\":1,\"use_fma\":false} is not in the replay table $TABLE" ]]
+	# no GPU and no table: kg-bench says so, exit 3
+	run_tool 3 kg-init "$VECTOR_ADD" out3
+	[[ "$stderr" == "kg-bench: no CUDA driver on this machine ("*"); give --replay FILE to answer from recorded measurements" ]]
+}
+
+@test "kg-iterate: one iteration through every tool; stages' failures reach the caller by name and status" {
+	kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null
+	run_tool 0 kg-iterate -q --replay "$TABLE" "$RUN"
+	assert_stderr_empty
+	# every record went through kg-propose, kg-relabel, kg-build, kg-bench and kg-select --update
+	[ "$(jq -c '[.op, .candidate.proposer[:6], .method.how, .build.status, .bench.replayed, (.update.edge | type)]' <<<"$output" | sort -u)" = '["expand","rules:","exact","ok",true,"number"]' ]
+	[ "$(evaluated "$RUN" | wc -l)" -eq "${#lines[@]}" ]
+	# a stage that fails in the middle: its name and status, and the status is kg-iterate's
+	run_tool 2 kg-iterate -q --replay "$TABLE" --propose-opt --bogus "$RUN"
+	[ "${stderr##*$'\n'}" = "kg-iterate: kg-propose failed (exit status 2)" ]
+	# measurements missing from the table: kg-bench's error records still reach the graph
+	jq '.results |= map(select(.configuration.items_per_thread != 2))' "$TABLE" >partial.json
+	builds=$(evaluated "$RUN" | wc -l)
+	run_tool 1 kg-iterate -q --replay partial.json "$RUN"
+	[ "${stderr##*$'\n'}" = "kg-iterate: kg-bench failed (exit status 1)" ]
+	[ "$(jq -c 'select(.bench.status == "error") | .update.reward' <<<"$output" | sort -u)" = -3 ]
+	[ "$(evaluated "$RUN" | wc -l)" -eq $((builds + ${#lines[@]})) ]
+	# no run there
+	run_tool 1 kg-iterate elsewhere
+	assert_stderr "kg-iterate: elsewhere: not a run (kg-init SPEC OUTDIR makes one)"
+	# the search is over: exit 5 and the stop record
+	run_tool 5 kg-iterate -q --replay "$TABLE" --select-opt '--budget-builds 1' "$RUN"
+	[ "$(jq -c '[.op, .reason]' <<<"$output")" = '["stop","budget"]' ]
+}
+
+@test "kg-iterate --gpus 0,1: a batch of two picks, split between two kg-bench, every record updated once" {
+	kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null
+	run_tool 0 kg-iterate -q --replay "$TABLE" "$RUN"
+	run_tool 0 kg-iterate -q --gpus 0,1 --replay "$TABLE" "$RUN"
+	[ "$(jq -r .node_id <<<"$output" | sort -u | wc -l)" -eq 2 ] # two expansions at once
+	[ "$(evaluated "$RUN" | sort | uniq -d)" = "" ]
+	[ "$(jq -c 'select(.update.child != null) | .iter' <<<"$output" | sort -u)" = 2 ]
+}
+
+@test "kg-tune --replay on the recorded table reaches the table's optimum within its budget, builds exactly the budget" {
+	best=$(jq -c '[.results[] | select(.invalidity == "correct") | {c: .configuration, t: (.measurements[] | select(.name == "time") | .value)}] | min_by(.t) | .c' "$TABLE")
+	run_tool 0 kg-tune --no-llm --replay "$TABLE" --budget-builds 40 --outdir out --log log.jsonl "$VECTOR_ADD"
+	[ "$(jq -c .config "$RUN/best.json")" = "$best" ]
+	[ "$(evaluated "$RUN" | wc -l)" -eq 40 ]
+	[ "$(evaluated "$RUN" | sort | uniq -d)" = "" ]
+	assert_line --index 0 --regexp '^kernel +builds +baseline_ms +best_ms +speedup +end +run$'
+	assert_line --index 1 --regexp '^vector_add +40 +0\.06[0-9]* +0\.05888 +1\.1[0-9]* +budget +out/kernels/vector_add$'
+	# the log holds every finished record, as JSON lines
+	jq -e . log.jsonl >/dev/null
+	[ "$(jq -c 'select(.update.child != null)' log.jsonl | wc -l)" -eq 40 ]
+	# an existing run without --resume is an error; with it, a larger budget carries on
+	run_tool 2 kg-tune --no-llm --replay "$TABLE" --outdir out "$VECTOR_ADD"
+	assert_stderr "$(printf '%s\n' "kg-tune: out/kernels/vector_add: a run exists already; --resume continues it" "Try 'kg-tune --help' for more information.")"
+	run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --resume --budget-builds 45 --outdir out "$VECTOR_ADD"
+	[ "$(evaluated "$RUN" | wc -l)" -eq 45 ]
+	# a missing spec stops everything before anything runs
+	run_tool 2 kg-tune --no-llm --outdir out2 "$VECTOR_ADD" missing.json
+	assert_stderr "$(printf '%s\n' "kg-tune: missing.json: no such spec" "Try 'kg-tune --help' for more information.")"
+	[ ! -e out2 ]
+}
+
+@test "kg-tune killed with kill -9 in the middle resumes: every finished record kept, none evaluated twice" {
+	setsid kg-tune -q --no-llm --replay "$TABLE" --budget-builds 60 --outdir out "$VECTOR_ADD" >/dev/null 2>&1 &
+	pid=$!
+	for _ in $(seq 600); do
+		[ "$(evaluated "$RUN" 2>/dev/null | wc -l)" -ge 12 ] && break
+		sleep 0.05
+	done
+	kill -9 -- "-$pid"
+	wait "$pid" || true
+	cp "$RUN/events.jsonl" before.jsonl
+	[ "$(evaluated "$RUN" | wc -l)" -lt 60 ]
+	run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --resume --outdir out "$VECTOR_ADD"
+	# what was finished before the kill is still there, first, and as it was
+	head -c "$(wc -c <before.jsonl)" "$RUN/events.jsonl" | cmp - before.jsonl
+	[ "$(evaluated "$RUN" | wc -l)" -eq 60 ]
+	[ "$(evaluated "$RUN" | sort | uniq -d)" = "" ]
+	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .build.config | tojson' "$RUN/events.jsonl" | sort | uniq -d)" = "" ]
+}
+
+@test "kg-tune --gpus 0,1 spreads the benches over two workers; a spec whose baseline fails makes the exit 1" {
+	cp "$FIXTURES/build/spec.json" "$FIXTURES/build/scale_helper.cuh" .
+	echo 'extern "C" __global__ void scale(float *y) { not cuda }' >scale.cu
+	run_tool 1 kg-tune -q --no-llm --gpus 0,1 --replay "$TABLE" --budget-builds 12 --outdir out "$VECTOR_ADD" spec.json
+	[ "$(evaluated "$RUN" | wc -l)" -eq 12 ]
+	[[ "$stderr" == "kg-init: spec.json: the baseline did not build (compile_failed): "* ]]
+}
+
+@test "kg-nightly: two nights on two specs resume with each night's budget; valid JSONL logs; bad config fields named" {
+	cp "$FIXTURES/build/spec.json" "$FIXTURES/build/scale.cu" "$FIXTURES/build/scale_helper.cuh" .
+	kg-propose -x -s spec.json | jq -cs '{schema_version: "1.0.0", results: [.[] |
+		{configuration: .candidate.config, times: {runtimes: [(1 + .candidate.config.block_size_x / 1000)]}, invalidity: "correct", correctness: 1}]}' >scale_T4.json
+	jq -s '.[0].results + .[1].results | {schema_version: "1.0.0", results: .}' "$TABLE" scale_T4.json >both.json
+	jq -n --arg va "$VECTOR_ADD" --arg t "$PWD/both.json" '{outdir: "night", budget_builds: 5, options: ["--no-llm", "--replay", $t],
+		specs: [$va, {spec: "spec.json", budget_builds: 3}]}' >nightly.json
+	run_tool 0 kg-nightly nightly.json
+	run_tool 0 kg-nightly nightly.json
+	[ "$(evaluated night/kernels/vector_add | wc -l)" -eq 10 ]
+	[ "$(evaluated night/kernels/scale | wc -l)" -eq 6 ]
+	[ "$(ls night/logs | wc -l)" -eq 4 ] || [ "$(ls night/logs | wc -l)" -eq 2 ] # two stamps, unless both in one second
+	for f in night/logs/*.jsonl; do jq -e . "$f" >/dev/null; done
+	[ "$(cat night/logs/*.jsonl | jq -c 'select(.nightly == "spec") | [.status, .builds]' | tr -d '\n')" = '[0,5][0,3][0,5][0,3]' ]
+	[ "$(cat night/logs/*.jsonl | jq -r 'select(.nightly) | .nightly' | tr '\n' ' ')" = "start spec spec end start spec spec end " ]
+	jq -e '.nodes | length > 0' night/regraph.json >/dev/null
+	# bad fields are named, before anything runs
+	echo '{"outdir": "x", "specs": [{"budget_builds": 2}]}' >bad.json
+	run_tool 2 kg-nightly bad.json
+	assert_stderr 'kg-nightly: bad.json: specs[0]: must be a path or {"spec": path, "budget_builds": N}'
+	echo '{"specs": []}' >bad.json
+	run_tool 2 kg-nightly bad.json
+	assert_stderr "kg-nightly: bad.json: outdir: missing or not a string"
+	echo '{' >bad.json
+	run_tool 2 kg-nightly bad.json
+	[[ "$stderr" == "kg-nightly: bad.json: not JSON ("* ]]
+	# a spec that fails: the others still run, exit 1
+	jq '.specs += ["missing.json"]' nightly.json >failing.json
+	run_tool 1 kg-nightly failing.json
+	assert_stderr "kg-nightly: a spec failed; see $PWD/night/logs/$(ls night/logs | tail -1 | sed 's/\.log$/.jsonl/') and $PWD/night/logs/$(ls night/logs | tail -1)"
+	[ "$(evaluated night/kernels/vector_add | wc -l)" -eq 15 ]
+}
+
+@test "kg-nightly exits at once, exit 6, while another holds the lock" {
+	mkdir night
+	echo '{"outdir": "night", "specs": ["none.json"]}' >nightly.json
+	flock night/nightly.lock sleep 30 &
+	holder=$!
+	for _ in $(seq 100); do ! flock -n night/nightly.lock true || sleep 0.05; done
+	SECONDS=0
+	run_tool 6 kg-nightly nightly.json
+	assert_stderr "kg-nightly: another kg-nightly is running on $PWD/night (it holds $PWD/night/nightly.lock); not starting"
+	[ "$SECONDS" -le 2 ]
+	[ ! -e night/logs/*.jsonl ]
+	kill "$holder"
+}
+
+@test "kg-report: trace.md summary kept current, convergence and roofline plots, the T4 export, the table" {
+	kg-init -q --replay "$EVENTS" "$VECTOR_ADD" out >/dev/null
+	for _ in 1 2 3; do kg-iterate -q --replay "$EVENTS" "$RUN" >/dev/null || true; done
+	run_tool 0 kg-report "$RUN"
+	assert_line --index 0 '| builds | baseline ms | best ms | speedup | outcomes |'
+	assert_line --index 2 --regexp "^\| $(($(evaluated "$RUN" | wc -l))) \| 0\.066048 \| $(jq -r .median_ms "$RUN/best.json") \| 1\.[0-9]{3}x \| "
+	assert_line --partial "Report: $RUN/report/"
+	[ "$(ls "$RUN/report")" = "$(printf '%s\n' convergence.svg roofline.svg vector_add_T4.json)" ]
+	grep -q 'copy bandwidth 4247 GB/s' "$RUN/report/roofline.svg"
+	grep -q '<svg' "$RUN/report/convergence.svg"
+	[ "$(jq '.results | length' "$RUN/report/vector_add_T4.json")" -eq "$(($(evaluated "$RUN" | wc -l) + 1))" ]
+	# the summary tops trace.md once, however often it is refreshed; the narrative stays
+	narrative=$(grep -c '^- iter' "$RUN/trace.md")
+	kg-report "$RUN" >/dev/null
+	[ "$(grep -c '^<!-- kg-report -->$' "$RUN/trace.md")" -eq 1 ]
+	[ "$(head -1 "$RUN/trace.md")" = '<!-- kg-report -->' ]
+	[ "$(grep -c '^- iter' "$RUN/trace.md")" -eq "$narrative" ]
+	# replayed T4 measurements carry no bandwidth: no roofline, said so
+	kg-tune -q --no-llm --replay "$TABLE" --budget-builds 5 --outdir t4 "$VECTOR_ADD"
+	run_tool 0 kg-report t4/kernels/vector_add
+	assert_stderr "kg-report: t4/kernels/vector_add: no bandwidth figures (replayed measurements carry none): no roofline plot"
+	[ "$(ls t4/kernels/vector_add/report)" = "$(printf '%s\n' convergence.svg vector_add_T4.json)" ]
+	run_tool 1 kg-report nowhere
+	assert_stderr "kg-report: nowhere: not a run (kg-init SPEC OUTDIR makes one)"
+}
