@@ -666,9 +666,6 @@ struct updater {
 	((u)->status = (u)->status == KG_EXIT_OK ? KG_EXIT_INPUT : (u)->status,                  \
 	 log_at((u)->input_name, (line), __VA_ARGS__))
 
-
-
-
 static void append_line(const char *path, const cJSON *obj)
 {
 	if (jsonl_append(path, obj) != 0)
