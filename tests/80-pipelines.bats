@@ -258,3 +258,20 @@ evaluated() {
 	run_tool 1 kg-report nowhere
 	assert_stderr "kg-report: nowhere: not a run (kg-init SPEC OUTDIR makes one)"
 }
+
+@test "kg-tune --llm-model: the LLM experts propose (a mock OpenAI-compatible server); --no-llm: the rules" {
+	answer=$(jq -cn '{candidates: [{think: "more work per thread", method: "Thread coarsening", detail: "4 items",
+		patch: null, source: null, config: {block_size_x: 64, items_per_thread: 4}, launch_update: null}]}')
+	jq -n --arg c "$answer" '{rules: [{match: "", content: $c}]}' >script.json
+	python3 "$TOOLS/mock_llm.py" script.json requests.jsonl port &
+	mock=$!
+	for _ in $(seq 100); do [ -s port ] && break; sleep 0.05; done
+	run_tool 0 env OPENAI_API_KEY=test-key OPENAI_BASE_URL="http://127.0.0.1:$(cat port)/v1" \
+		kg-tune -q --llm-model mock-model --replay "$TABLE" --budget-builds 1 --outdir out "$VECTOR_ADD"
+	kill "$mock"
+	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | [.candidate.proposer, .method.canonical, (.build.config | tojson)] | join(" ")' "$RUN/events.jsonl")" = \
+		'llm:mock-model/throughput thread_coarsening {"block_size_x":64,"items_per_thread":4}' ]
+	[ "$(jq -r .body.model requests.jsonl | sort -u)" = mock-model ]
+	run_tool 0 env OPENAI_API_KEY=test-key kg-tune -q --no-llm --replay "$TABLE" --budget-builds 1 --outdir rules "$VECTOR_ADD"
+	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .candidate.proposer' rules/kernels/vector_add/events.jsonl)" = rules:neighbour ]
+}
