@@ -188,6 +188,7 @@ count_fails() {
 
 @test "every example spec loads, and its count agrees with CPython" {
 	for spec in "$KG_ROOT"/examples/*/*.json; do
+		case $spec in *_T4.json) continue ;; esac # a recorded table, not a spec
 		run_tool 0 kg-propose --exhaustive --count --spec "$spec"
 		ours=$output
 		run python3 "$TOOLS/t1count.py" "$spec"
