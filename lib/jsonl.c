@@ -250,6 +250,15 @@ double json_number(const cJSON *obj, const char *key, double fallback)
 	return cJSON_IsNumber(item) ? item->valuedouble : fallback;
 }
 
+cJSON *json_read_file(const char *path)
+{
+	size_t len;
+	char *text = file_read_all(path, &len);
+	cJSON *doc = text ? cJSON_ParseWithLength(text, len) : NULL;
+	free(text);
+	return doc;
+}
+
 int json_write_file(const char *path, const cJSON *doc, int pretty)
 {
 	char *text = pretty ? cJSON_Print(doc) : cJSON_PrintUnformatted(doc);

@@ -64,6 +64,10 @@ char *json_text(const cJSON *item);
 const char *json_string(const cJSON *obj, const char *key);
 double json_number(const cJSON *obj, const char *key, double fallback);
 
+/* The JSON document in the file at path; NULL when it cannot be read or is not JSON. Reports
+ * nothing: for files whose absence or damage the caller treats as "none". */
+cJSON *json_read_file(const char *path);
+
 /* Replaces path with doc, printed (pretty or compact) and ending in a newline, through
  * file_write_atomic. Returns 0, or -1 with errno set; reports nothing. */
 int json_write_file(const char *path, const cJSON *doc, int pretty);

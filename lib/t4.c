@@ -91,7 +91,8 @@ void t4_add(cJSON *doc, const struct t4_result *r)
 		cJSON *m = cJSON_CreateObject();
 		json_append(measurements, m);
 		json_add(m, "name", cJSON_CreateString(r->measurements[k].name));
-		json_add(m, "value", cJSON_CreateNumber(r->measurements[k].value));
+		json_add(m, "value", r->measurements[k].text ? cJSON_CreateString(r->measurements[k].text)
+							     : cJSON_CreateNumber(r->measurements[k].value));
 		json_add(m, "unit", cJSON_CreateString(r->measurements[k].unit));
 	}
 }

@@ -16,6 +16,7 @@ struct t4_measurement {
 	const char *name;  /* "time", "gbps", "sm_clock_mhz", ... */
 	double value;
 	const char *unit;  /* "ms", "GB/s", "" when dimensionless */
+	const char *text;  /* a value that is a string (T4 allows it): written instead of value */
 };
 
 /* One measured (or rejected) configuration. Times are in milliseconds; a NAN time is

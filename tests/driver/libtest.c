@@ -282,6 +282,7 @@ static int cmd_t4(const char *path)
 			m->name = cJSON_GetObjectItemCaseSensitive(item, "name")->valuestring;
 			m->value = cJSON_GetObjectItemCaseSensitive(item, "value")->valuedouble;
 			m->unit = cJSON_GetObjectItemCaseSensitive(item, "unit")->valuestring;
+			m->text = NULL;
 		}
 		res.measurements = ms;
 		t4_add(doc, &res);

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "export.h"
-#include "fileio.h"
 #include "jsonl.h"
 #include "log.h"
 #include "t4.h"
@@ -36,11 +35,8 @@ static cJSON *kept_samples(const char *run, const cJSON *build)
 	if (!run || !dir)
 		return NULL;
 	char *path = xasprintf("%s/%s/bench.json", run, dir);
-	size_t len;
-	char *text = file_read_all(path, &len);
+	cJSON *doc = json_read_file(path);
 	free(path);
-	cJSON *doc = text ? cJSON_ParseWithLength(text, len) : NULL;
-	free(text);
 	const cJSON *raw = cJSON_GetObjectItemCaseSensitive(doc, "candidate_ms");
 	static const char *const timers[] = {"cupti_ms", "events_ms", "recorded_ms"};
 	cJSON *samples = NULL;
@@ -67,7 +63,7 @@ static void add_result(cJSON *doc, const cJSON *record, const char *run)
 	if (n == 0 && inv == T4_CORRECT && !isnan(median))
 		runtimes[n++] = median; /* no raw samples kept: the median stands for them */
 
-	struct t4_measurement m[8];
+	struct t4_measurement m[9];
 	size_t nm = 0;
 	static const struct {
 		const char *key, *name, *unit;
@@ -79,8 +75,11 @@ static void add_result(cJSON *doc, const cJSON *record, const char *run)
 	for (size_t f = 0; f < ARRAY_SIZE(figures) && inv == T4_CORRECT; f++) {
 		double v = json_number(bench, figures[f].key, NAN);
 		if (!isnan(v))
-			m[nm++] = (struct t4_measurement){figures[f].name, v, figures[f].unit};
+			m[nm++] = (struct t4_measurement){figures[f].name, v, figures[f].unit, NULL};
 	}
+	/* T4 keys results by configuration alone; the variant's state tells code edits apart. */
+	const char *state = json_string(build, "state");
+	m[nm++] = (struct t4_measurement){"state", NAN, "", state ? state : ""};
 	static const char *const objectives[] = {"time"};
 	struct t4_result r = {
 		.timestamp = json_string(record, "t"),
@@ -99,14 +98,6 @@ static void add_result(cJSON *doc, const cJSON *record, const char *run)
 		.nmeasurements = nm,
 	};
 	t4_add(doc, &r);
-	/* T4 keys results by configuration alone; the variant's state tells code edits apart. */
-	cJSON *result = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "results"),
-					   cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(doc, "results")) - 1);
-	cJSON *state = json_object();
-	json_add_string(state, "name", "state");
-	json_add_string(state, "value", json_string(build, "state") ? json_string(build, "state") : "");
-	json_add_string(state, "unit", "");
-	json_append(cJSON_GetObjectItemCaseSensitive(result, "measurements"), state);
 	free(runtimes);
 	cJSON_Delete(samples);
 }

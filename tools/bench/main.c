@@ -277,12 +277,9 @@ static double watchdog_for(const struct options *opt, const char *run)
 	if (opt->watchdog_s > 0)
 		return opt->watchdog_s;
 	char *path = xasprintf("%s/baseline.json", run);
-	size_t len;
-	char *text = file_read_all(path, &len);
-	cJSON *doc = text ? cJSON_ParseWithLength(text, len) : NULL;
+	cJSON *doc = json_read_file(path);
 	double median_ms = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(doc, "median_ms"));
 	cJSON_Delete(doc);
-	free(text);
 	free(path);
 	return isnan(median_ms) || median_ms * 0.1 < 10 ? 10 : median_ms * 0.1;
 }

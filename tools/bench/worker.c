@@ -805,14 +805,11 @@ static double calibrated_gbps(const struct bench_settings *cfg)
 	if (!cfg->cache_dir)
 		return NAN;
 	char *path = xasprintf("%s/devices/%s.json", cfg->cache_dir, gpu.pci_bus_id);
-	size_t len;
-	char *text = file_read_all(path, &len);
-	cJSON *doc = text ? cJSON_ParseWithLength(text, len) : NULL;
+	cJSON *doc = json_read_file(path);
 	const cJSON *bw = cJSON_GetObjectItemCaseSensitive(doc, "copy_gbps");
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(doc, "device");
 	double gbps = cJSON_IsNumber(bw) && cJSON_IsString(name) && strcmp(name->valuestring, gpu.name) == 0 ? bw->valuedouble : NAN;
 	cJSON_Delete(doc);
-	free(text);
 	free(path);
 	return gbps;
 }
@@ -912,9 +909,7 @@ static int load_run_baseline(struct wrun *r, struct failure *f)
 	if (r->has_baseline)
 		return 0;
 	char *path = xasprintf("%s/baseline.json", r->dir);
-	size_t len;
-	char *text = file_read_all(path, &len);
-	cJSON *doc = text ? cJSON_ParseWithLength(text, len) : NULL;
+	cJSON *doc = json_read_file(path);
 	int rc = -1;
 	if (!doc)
 		fail_with(f, "error", "no baseline in %s (%s is missing): bench the baseline first, as kg-init does",
@@ -922,7 +917,6 @@ static int load_run_baseline(struct wrun *r, struct failure *f)
 	else if (load_kernel(r->dir, doc, r->ka.dynamic_smem, &r->baseline, f) == 0)
 		rc = 0, r->has_baseline = 1;
 	cJSON_Delete(doc);
-	free(text);
 	free(path);
 	return rc;
 }
