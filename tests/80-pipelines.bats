@@ -66,6 +66,11 @@ evaluated() {
 	# a run is never made twice
 	run_tool 2 kg-init --replay table.json src/spec.json out
 	assert_stderr "kg-init: out/kernels/scale: a run exists already; kg-tune --resume continues it"
+	# a BinaryRaw DataSource is a file to copy; a Generator's is an expression, left alone
+	jq -cn '{schema_version: "1.0.0", results: [{configuration: {block_size_x: 256}, times: {runtimes: [1]}, invalidity: "correct", correctness: 1}]}' >features.json
+	run_tool 0 kg-init -q --replay features.json "$FIXTURES/bench/features/spec.json" out
+	[ "$(cd out/kernels/features && ls expected.bin features.cu)" = "$(printf 'expected.bin\nfeatures.cu')" ]
+	[ "$(jq -c '[.KernelSpecification.Arguments[1].DataSource, .KernelSpecification.ReferenceArguments[0].DataSource]' out/kernels/features/spec.json)" = '["i % 7","expected.bin"]' ]
 	# a kg-init cut short (no graph yet) is started again
 	rm out/kernels/scale/graph.bin out/kernels/scale/graph.blobs
 	run_tool 0 kg-init -q --replay table.json src/spec.json out
