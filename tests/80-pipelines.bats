@@ -44,6 +44,48 @@ evaluated() {
 	assert_stderr "$(printf '%s\n' "kg-init: option '--replay' requires an argument" "Try 'kg-init --help' for more information.")"
 }
 
+@test "the pipelines' other bad options and arguments are named, exit 2 (kg-report: 1 for a run with nothing measured)" {
+	usage() { # usage TOOL MESSAGE: stderr is the message and the hint
+		assert_stderr "$(printf '%s\n' "$1: $2" "Try '$1 --help' for more information.")"
+	}
+	run_tool 2 kg-iterate --batch 0 out
+	usage kg-iterate "--batch: '0' is not a positive whole number"
+	run_tool 2 kg-iterate --jobs x out
+	usage kg-iterate "--jobs: 'x' is not a positive whole number"
+	run_tool 2 kg-iterate out more
+	usage kg-iterate "unexpected argument 'more'"
+	run_tool 2 kg-tune --outdir out --max-failures 0 "$VECTOR_ADD"
+	usage kg-tune "--max-failures: '0' is not a positive whole number"
+	run_tool 2 kg-tune --outdir out --seed -1 "$VECTOR_ADD"
+	usage kg-tune "--seed: '-1' is not a whole number"
+	run_tool 2 kg-tune --outdir out
+	usage kg-tune "no spec given"
+	run_tool 2 kg-tune --outdir out "$VECTOR_ADD" "$VECTOR_ADD"
+	usage kg-tune "$VECTOR_ADD: a second spec named 'vector_add' (General.BenchmarkName tells them apart)"
+	run_tool 2 kg-nightly
+	usage kg-nightly "no CONFIG given"
+	run_tool 2 kg-nightly missing.json
+	assert_stderr "kg-nightly: missing.json: no such file"
+	for bad in '{"outdir": "x", "gpus": 0, "specs": ["a"]}|gpus: must be a string like "0,1"' \
+		'{"outdir": "x", "options": ["--no-llm", 3], "specs": ["a"]}|options: must be a list of strings' \
+		'{"outdir": "x", "budget_builds": 0, "specs": ["a"]}|budget_builds: must be a positive number' \
+		'{"outdir": "x", "specs": [{"spec": "a", "budget_builds": "9"}]}|specs[0].budget_builds: must be a positive number' \
+		'[]|(top): must be an object'; do
+		echo "${bad%%|*}" >bad.json
+		run_tool 2 kg-nightly bad.json
+		assert_stderr "kg-nightly: bad.json: ${bad#*|}"
+	done
+	run_tool 2 kg-report --peak-tflops fast out
+	usage kg-report "--peak-tflops: 'fast' is not a number"
+	run_tool 2 kg-report --top 0 out
+	usage kg-report "--top: '0' is not a positive whole number"
+	run_tool 2 kg-report
+	usage kg-report "no run directory given"
+	mkdir -p empty && echo '{"version": 1}' >empty/graph.json
+	run_tool 1 kg-report empty
+	assert_stderr "kg-report: empty/events.jsonl: no measurements to report"
+}
+
 @test "kg-init copies the spec and what it needs into the run, benches the baseline and makes it the root" {
 	mkdir -p src/inc
 	cp "$FIXTURES"/build/{scale.cu,scale_helper.cuh} src/inc/
