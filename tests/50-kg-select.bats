@@ -381,6 +381,27 @@ start() {
 	assert_stderr "kg-select: cannot lock the run '/nonexistent/run': No such file or directory"
 }
 
+@test "a kill between the log and the graph: the next update learns the logged records again, once" {
+	start
+	kg-select "$RUN" >pick.jsonl
+	cp "$RUN/graph.bin" "$RUN/graph.blobs" .
+	{ evaluated pick.jsonl S1 2.0; evaluated pick.jsonl S2 0; } | kg-select --update "$RUN" >/dev/null
+	cp "$RUN/events.jsonl" events.before
+	cp "$RUN/trace.md" trace.before
+	want=$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state], .incumbent, .events_len]')
+	# the graph as it was before the update; the log as it is after it
+	cp graph.bin graph.blobs "$RUN/"
+	[ "$(kg-select --export "$RUN" | jq .builds)" = 0 ]
+	run_tool 0 kg-select --update "$RUN" </dev/null
+	assert_stderr "kg-select: warning: $RUN/events.jsonl: $(($(wc -c <events.before) - $(head -1 events.before | wc -c))) bytes of the log are not in the graph (a run stopped between the two): learning them again"
+	[ "$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state], .incumbent, .events_len]')" = "$want" ]
+	# nothing written twice
+	cmp "$RUN/events.jsonl" events.before
+	cmp "$RUN/trace.md" trace.before
+	run_tool 0 kg-select --update "$RUN" </dev/null
+	assert_stderr_empty
+}
+
 @test "a save cut short by a kill leaves the previous graph, and the next save goes on from it" {
 	start
 	kg-select "$RUN" >pick.jsonl

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fileio.h"
 #include "graph.h"
@@ -320,6 +321,7 @@ cJSON *graph_export(const struct graph *gr)
 	json_add(doc, "params", params);
 	json_add_number(doc, "iter", (double)gr->iter);
 	json_add_number(doc, "builds", (double)gr->builds);
+	json_add_number(doc, "events_len", (double)gr->events_len);
 	json_add_number(doc, "last_improvement", (double)gr->last_improvement);
 	json_add_number(doc, "incumbent", (double)gr->incumbent);
 	json_add_number(doc, "baseline_ms", gr->baseline_ms);
@@ -407,6 +409,15 @@ static int load_edges(struct graph *g, const cJSON *edges, const char *path)
 	return 0;
 }
 
+uint64_t events_size(const char *run)
+{
+	char *path = xasprintf("%s/events.jsonl", run);
+	struct stat st;
+	uint64_t size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+	free(path);
+	return size;
+}
+
 /* A graph.json (version 1, graph_export's form), for graphs made elsewhere. */
 static int import_json(struct graph *g, const char *run)
 {
@@ -448,6 +459,8 @@ static int import_json(struct graph *g, const char *run)
 		g->rng = cJSON_IsString(rng) ? strtoull(rng->valuestring, NULL, 16) : 0;
 		g->iter = (long)json_number(doc, "iter", 0);
 		g->builds = (long)json_number(doc, "builds", 0);
+		/* A graph made elsewhere without the field is taken to know its whole log. */
+		g->events_len = (uint64_t)json_number(doc, "events_len", (double)events_size(run));
 		g->last_improvement = (long)json_number(doc, "last_improvement", 0);
 		g->incumbent = (size_t)json_number(doc, "incumbent", 0);
 		g->baseline_ms = json_number(doc, "baseline_ms", NAN);

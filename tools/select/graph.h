@@ -100,6 +100,7 @@ struct graph {
 	long iter;		/* iterations started by kg-select */
 	long builds;		/* evaluated candidates */
 	long last_improvement;	/* the iteration of the last improvement of the incumbent */
+	uint64_t events_len;	/* bytes of RUN/events.jsonl the graph has learned from */
 	size_t incumbent;
 	double baseline_ms;
 	char *regraph;		/* --regraph: method-transition statistics for edge priors, or NULL */
@@ -119,6 +120,8 @@ struct graph {
  * and tests/tools/make_graph.py). Returns 1 when loaded, 0 when there is none yet, -1 after
  * reporting a damaged file. */
 int graph_load(struct graph *g, const char *run);
+/* The size of RUN/events.jsonl in bytes; 0 when there is none. */
+uint64_t events_size(const char *run);
 /* Stores g in RUN/graph.bin so that a kill at any moment leaves the previous or the next
  * graph. Returns 0, or -1 after reporting. */
 int graph_save(struct graph *g);

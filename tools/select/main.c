@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <libgen.h>
 #include <math.h>
 #include <poll.h>
@@ -666,14 +667,22 @@ struct updater {
 	((u)->status = (u)->status == KG_EXIT_OK ? KG_EXIT_INPUT : (u)->status,                  \
 	 log_at((u)->input_name, (line), __VA_ARGS__))
 
+/* Set while the graph learns again what its log holds beyond it: what those records wrote
+ * then (events, trace, dataset rows) is written already. */
+static int catching_up;
+
 static void append_line(const char *path, const cJSON *obj)
 {
+	if (catching_up)
+		return;
 	if (jsonl_append(path, obj) != 0)
 		log_warn("cannot append to '%s':", path);
 }
 
 static void append_text(const char *path, const char *text)
 {
+	if (catching_up)
+		return;
 	if (file_append(path, text, strlen(text)) != 0)
 		log_warn("cannot append to '%s':", path);
 }
@@ -1027,6 +1036,60 @@ static int is_empty_expansion(const cJSON *record)
 	return op && strcmp(op, "expand") == 0 && status && strcmp(status, "empty") == 0;
 }
 
+/* Learns from one finished record; returns whether the graph changed. */
+static int apply_record(struct updater *u, cJSON *record, long line)
+{
+	const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(record, "candidate");
+	if (!u->exists)
+		return create_root(u, record, line) == 0;
+	if (cJSON_IsObject(candidate) &&
+	    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(record, "build"), "baseline")))
+		return update_candidate(u, record, line) == 0;
+	if (is_empty_expansion(record))
+		return mark_exhausted(u, record, line) == 0;
+	return 0;
+}
+
+/* The log is appended before the graph is saved, so a kill between the two leaves records in
+ * RUN/events.jsonl past what the graph learned (events_len): they are learned again here. */
+static void catch_up_with_log(struct updater *u, const char *events)
+{
+	struct graph *g = u->g;
+	uint64_t size = events_size(g->run);
+	if (!u->exists || size <= g->events_len)
+		return;
+	FILE *fp = fopen(events, "r");
+	if (!fp || fseeko(fp, (off_t)g->events_len, SEEK_SET) != 0) {
+		log_warn("cannot read '%s':", events);
+		if (fp)
+			fclose(fp);
+		return;
+	}
+	log_warn("%s: %" PRIu64 " bytes of the log are not in the graph (a run stopped between the two): learning them again",
+		 events, size - g->events_len);
+	struct jsonl_reader reader;
+	jsonl_reader_init(&reader, fp, events);
+	const char *input_name = u->input_name;
+	u->input_name = events;
+	cJSON *record;
+	enum jsonl_status st;
+	catching_up = 1;
+	while ((st = jsonl_next(&reader, &record)) != JSONL_EOF && st != JSONL_IO_ERROR) {
+		if (st == JSONL_RECORD) {
+			cJSON_DeleteItemFromObjectCaseSensitive(record, "update");
+			apply_record(u, record, reader.line);
+			cJSON_Delete(record);
+		}
+	}
+	catching_up = 0;
+	u->input_name = input_name;
+	jsonl_reader_release(&reader);
+	fclose(fp);
+	g->events_len = size;
+	if (save_graph(g) != 0)
+		u->status = KG_EXIT_IO;
+}
+
 static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
 {
 	struct updater u = {.g = g, .exists = exists, .input_name = reader->name};
@@ -1035,6 +1098,7 @@ static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
 	free(copy);
 	free(parent);
 	char *events = xasprintf("%s/events.jsonl", g->run);
+	catch_up_with_log(&u, events);
 	cJSON *record;
 	enum jsonl_status st;
 	while ((st = jsonl_next(reader, &record)) != JSONL_EOF) {
@@ -1047,27 +1111,18 @@ static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
 				u.status = KG_EXIT_INPUT;
 			continue;
 		}
-		int changed = 0;
-		const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(record, "candidate");
 		double t0 = monotonic_ms();
-		if (!u.exists) {
-			changed = create_root(&u, record, reader->line) == 0;
-		} else if (cJSON_IsObject(candidate) &&
-			   !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(record, "build"), "baseline"))) {
-			changed = update_candidate(&u, record, reader->line) == 0;
-		} else if (is_empty_expansion(record)) {
-			changed = mark_exhausted(&u, record, reader->line) == 0;
-		}
+		int changed = apply_record(&u, record, reader->line);
 		timing.decide_ms += monotonic_ms() - t0;
 		if (changed) {
-			/* The log first, then the graph: a kill between them leaves the record in the
-			 * log, where a resumed run finds it; never a graph ahead of its log. */
+			/* The log first, then the graph: never a graph ahead of its log. */
 			char t[40];
 			utc_now(t, sizeof(t), 1);
 			cJSON *logged = cJSON_Duplicate(record, 1);
 			json_add_string(logged, "t", t);
 			append_line(events, logged);
 			cJSON_Delete(logged);
+			g->events_len = events_size(g->run);
 			if (save_graph(g) != 0)
 				u.status = KG_EXIT_IO;
 		}

@@ -37,7 +37,7 @@ struct file_head {
 };
 
 struct head_rec {
-	uint64_t nnodes, nedges, rollout_len, incumbent, rng;
+	uint64_t nnodes, nedges, rollout_len, incumbent, rng, events_len;
 	int64_t iter, builds, last_improvement;
 	int64_t rollout_active, rollout_node, rollout_steps_left, rollout_step;
 	double baseline_ms, rollout_best;
@@ -179,6 +179,7 @@ static void encode_head(const struct graph *g, struct head_rec *h)
 	h->rng = g->rng;
 	h->iter = g->iter;
 	h->builds = g->builds;
+	h->events_len = g->events_len;
 	h->last_improvement = g->last_improvement;
 	h->rollout_active = g->rollout.active;
 	h->rollout_node = (int64_t)g->rollout.node;
@@ -373,6 +374,7 @@ static int decode(struct graph *g, const struct snapshot *s, const char *path)
 	g->rng = h->rng;
 	g->iter = h->iter;
 	g->builds = h->builds;
+	g->events_len = h->events_len;
 	g->last_improvement = h->last_improvement;
 	g->incumbent = h->incumbent < n ? h->incumbent : 0;
 	g->baseline_ms = h->baseline_ms;
