@@ -64,7 +64,7 @@ TEST_DRIVER := $(BUILD)/tests/kg-libtest
 TOOL_BINS  := $(TOOLS:%=$(BINOUT)/kg-%)
 PIPE_BINS  := $(PIPELINES:%=$(BINOUT)/%)
 
-.PHONY: all test test-gpu test-sanitize check deps install uninstall clean cuda-check help
+.PHONY: all benchtools test test-gpu test-sanitize check deps install uninstall clean cuda-check help
 .DELETE_ON_ERROR:
 
 all: $(TOOL_BINS) $(PIPE_BINS)
@@ -76,6 +76,7 @@ help:
 	@echo 'make test-sanitize   run the CPU test suite under ASan + UBSan'
 	@echo 'make check           both of the above (what CI runs)'
 	@echo 'make test-gpu        run the GPU test suite (needs a GPU)'
+	@echo 'make benchtools      build the GPU benchmarks' helpers (cuBLAS) into $(BUILD)/benchmarks'
 	@echo 'make cuda-check      check that CUDA_HOME holds the CUDA toolkit'
 	@echo 'make install         install into $$(DESTDIR)$$(BINDIR); make uninstall removes it'
 	@echo 'make clean           remove build outputs'
@@ -103,6 +104,14 @@ $(BINOUT)/kg-%: pipelines/kg-%
 $(TEST_DRIVER): $(BUILD)/tests/driver/libtest.o $(LIBKG)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(BASE_LIBS)
+
+# Benchmark helpers, never installed: built for the GPU scripts in benchmarks/ (cuBLAS).
+BENCH_TOOLS := $(BUILD)/benchmarks/check-reference
+benchtools: $(BENCH_TOOLS)
+$(BUILD)/benchmarks/%.o: ALL_CPPFLAGS += -isystem $(CUDA_HOME)/include
+$(BUILD)/benchmarks/check-reference: $(BUILD)/benchmarks/check_reference.o $(LIBKG) | cuda-check
+	@mkdir -p $(@D)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o %.a,$^) -L$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lpthread $(BASE_LIBS)
 
 cuda-check:
 	@test -f '$(CUDA_HOME)/include/nvrtc.h' || { \

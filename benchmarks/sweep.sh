@@ -11,6 +11,10 @@ case ${1:-} in [0-9]*) sample=$1; shift ;; esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 run=$(bin/kg-init -q --bench-opt "$*" "$spec" "$work/out")
+# The baseline is what every configuration is checked against: checked itself where the helper
+# is built (make benchtools), against an independent computation.
+checker=build/release/benchmarks/check-reference
+[ ! -x "$checker" ] || "$checker" "$run"
 if [ -n "$sample" ]; then
 	bin/kg-propose --random "$sample" --seed 1 --spec "$run/spec.json"
 else

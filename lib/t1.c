@@ -651,6 +651,12 @@ static int load_other_sections(struct loader *L, const cJSON *root)
 
 	if (member(L, root, "", "KernelGraph", OPTIONAL, is_object, "an object", &item))
 		return -1;
+	const cJSON *shared;
+	if (item && (member(L, item, "KernelGraph", "SharedMemory", OPTIONAL, is_string_or_number,
+			    "a string (an expression) or a number", &shared) ||
+		     (shared && !(L->spec->shared_memory = compile_field(L, "KernelGraph.SharedMemory", shared,
+									 L->spec->nnames)))))
+		return -1;
 	return 0;
 }
 
@@ -699,6 +705,7 @@ void t1_free(struct t1_spec *s)
 		pyexpr_free(s->global_size[d]);
 		pyexpr_free(s->local_size[d]);
 	}
+	pyexpr_free(s->shared_memory);
 	for (size_t k = 0; k < s->nparams; k++) {
 		for (size_t v = 0; s->params[k].values_json && v < s->params[k].nvalues; v++)
 			free(s->params[k].values_json[v]);
@@ -1057,9 +1064,10 @@ int t1_first_config(const struct t1_spec *s, const size_t *fixed, size_t *indice
 	return rc;
 }
 
-/* Evaluates one GlobalSize or LocalSize part (absent means 1) into a positive integer. */
-static int size_part(const struct t1_spec *s, const struct pyexpr *e, const char *field, const struct pyval *values,
-		     struct pyarena *scratch, int64_t *out, struct strbuf *why)
+/* Evaluates one GlobalSize or LocalSize part (absent means 1), or KernelGraph.SharedMemory,
+ * into an integer from least up to 2**31 - 1. */
+static int size_part(const struct t1_spec *s, const struct pyexpr *e, const char *field, int64_t least,
+		     const struct pyval *values, struct pyarena *scratch, int64_t *out, struct strbuf *why)
 {
 	struct pyval v;
 	struct pyexpr_error err;
@@ -1068,15 +1076,15 @@ static int size_part(const struct t1_spec *s, const struct pyexpr *e, const char
 		return 0;
 	}
 	if (pyexpr_eval(e, values, scratch, &v, &err)) {
-		strbuf_addf(why, "KernelSpecification.%s: column %zu: %s in \"%s\"", field,
-			    pyexpr_error_column(pyexpr_source(e), &err), err.message, pyexpr_source(e));
+		strbuf_addf(why, "%s: column %zu: %s in \"%s\"", field, pyexpr_error_column(pyexpr_source(e), &err),
+			    err.message, pyexpr_source(e));
 		describe_inputs(why, s, e, values);
 		return -1;
 	}
-	if ((v.kind != PY_INT && v.kind != PY_BOOL) || v.u.i < 1 || v.u.i > INT32_MAX) {
-		strbuf_addf(why, "KernelSpecification.%s: \"%s\" gives ", field, pyexpr_source(e));
+	if ((v.kind != PY_INT && v.kind != PY_BOOL) || v.u.i < least || v.u.i > INT32_MAX) {
+		strbuf_addf(why, "%s: \"%s\" gives ", field, pyexpr_source(e));
 		pyval_repr(why, &v);
-		strbuf_addstr(why, ", not a positive integer below 2**31");
+		strbuf_addf(why, ", not %s integer below 2**31", least > 0 ? "a positive" : "a non-negative");
 		describe_inputs(why, s, e, values);
 		return -1;
 	}
@@ -1084,20 +1092,28 @@ static int size_part(const struct t1_spec *s, const struct pyexpr *e, const char
 	return 0;
 }
 
-int t1_launch_geometry(const struct t1_spec *s, const struct pyval *values, int64_t grid[3], int64_t block[3],
+int t1_launch_geometry(const struct t1_spec *s, const struct pyval *values, struct t1_launch *launch,
 		       struct strbuf *why)
 {
-	static const char *const global_fields[] = {"GlobalSize.X", "GlobalSize.Y", "GlobalSize.Z"};
-	static const char *const local_fields[] = {"LocalSize.X", "LocalSize.Y", "LocalSize.Z"};
+	static const char *const global_fields[] = {"KernelSpecification.GlobalSize.X", "KernelSpecification.GlobalSize.Y",
+						    "KernelSpecification.GlobalSize.Z"};
+	static const char *const local_fields[] = {"KernelSpecification.LocalSize.X", "KernelSpecification.LocalSize.Y",
+						   "KernelSpecification.LocalSize.Z"};
 	struct pyarena *scratch = pyarena_new();
 	int rc = 0;
 	for (int d = 0; d < 3 && rc == 0; d++) {
 		int64_t global;
-		rc = size_part(s, s->global_size[d], global_fields[d], values, scratch, &global, why) ||
-		     size_part(s, s->local_size[d], local_fields[d], values, scratch, &block[d], why);
+		rc = size_part(s, s->global_size[d], global_fields[d], 1, values, scratch, &global, why) ||
+		     size_part(s, s->local_size[d], local_fields[d], 1, values, scratch, &launch->block[d], why);
 		if (rc == 0)
-			grid[d] = s->global_size_type == T1_GLOBAL_OPENCL ? (global + block[d] - 1) / block[d] : global;
+			launch->grid[d] = s->global_size_type == T1_GLOBAL_OPENCL
+						  ? (global + launch->block[d] - 1) / launch->block[d]
+						  : global;
 	}
+	launch->shared_bytes = 0;
+	if (rc == 0 && s->shared_memory)
+		rc = size_part(s, s->shared_memory, "KernelGraph.SharedMemory", 0, values, scratch,
+			       &launch->shared_bytes, why);
 	pyarena_free(scratch);
 	return rc ? -1 : 0;
 }

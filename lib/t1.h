@@ -47,6 +47,8 @@ struct t1_spec {
 	enum t1_global_size_type global_size_type;
 	struct pyexpr *global_size[3]; /* X, Y, Z; NULL where absent (meaning 1) */
 	struct pyexpr *local_size[3];
+	struct pyexpr *shared_memory; /* KernelGraph.SharedMemory: dynamic shared bytes of a
+					 configuration (NULL: none beyond the fixed ones) */
 	struct t1_param *params;  /* ConfigurationSpace.TuningParameters, in order */
 	size_t nparams;
 	struct t1_condition *conditions; /* ConfigurationSpace.Conditions, in order */
@@ -119,9 +121,15 @@ int t1_first_config(const struct t1_spec *spec, const size_t *fixed, size_t *ind
 
 /* The launch of a configuration: grid[d] blocks of block[d] threads in each dimension,
  * from GlobalSize and LocalSize read through GlobalSizeType (OpenCL: GlobalSize counts
- * threads and is rounded up to whole blocks). Returns 0, or -1 with why set when an
- * expression fails or does not give a positive integer. */
-int t1_launch_geometry(const struct t1_spec *spec, const struct pyval *values, int64_t grid[3], int64_t block[3],
+ * threads and is rounded up to whole blocks), and shared_bytes of dynamic shared memory
+ * from KernelGraph.SharedMemory (0 when absent), on top of what every configuration gets
+ * (SharedMemory, Local arguments). Returns 0, or -1 with why set when an expression fails
+ * or does not give a positive integer (shared_bytes: a non-negative one). */
+struct t1_launch {
+	int64_t grid[3], block[3];
+	int64_t shared_bytes;
+};
+int t1_launch_geometry(const struct t1_spec *spec, const struct pyval *values, struct t1_launch *launch,
 		       struct strbuf *why);
 
 #endif

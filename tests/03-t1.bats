@@ -225,6 +225,11 @@ count_fails() {
 	count_fails 1 "General.TimeUnit: 'Minutes' is not one of Nanoseconds, Microseconds, Milliseconds, Seconds"
 	spec_with '.KernelGraph = []'
 	count_fails 1 "KernelGraph: must be an object, not an array"
+	spec_with '.KernelGraph = {"SharedMemory": [1]}'
+	count_fails 1 "KernelGraph.SharedMemory: must be a string (an expression) or a number, not an array"
+	spec_with '.KernelGraph = {"SharedMemory": "4 *"}'
+	run_tool 1 kg-propose --exhaustive --count --spec "$S"
+	[[ "$stderr" == "kg-propose: $S: KernelGraph.SharedMemory: column "*"4 *"* ]]
 	spec_with '.Budget = [5]'
 	count_fails 1 "Budget[0]: must be an object, not a number"
 	spec_with '.KernelSpecification.Arguments[1] = "n"'

@@ -182,6 +182,26 @@ measure() {
 	[[ "$stderr" == *": 2 candidates (0 dropped, 4 left out by the build budget)"* ]]
 }
 
+@test "--within: the rules propose only configurations the table measured (a replay can answer)" {
+	fresh_run
+	kg-select "$RUN" > pick.jsonl
+	jq -n '{results: [[128, 1, false], [256, 1, false], [64, 4, true]] | map({configuration: {block_size_x: .[0],
+		items_per_thread: .[1], use_fma: .[2]}, times: {runtimes: [1.0]}, invalidity: "correct", correctness: 1,
+		measurements: []})}' > t4.json
+	run_tool 0 kg-propose --rules --within t4.json pick.jsonl
+	# the one neighbour the table holds, then the one recorded configuration left, drawn at random
+	[ "$(jq -c '.candidate | [.proposer, .config]' <<<"$output" | paste -sd' ')" = \
+		'["rules:neighbour",{"block_size_x":256,"items_per_thread":1,"use_fma":false}] ["rules:random",{"block_size_x":64,"items_per_thread":4,"use_fma":true}]' ]
+	# an events.jsonl is a table too: here it holds the root alone, so nothing is left to propose
+	run_tool 0 kg-propose --rules --within "$RUN/events.jsonl" pick.jsonl
+	[ "$(jq -r .propose.status <<<"$output")" = empty ]
+	run_tool 2 kg-propose --within /nonexistent.json pick.jsonl
+	assert_stderr "$(printf '%s\n' "kg-propose: cannot read '/nonexistent.json': No such file or directory" \
+		"kg-propose: --within: '/nonexistent.json' is not a table of measurements" "Try 'kg-propose --help' for more information.")"
+	run_tool 2 kg-propose --within t4.json --exhaustive --spec "$RUN/spec.json"
+	assert_stderr "$(printf '%s\n' "kg-propose: --within goes with the proposers, not with --exhaustive" "Try 'kg-propose --help' for more information.")"
+}
+
 @test "--rules proposes only valid, unseen configurations, and the same seed gives the same candidates" {
 	fresh_run
 	kg-propose -x -s "$RUN/spec.json" | jq -c .candidate.config | sort > valid

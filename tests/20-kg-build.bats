@@ -280,6 +280,23 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 	[ "$(jq -c '.build | [.grid, .block]' <<<"$output")" = '[[513,2,1],[128,2,1]]' ]
 }
 
+@test "KernelGraph.SharedMemory gives each configuration its dynamic shared memory, part of its state" {
+	new_run run '.KernelGraph.SharedMemory = "block_size_x * 8"'
+	run_tool 0 kg-build < <(record run "" '{"id":"baseline"}'; record run "" '{"id":"c1","config":{"block_size_x":64}}')
+	[ "$(jq -c '[.build.config.block_size_x, .build.shared_bytes]' <<<"$output" | paste -sd' ')" = '[128,1024] [64,512]' ]
+	[ "$(jq -r .shared_bytes run/variants/*/build.json | sort -n | paste -sd' ')" = '512 1024' ]
+	# without it no shared_bytes is written, and the state is the one it always was
+	new_run plain
+	new_run zero '.KernelGraph.SharedMemory = 0'
+	run_tool 0 kg-build < <(record plain "" '{"id":"baseline"}'; record zero "" '{"id":"baseline"}')
+	[ "$(jq -c '.build.shared_bytes' <<<"$output" | sort -u)" = null ]
+	[ "$(jq -r '.build.state' <<<"$output" | sort -u | wc -l)" -eq 1 ]
+	new_run bad '.KernelGraph.SharedMemory = "block_size_x - 1000"'
+	run_tool 0 kg-build < <(record bad "" '{"id":"baseline"}')
+	[ "$(jq -r .build.status <<<"$output")" = invalid_config ]
+	[[ "$(jq -r .build.error <<<"$output")" == 'KernelGraph.SharedMemory: "block_size_x - 1000" gives -872, not a non-negative integer below 2**31'* ]]
+}
+
 @test "a kernel without extern \"C\" is found through its lowered name" {
 	new_run run '.KernelSpecification.KernelFile = "scale_cpp.cu"'
 	run_tool 0 kg-build < <(record run "" '{"id":"baseline"}')

@@ -127,6 +127,7 @@ struct kernel {
 	CUmodule module;
 	CUfunction function;
 	unsigned grid[3], block[3];
+	size_t smem; /* dynamic shared memory: the spec's fixed bytes plus the build's shared_bytes */
 	char name[512];
 };
 
@@ -150,9 +151,13 @@ static int load_kernel(const char *run, const cJSON *build, size_t dynamic_smem,
 	const cJSON *cubin = cJSON_GetObjectItemCaseSensitive(build, "cubin");
 	const cJSON *function = cJSON_GetObjectItemCaseSensitive(build, "function");
 	memset(k, 0, sizeof(*k));
+	const cJSON *shared = cJSON_GetObjectItemCaseSensitive(build, "shared_bytes");
 	if (!cJSON_IsString(cubin) || !cJSON_IsString(function) || read_triple(build, "grid", k->grid) ||
 	    read_triple(build, "block", k->block))
 		return fail_with(f, "error", "build: needs cubin, function, grid and block (from kg-build)");
+	if (shared && (!cJSON_IsNumber(shared) || shared->valuedouble < 0))
+		return fail_with(f, "error", "build.shared_bytes: must be a non-negative number of bytes");
+	k->smem = dynamic_smem + (shared ? (size_t)shared->valuedouble : 0);
 	snprintf(k->name, sizeof(k->name), "%s", function->valuestring);
 	char *path = xasprintf("%s/%s", run, cubin->valuestring);
 	size_t len;
@@ -163,9 +168,9 @@ static int load_kernel(const char *run, const cJSON *build, size_t dynamic_smem,
 	else if (check_cuda(f, cu.cuModuleLoadData(&k->module, image), "cuModuleLoadData") ||
 		 check_cuda(f, cu.cuModuleGetFunction(&k->function, k->module, k->name), "cuModuleGetFunction"))
 		rc = -1;
-	else if (dynamic_smem > 48 * 1024 &&
+	else if (k->smem > 48 * 1024 &&
 		 check_cuda(f, cu.cuFuncSetAttribute(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-						     (int)dynamic_smem), "cuFuncSetAttribute (dynamic shared memory)"))
+						     (int)k->smem), "cuFuncSetAttribute (dynamic shared memory)"))
 		rc = -1;
 	free(image);
 	free(path);
@@ -234,10 +239,10 @@ static int write_symbols(const struct kargs *ka, void *const *host, const struct
 	return 0;
 }
 
-static int launch(const struct kernel *kn, const struct launch_args *la, size_t smem, struct failure *f)
+static int launch(const struct kernel *kn, const struct launch_args *la, struct failure *f)
 {
 	return check_cuda(f, cu.cuLaunchKernel(kn->function, kn->grid[0], kn->grid[1], kn->grid[2], kn->block[0],
-					       kn->block[1], kn->block[2], (unsigned)smem, gpu.stream, la->params, NULL),
+					       kn->block[1], kn->block[2], (unsigned)kn->smem, gpu.stream, la->params, NULL),
 			  "cuLaunchKernel");
 }
 
@@ -324,7 +329,7 @@ static int run_once(struct wrun *r, const struct kernel *kn, const struct input_
 			goto done;
 	}
 	progress();
-	if (launch(kn, &la, ka->dynamic_smem, f) || check_cuda(f, cu.cuStreamSynchronize(gpu.stream), "the kernel"))
+	if (launch(kn, &la, f) || check_cuda(f, cu.cuStreamSynchronize(gpu.stream), "the kernel"))
 		goto done;
 	progress();
 	void *scratch = NULL;
@@ -647,7 +652,7 @@ static int sample(struct wrun *r, struct series *s, const struct launch_args *pr
 	if (!cfg->hot && check_cuda(f, cu.cuMemsetD8Async(gpu.flush, 0x5a, gpu.flush_bytes, gpu.stream), "L2 flush"))
 		return -1;
 	float ms;
-	if (check_cuda(f, cu.cuEventRecord(start, gpu.stream), "cuEventRecord") || launch(s->kn, &s->args, ka->dynamic_smem, f) ||
+	if (check_cuda(f, cu.cuEventRecord(start, gpu.stream), "cuEventRecord") || launch(s->kn, &s->args, f) ||
 	    check_cuda(f, cu.cuEventRecord(stop, gpu.stream), "cuEventRecord") ||
 	    check_cuda(f, cu.cuEventSynchronize(stop), "the kernel") ||
 	    check_cuda(f, cu.cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime"))

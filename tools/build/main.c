@@ -223,7 +223,7 @@ static char *define_option(const struct t1_param *p, size_t index)
 
 struct build_plan {
 	cJSON *config;
-	int64_t grid[3], block[3];
+	struct t1_launch launch;
 	char **options; /* what the state and cache keys see: no include paths */
 	size_t noptions;
 };
@@ -248,9 +248,12 @@ static void state_hash(const struct run *run, const char *source, const struct b
 	struct sha256 h;
 	char *config = json_text(plan->config);
 	char geometry[256];
-	snprintf(geometry, sizeof(geometry), "%lld,%lld,%lld/%lld,%lld,%lld", (long long)plan->grid[0],
-		 (long long)plan->grid[1], (long long)plan->grid[2], (long long)plan->block[0],
-		 (long long)plan->block[1], (long long)plan->block[2]);
+	snprintf(geometry, sizeof(geometry), "%lld,%lld,%lld/%lld,%lld,%lld", (long long)plan->launch.grid[0],
+		 (long long)plan->launch.grid[1], (long long)plan->launch.grid[2], (long long)plan->launch.block[0],
+		 (long long)plan->launch.block[1], (long long)plan->launch.block[2]);
+	if (plan->launch.shared_bytes) /* absent before KernelGraph.SharedMemory: old states stay valid */
+		snprintf(geometry + strlen(geometry), sizeof(geometry) - strlen(geometry), "+%lld",
+			 (long long)plan->launch.shared_bytes);
 	sha256_init(&h);
 	hash_field(&h, "version", STATE_VERSION "/" SOURCE_NORMALIZATION);
 	hash_field(&h, "source", source);
@@ -287,15 +290,15 @@ static int make_plan(const struct run *run, const size_t *indices, struct build_
 	const struct t1_spec *spec = run->spec;
 	struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
 	t1_bind(spec, indices, values);
-	int rc = t1_launch_geometry(spec, values, plan->grid, plan->block, why) ? 1 : 0;
+	int rc = t1_launch_geometry(spec, values, &plan->launch, why) ? 1 : 0;
 	free(values);
 	if (rc)
 		return 1;
-	int64_t threads = plan->block[0] * plan->block[1] * plan->block[2];
+	int64_t threads = plan->launch.block[0] * plan->launch.block[1] * plan->launch.block[2];
 	if (threads > 1024) {
 		strbuf_addf(why, "LocalSize gives %lld threads per block (%lld x %lld x %lld); CUDA allows at most 1024",
-			    (long long)threads, (long long)plan->block[0], (long long)plan->block[1],
-			    (long long)plan->block[2]);
+			    (long long)threads, (long long)plan->launch.block[0], (long long)plan->launch.block[1],
+			    (long long)plan->launch.block[2]);
 		return 1;
 	}
 	plan->options = xcalloc(run->nbase_options + spec->nparams + 4, sizeof(*plan->options));
@@ -628,8 +631,10 @@ static void schedule(struct builder *b, struct entry *e, const char *source, con
 	free(dir);
 	json_add_string(e->variant, "arch", e->run->arch);
 	json_add(e->variant, "config", cJSON_Duplicate(plan->config, 1));
-	json_add(e->variant, "grid", int_triple(plan->grid));
-	json_add(e->variant, "block", int_triple(plan->block));
+	json_add(e->variant, "grid", int_triple(plan->launch.grid));
+	json_add(e->variant, "block", int_triple(plan->launch.block));
+	if (plan->launch.shared_bytes)
+		cJSON_AddNumberToObject(e->variant, "shared_bytes", (double)plan->launch.shared_bytes);
 	cJSON *options = cJSON_CreateStringArray((const char *const *)plan->options, (int)plan->noptions);
 	json_add(e->variant, "options", options);
 	json_add_string(e->variant, "nvrtc", nvrtc_version());

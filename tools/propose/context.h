@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "replay.h"
 #include "sha256.h"
 #include "t1.h"
 #include "xalloc.h"
@@ -40,6 +41,7 @@ struct run_info {
 	size_t nseen;
 	struct digest *digests; /* the sources' digests, by state */
 	size_t ndigests;
+	const struct replay *within; /* --within: only configurations this table measured */
 };
 
 /* The node an expand record asks to expand. */
@@ -71,10 +73,13 @@ void runs_release(struct runs *runs);
 int node_load(struct run_info *run, const cJSON *record, struct node_info *node, struct strbuf *why);
 void node_release(struct node_info *node);
 
-/* Whether p may go out: its configuration completes to a valid one of the space, it changes
- * something, and neither this expansion nor the run has it already. Returns 0 and sets
- * p->full_config (and remembers p), or 1 with why set. */
+/* Whether p may go out: its configuration completes to a valid one of the space (one that
+ * run->within measured, when set), it changes something, and neither this expansion nor the
+ * run has it already. Returns 0 and sets p->full_config (and remembers p), or 1 with why set. */
 int context_accept(struct run_info *run, const struct node_info *node, struct proposal *p, struct strbuf *why);
+
+/* Whether the configuration at indices is one run->within measured (always, without it). */
+int context_within(const struct run_info *run, const size_t *indices);
 
 /* The complete configuration of indices as an object of plain values (t1_config_to_json
  * splices raw text, which cJSON's comparisons do not read). */

@@ -29,6 +29,7 @@ struct options {
 	enum source source;    /* --rules, --llm */
 	uint64_t seed;	       /* --seed */
 	long rules_random;     /* --rules-random */
+	struct replay *within; /* --within FILE */
 	const char *input;     /* FILE, or stdin */
 	struct experts ex;
 };
@@ -47,6 +48,8 @@ static void usage(FILE *fp)
 	      "                          ready patches (KernelGraph.Patches) not applied on the path, and random\n"
 	      "                          valid configurations\n"
 	      "      --rules-random N    random configurations per expansion with --rules (default 2)\n"
+	      "      --within FILE       propose only configurations that FILE (a T4 table or an\n"
+	      "                          events.jsonl, as for kg-bench --replay) measured\n"
 	      "  -l, --llm               ask LLM experts (OPENAI_API_KEY, OPENAI_BASE_URL)\n"
 	      "  -x, --exhaustive        every valid configuration of --spec's space, first parameter slowest\n"
 	      "      --random N          N distinct random valid configurations of --spec's space\n"
@@ -106,7 +109,7 @@ enum {
 	OPT_RANDOM = 256, OPT_RULES_RANDOM, OPT_SEED, OPT_API, OPT_BASE_URL, OPT_CANDIDATES, OPT_HISTORY, OPT_FORMAT,
 	OPT_TEMPERATURE, OPT_MAX_OUTPUT, OPT_EFFORT, OPT_TIMEOUT, OPT_RETRIES, OPT_BACKOFF, OPT_BACKOFF_MAX,
 	OPT_RETRY_AFTER_MAX, OPT_NO_CACHE, OPT_MAX_CALLS, OPT_MAX_TOKENS, OPT_PRICE_IN, OPT_PRICE_OUT, OPT_CATALOG,
-	OPT_REGRAPH, OPT_REGRAPH_FILTER, OPT_REGRAPH_TOP,
+	OPT_REGRAPH, OPT_REGRAPH_FILTER, OPT_REGRAPH_TOP, OPT_WITHIN,
 };
 
 static double number_arg(const char *name, const char *arg)
@@ -159,6 +162,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{"retry-after-max", required_argument, NULL, OPT_RETRY_AFTER_MAX},
 		{"rules", no_argument, NULL, 'r'},
 		{"rules-random", required_argument, NULL, OPT_RULES_RANDOM},
+		{"within", required_argument, NULL, OPT_WITHIN},
 		{"seed", required_argument, NULL, OPT_SEED},
 		{"spec", required_argument, NULL, 's'},
 		{"temperature", required_argument, NULL, OPT_TEMPERATURE},
@@ -188,6 +192,11 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		case 'x': opt->exhaustive = 1; break;
 		case OPT_RANDOM: opt->random = count_arg("--random", optarg, 1); break;
 		case OPT_RULES_RANDOM: opt->rules_random = count_arg("--rules-random", optarg, 0); break;
+		case OPT_WITHIN:
+			replay_free(opt->within);
+			if (!(opt->within = replay_load(optarg)))
+				cli_usage_error("--within: '%s' is not a table of measurements", optarg);
+			break;
 		case OPT_SEED: {
 			const char *why = parse_uint64(optarg, UINT64_MAX, &opt->seed);
 			if (why)
@@ -244,6 +253,9 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			cli_usage_error("%s needs --spec FILE", opt->exhaustive ? "--exhaustive" : "--random");
 		if (opt->count_only && !opt->exhaustive)
 			cli_usage_error("--count goes with --exhaustive");
+		if (opt->within)
+			cli_usage_error("--within goes with the proposers, not with %s",
+					opt->exhaustive ? "--exhaustive" : "--random");
 		return;
 	}
 	if (opt->spec_path || opt->count_only)
@@ -526,6 +538,8 @@ static int propose_stream(const struct options *opt)
 		strbuf_init(&why);
 		struct node_info node = {0};
 		struct run_info *run = dir ? runs_get(&runs, dir) : NULL;
+		if (run)
+			run->within = opt->within;
 		int handled = 0;
 		if (!dir)
 			log_at(reader.name, reader.line, "run: missing (an expand record names its run directory)");
@@ -570,5 +584,6 @@ int main(int argc, char **argv)
 		status = propose_stream(&opt);
 	}
 	experts_release(&opt.ex);
+	replay_free(opt.within);
 	return cli_finish(status);
 }

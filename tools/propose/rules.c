@@ -53,7 +53,7 @@ static int valid_indices(const struct t1_spec *spec, const size_t *indices)
 }
 
 /* For each parameter, the nearest value below and above the node's that keeps the
- * configuration valid, the others unchanged. */
+ * configuration valid (and, with --within, measured), the others unchanged. */
 static void neighbours(struct run_info *run, const struct node_info *node, struct proposal **list, size_t *n,
 		       size_t *dropped)
 {
@@ -67,7 +67,7 @@ static void neighbours(struct run_info *run, const struct node_info *node, struc
 			memcpy(try, at, spec->nparams * sizeof(*try));
 			for (long j = (long)at[k] + dir; j >= 0 && j < (long)param->nvalues; j += dir) {
 				try[k] = (size_t)j;
-				if (!valid_indices(spec, try))
+				if (!valid_indices(spec, try) || !context_within(run, try))
 					continue;
 				struct proposal p = {.proposer = xstrdup("rules:neighbour"), .method = xstrdup("change_block_sizes"),
 						     .prior = PRIOR_STEP};

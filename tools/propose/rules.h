@@ -12,7 +12,7 @@
 
 /* Appends to *list (of *n) the rule proposals for node, each accepted by context_accept (one
  * it refuses is reported at info level and counted in *dropped): for each parameter the
- * nearest valid value below and above the node's, then each KernelGraph.Patches entry not yet
+ * nearest valid value below and above the node's (among run->within's, when set), then each KernelGraph.Patches entry not yet
  * applied on the path, then `random` random valid configurations drawn from seed and the
  * node's state (a draw it refuses is drawn again). */
 void rules_propose(struct run_info *run, const struct node_info *node, uint64_t seed, size_t random,

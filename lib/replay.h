@@ -1,7 +1,7 @@
 /* replay.h: answers from recorded measurements instead of the GPU, so that searches can be
  * tested and compared on any machine: a T4 file, or the events.jsonl of an earlier run. */
-#ifndef KG_BENCH_REPLAY_H
-#define KG_BENCH_REPLAY_H
+#ifndef KG_REPLAY_H
+#define KG_REPLAY_H
 
 #include "common.h"
 

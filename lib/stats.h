@@ -1,7 +1,7 @@
 /* stats.h: summaries of timing samples: order statistics, spread, and the standard error of
  * the median that stops sampling. (The bootstrap interval of a speedup is lib/mcgs's.) */
-#ifndef KG_BENCH_STATS_H
-#define KG_BENCH_STATS_H
+#ifndef KG_STATS_H
+#define KG_STATS_H
 
 #include "common.h"
 
