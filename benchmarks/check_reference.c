@@ -22,6 +22,7 @@
 #include "kargs.h"
 #include "log.h"
 #include "parse.h"
+#include "stats.h"
 #include "t1.h"
 #include "xalloc.h"
 
@@ -134,12 +135,6 @@ static void lora_expand(const struct problem *p)
 		}                                                                                      \
 	} while (0)
 
-static int compare_doubles(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
 /* Row-major C (M×N) = A (M×K) · B (K×N) is column-major Cᵀ = Bᵀ·Aᵀ: cuBLAS gets B first. */
 static void gemm(cublasHandle_t h, const void *A, const void *B, void *C, cudaDataType c_type, int M, int N, int K)
 {
@@ -197,8 +192,8 @@ static double matmul(const struct problem *p, int epilogue, int samples)
 		CUDA_OK(cudaEventElapsedTime(&t, start, stop));
 		ms[i] = t;
 	}
-	qsort(ms, (size_t)samples, sizeof(*ms), compare_doubles);
-	double median = samples % 2 ? ms[samples / 2] : (ms[samples / 2 - 1] + ms[samples / 2]) / 2;
+	struct summary summary;
+	summarize(ms, (size_t)samples, &summary);
 	free(ms);
 	cublasDestroy(h);
 	cudaFree(A);
@@ -206,7 +201,7 @@ static double matmul(const struct problem *p, int epilogue, int samples)
 	cudaFree(C32);
 	cudaFree(C16);
 	cudaFree(flush);
-	return median;
+	return summary.median;
 }
 
 static void load_problem(struct problem *p, const char *run)
