@@ -198,18 +198,29 @@ void replay_free(struct replay *r)
 	free(r);
 }
 
-cJSON *replay_lookup(const struct replay *r, const cJSON *config, const cJSON **runtimes)
+/* The entry of config, or NULL. The last measurement of a configuration wins, as a later run
+ * would. */
+static const struct entry *find_entry(const struct replay *r, const cJSON *config)
 {
 	char *key = replay_key(config);
-	cJSON *bench = NULL;
-	*runtimes = NULL;
-	/* The last measurement of a configuration wins, as a later run would. */
-	for (size_t k = r->n; k-- > 0 && !bench;)
-		if (strcmp(r->entries[k].key, key) == 0) {
-			bench = cJSON_Duplicate(r->entries[k].bench, 1);
-			*runtimes = r->entries[k].runtimes;
-		}
+	const struct entry *found = NULL;
+	for (size_t k = r->n; k-- > 0 && !found;)
+		if (strcmp(r->entries[k].key, key) == 0)
+			found = &r->entries[k];
 	free(key);
+	return found;
+}
+
+int replay_has(const struct replay *r, const cJSON *config)
+{
+	return find_entry(r, config) != NULL;
+}
+
+cJSON *replay_lookup(const struct replay *r, const cJSON *config, const cJSON **runtimes)
+{
+	const struct entry *e = find_entry(r, config);
+	cJSON *bench = e ? cJSON_Duplicate(e->bench, 1) : NULL;
+	*runtimes = e ? e->runtimes : NULL;
 	if (bench) {
 		cJSON_DeleteItemFromObjectCaseSensitive(bench, "replayed");
 		if (!cJSON_AddBoolToObject(bench, "replayed", 1))

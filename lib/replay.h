@@ -18,6 +18,9 @@ void replay_free(struct replay *replay);
  * gets the raw samples the table holds (owned by the table), or NULL. */
 cJSON *replay_lookup(const struct replay *replay, const cJSON *config, const cJSON **runtimes);
 
+/* Whether the table measured config. */
+int replay_has(const struct replay *replay, const cJSON *config);
+
 /* The configuration as the table keys it: members sorted by name, compact. */
 char *replay_key(const cJSON *config);
 

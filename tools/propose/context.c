@@ -361,20 +361,12 @@ void node_release(struct node_info *node)
 
 /* ---------------------------------------------------------------- checks */
 
-static int in_table(const struct replay *table, const cJSON *config)
-{
-	const cJSON *runtimes;
-	cJSON *bench = replay_lookup(table, config, &runtimes);
-	cJSON_Delete(bench);
-	return bench != NULL;
-}
-
 int context_within(const struct run_info *run, const size_t *indices)
 {
 	if (!run->within)
 		return 1;
 	cJSON *config = config_object(run->spec, indices);
-	int found = in_table(run->within, config);
+	int found = replay_has(run->within, config);
 	cJSON_Delete(config);
 	return found;
 }
@@ -391,7 +383,7 @@ int context_accept(struct run_info *run, const struct node_info *node, struct pr
 	char *config = complete_config(run->spec, p->config, node->config, &p->full_config, why);
 	if (!config)
 		return 1;
-	if (run->within && !in_table(run->within, p->full_config)) {
+	if (run->within && !replay_has(run->within, p->full_config)) {
 		free(config);
 		strbuf_addstr(why, "not among the configurations the --within table measured");
 		return 1;
