@@ -41,10 +41,11 @@ ALL_CFLAGS   = -std=c11 $(WARNINGS) $(SAN_FLAGS) $(CFLAGS)
 ALL_LDFLAGS  = -Wl,--as-needed $(SAN_FLAGS) $(LDFLAGS)
 BASE_LIBS    = $(CJSON_LIBS) $(CRYPTO_LIBS) -lm
 
-# kg-build and kg-bench reach NVRTC, the CUDA driver, CUPTI and NVML through dlopen: it needs their headers to build,
+# kg-build and kg-bench (and lib/nvrtc_dl.c) reach NVRTC, the CUDA driver, CUPTI and NVML through dlopen: it needs their headers to build,
 # and starts (to say what is missing) on machines without them.
 $(BUILD)/tools/build/%.o: ALL_CPPFLAGS += -isystem $(CUDA_HOME)/include -DKG_CUDA_HOME='"$(CUDA_HOME)"'
 $(BUILD)/tools/bench/%.o: ALL_CPPFLAGS += -isystem $(CUDA_HOME)/include -DKG_CUDA_HOME='"$(CUDA_HOME)"'
+$(BUILD)/lib/nvrtc_dl.o: ALL_CPPFLAGS += -isystem $(CUDA_HOME)/include -DKG_CUDA_HOME='"$(CUDA_HOME)"'
 LIBS_build = -ldl
 LIBS_bench = -ldl
 LIBS_propose = -lcurl

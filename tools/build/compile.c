@@ -1,5 +1,5 @@
-/* compile.c: NVRTC and the CUDA driver through dlopen, so that kg-build starts (and can say
- * plainly what is missing) on machines without them; compiles run in child processes. */
+/* compile.c: NVRTC compiles in child processes (a compiler crash or hang costs one record),
+ * and the GPU's architecture through the CUDA driver, loaded with dlopen. */
 #include "common.h"
 
 #include <dlfcn.h>
@@ -12,138 +12,13 @@
 #include <unistd.h>
 
 #include <cuda.h>
-#include <nvrtc.h>
 
 #include "clock.h"
 #include "compile.h"
 #include "fileio.h"
 #include "jsonl.h"
+#include "nvrtc_dl.h"
 #include "process.h"
-
-#ifndef KG_CUDA_HOME
-#define KG_CUDA_HOME "/usr/local/cuda"
-#endif
-
-/* ---------------------------------------------------------------- NVRTC */
-
-static struct {
-	int tried, loaded;
-	char *error;
-	char version[32];
-	nvrtcResult (*Version)(int *, int *);
-	nvrtcResult (*GetNumSupportedArchs)(int *);
-	nvrtcResult (*GetSupportedArchs)(int *);
-	nvrtcResult (*CreateProgram)(nvrtcProgram *, const char *, const char *, int, const char *const *,
-				     const char *const *);
-	nvrtcResult (*AddNameExpression)(nvrtcProgram, const char *);
-	nvrtcResult (*CompileProgram)(nvrtcProgram, int, const char *const *);
-	nvrtcResult (*GetLoweredName)(nvrtcProgram, const char *, const char **);
-	nvrtcResult (*GetProgramLogSize)(nvrtcProgram, size_t *);
-	nvrtcResult (*GetProgramLog)(nvrtcProgram, char *);
-	nvrtcResult (*GetPTXSize)(nvrtcProgram, size_t *);
-	nvrtcResult (*GetPTX)(nvrtcProgram, char *);
-	nvrtcResult (*GetCUBINSize)(nvrtcProgram, size_t *);
-	nvrtcResult (*GetCUBIN)(nvrtcProgram, char *);
-	nvrtcResult (*DestroyProgram)(nvrtcProgram *);
-	const char *(*GetErrorString)(nvrtcResult);
-} nvrtc;
-
-static void *open_nvrtc_library(struct strbuf *tried)
-{
-	const char *explicit_path = getenv("KG_NVRTC_LIBRARY");
-	if (explicit_path && explicit_path[0]) {
-		void *h = dlopen(explicit_path, RTLD_LAZY | RTLD_LOCAL);
-		if (!h)
-			strbuf_addf(tried, "%s (KG_NVRTC_LIBRARY)", dlerror());
-		return h;
-	}
-	const char *cuda_home = getenv("CUDA_HOME");
-	char *candidates[3];
-	candidates[0] = xasprintf("%s/lib64/libnvrtc.so.%d", cuda_home && cuda_home[0] ? cuda_home : KG_CUDA_HOME,
-				  CUDA_VERSION / 1000);
-	candidates[1] = xasprintf("libnvrtc.so.%d", CUDA_VERSION / 1000);
-	candidates[2] = xstrdup("libnvrtc.so");
-	void *h = NULL;
-	for (size_t k = 0; k < ARRAY_SIZE(candidates) && !h; k++) {
-		h = dlopen(candidates[k], RTLD_LAZY | RTLD_LOCAL);
-		if (!h)
-			strbuf_addf(tried, "%s%s", tried->len ? "; " : "", dlerror());
-	}
-	for (size_t k = 0; k < ARRAY_SIZE(candidates); k++)
-		free(candidates[k]);
-	return h;
-}
-
-int nvrtc_open(struct strbuf *why)
-{
-	if (!nvrtc.tried) {
-		nvrtc.tried = 1;
-		struct strbuf tried;
-		strbuf_init(&tried);
-		void *h = open_nvrtc_library(&tried);
-		if (!h) {
-			nvrtc.error = xasprintf("cannot load NVRTC (install the CUDA toolkit, set CUDA_HOME or "
-						"KG_NVRTC_LIBRARY): %s", tried.buf);
-			strbuf_release(&tried);
-			goto done;
-		}
-		strbuf_release(&tried);
-		/* dlsym returns void *; POSIX guarantees it converts to a function pointer. */
-#define LOAD(field, symbol)                                                            \
-	if (!(*(void **)&nvrtc.field = dlsym(h, symbol))) {                            \
-		nvrtc.error = xasprintf("NVRTC has no %s: %s", symbol, dlerror());      \
-		goto done;                                                             \
-	}
-		LOAD(Version, "nvrtcVersion");
-		LOAD(GetNumSupportedArchs, "nvrtcGetNumSupportedArchs");
-		LOAD(GetSupportedArchs, "nvrtcGetSupportedArchs");
-		LOAD(CreateProgram, "nvrtcCreateProgram");
-		LOAD(AddNameExpression, "nvrtcAddNameExpression");
-		LOAD(CompileProgram, "nvrtcCompileProgram");
-		LOAD(GetLoweredName, "nvrtcGetLoweredName");
-		LOAD(GetProgramLogSize, "nvrtcGetProgramLogSize");
-		LOAD(GetProgramLog, "nvrtcGetProgramLog");
-		LOAD(GetPTXSize, "nvrtcGetPTXSize");
-		LOAD(GetPTX, "nvrtcGetPTX");
-		LOAD(GetCUBINSize, "nvrtcGetCUBINSize");
-		LOAD(GetCUBIN, "nvrtcGetCUBIN");
-		LOAD(DestroyProgram, "nvrtcDestroyProgram");
-		LOAD(GetErrorString, "nvrtcGetErrorString");
-#undef LOAD
-		int major = 0, minor = 0;
-		nvrtc.Version(&major, &minor);
-		snprintf(nvrtc.version, sizeof(nvrtc.version), "%d.%d", major, minor);
-		nvrtc.loaded = 1;
-	}
-done:
-	if (!nvrtc.loaded)
-		strbuf_addstr(why, nvrtc.error);
-	return nvrtc.loaded ? 0 : -1;
-}
-
-const char *nvrtc_version(void)
-{
-	return nvrtc.version;
-}
-
-int nvrtc_supports_arch(int number, struct strbuf *list)
-{
-	int n = 0;
-	if (nvrtc.GetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0)
-		return 1; /* cannot tell; let the compile say */
-	int *archs = xcalloc((size_t)n, sizeof(*archs));
-	int found = 0;
-	if (nvrtc.GetSupportedArchs(archs) == NVRTC_SUCCESS) {
-		for (int k = 0; k < n; k++) {
-			found |= archs[k] == number;
-			strbuf_addf(list, "%s%d", k ? " " : "", archs[k]);
-		}
-	} else {
-		found = 1;
-	}
-	free(archs);
-	return found;
-}
 
 /* ---------------------------------------------------------------- the GPU */
 
@@ -233,47 +108,27 @@ NORETURN static void child_exit(int fd, int ok, int definitive, double ms, const
 
 NORETURN static void compile_child(const struct compile_job *job, int fd)
 {
-	nvrtcProgram prog;
-	nvrtcResult rc = nvrtc.CreateProgram(&prog, job->source, "kernel.cu", 0, NULL, NULL);
-	if (rc != NVRTC_SUCCESS)
-		child_exit(fd, 0, 0, 0, NULL, nvrtc.GetErrorString(rc));
-	nvrtc.AddNameExpression(prog, job->name_expression);
-	double t0 = monotonic_ms();
-	rc = nvrtc.CompileProgram(prog, (int)job->noptions, (const char *const *)job->options);
-	double ms = monotonic_ms() - t0;
-
-	size_t size = 0;
-	char *log = NULL;
-	if (nvrtc.GetProgramLogSize(prog, &size) == NVRTC_SUCCESS && size > 0) {
-		log = xmalloc(size);
-		if (nvrtc.GetProgramLog(prog, log) != NVRTC_SUCCESS)
-			log[0] = '\0';
-	}
+	struct nvrtc_output out;
+	if (nvrtc_compile(job->source, "kernel.cu", (const char *const *)job->options, job->noptions,
+			  job->name_expression, &out) != 0)
+		child_exit(fd, 0, 0, 0, NULL, out.error);
 	struct strbuf text;
 	strbuf_init(&text);
-	strbuf_addf(&text, "# NVRTC %s:", nvrtc.version);
+	strbuf_addf(&text, "# NVRTC %s:", nvrtc_version());
 	for (size_t k = 0; k < job->noptions; k++)
 		strbuf_addf(&text, " %s", job->options[k]);
-	strbuf_addf(&text, "\n%s", log ? log : "");
+	strbuf_addf(&text, "\n%s", out.log);
 	if (write_output(job->dir, "build.log", text.buf, text.len) != 0)
-		child_exit(fd, 0, 0, ms, NULL, "cannot write build.log");
-
-	if (rc != NVRTC_SUCCESS)
-		child_exit(fd, 0, 1, ms, NULL, compiler_errors(log ? log : "", nvrtc.GetErrorString(rc)));
-	if (nvrtc.GetPTXSize(prog, &size) == NVRTC_SUCCESS && size > 1) {
-		char *ptx = xmalloc(size);
-		if (nvrtc.GetPTX(prog, ptx) == NVRTC_SUCCESS && write_output(job->dir, "kernel.ptx", ptx, size - 1) != 0)
-			child_exit(fd, 0, 0, ms, NULL, "cannot write kernel.ptx");
-	}
-	if (nvrtc.GetCUBINSize(prog, &size) != NVRTC_SUCCESS || size == 0)
-		child_exit(fd, 0, 0, ms, NULL, "NVRTC made no cubin (is the architecture a real one, sm_XX?)");
-	char *cubin = xmalloc(size);
-	if (nvrtc.GetCUBIN(prog, cubin) != NVRTC_SUCCESS || write_output(job->dir, "kernel.cubin", cubin, size) != 0)
-		child_exit(fd, 0, 0, ms, NULL, "cannot write kernel.cubin");
-	const char *lowered = NULL;
-	if (nvrtc.GetLoweredName(prog, job->name_expression, &lowered) != NVRTC_SUCCESS)
-		lowered = NULL;
-	child_exit(fd, 1, 1, ms, lowered, NULL);
+		child_exit(fd, 0, 0, out.compile_ms, NULL, "cannot write build.log");
+	if (!out.ok)
+		child_exit(fd, 0, 1, out.compile_ms, NULL, compiler_errors(out.log, out.error));
+	if (out.ptx && write_output(job->dir, "kernel.ptx", out.ptx, out.ptx_len) != 0)
+		child_exit(fd, 0, 0, out.compile_ms, NULL, "cannot write kernel.ptx");
+	if (!out.cubin)
+		child_exit(fd, 0, 0, out.compile_ms, NULL, "NVRTC made no cubin (is the architecture a real one, sm_XX?)");
+	if (write_output(job->dir, "kernel.cubin", out.cubin, out.cubin_len) != 0)
+		child_exit(fd, 0, 0, out.compile_ms, NULL, "cannot write kernel.cubin");
+	child_exit(fd, 1, 1, out.compile_ms, out.lowered, NULL);
 }
 
 /* ---------------------------------------------------------------- the pool */

@@ -1,4 +1,4 @@
-/* compile.h: NVRTC, loaded at run time, and a pool of compiler processes.
+/* compile.h: a pool of compiler processes (NVRTC, from lib/nvrtc_dl.h), and the GPU's architecture.
  * Each compile runs in a child process: a compiler crash or hang costs one record, not the run. */
 #ifndef KG_BUILD_COMPILE_H
 #define KG_BUILD_COMPILE_H
@@ -7,17 +7,8 @@
 
 #include <stddef.h>
 
+#include "nvrtc_dl.h"
 #include "xalloc.h"
-
-/* Loads NVRTC: $KG_NVRTC_LIBRARY if set, else libnvrtc from $CUDA_HOME/lib64 (CUDA_HOME
- * defaults to the toolkit kg-build was built with), else from the loader's search path.
- * Returns 0, or -1 with why set. Later calls return the first call's result. */
-int nvrtc_open(struct strbuf *why);
-/* "13.0"; valid after nvrtc_open succeeded. */
-const char *nvrtc_version(void);
-/* Whether NVRTC can generate code for sm_<number>; otherwise fills list with the numbers
- * it supports ("75 80 86 ..."). */
-int nvrtc_supports_arch(int number, struct strbuf *list);
 
 /* The architecture of the first visible GPU as "sm_90", through the CUDA driver when one is
  * installed. Returns 0, or -1 when there is no driver or no GPU. */
