@@ -11,7 +11,6 @@
 #include "fileio.h"
 #include "jsonl.h"
 #include "kargs.h"
-#include "rng.h"
 
 static const struct {
 	const char *name;
@@ -38,11 +37,6 @@ static size_t base_bytes(enum karg_base base)
 		if (base_types[k].base == base)
 			return base_types[k].bytes;
 	return 0;
-}
-
-static int is_float_base(enum karg_base base)
-{
-	return base == KARG_F16 || base == KARG_F32 || base == KARG_F64;
 }
 
 /* "float4" is float with 4 lanes; the loader already checked the name against T1's list. */
@@ -172,7 +166,7 @@ static void load_tolerance(const struct t1_spec *spec, const cJSON *arg, struct 
 	const cJSON *ext = cJSON_GetObjectItemCaseSensitive(spec->json, "KernelGraph");
 	const cJSON *tol = cJSON_GetObjectItemCaseSensitive(ext, "Tolerance");
 	const cJSON *own = cJSON_GetObjectItemCaseSensitive(arg, "Tolerance");
-	a->abs_tol = a->rel_tol = a->base == KARG_F16 ? 1e-2 : a->base == KARG_F64 ? 1e-8 : is_float_base(a->base) ? 1e-4 : 0;
+	a->abs_tol = a->rel_tol = a->base == KARG_F16 ? 1e-2 : a->base == KARG_F64 ? 1e-8 : karg_elem_is_float(a->base) ? 1e-4 : 0;
 	a->abs_tol = json_number(own, "atol", json_number(tol, "atol", a->abs_tol));
 	a->rel_tol = json_number(own, "rtol", json_number(tol, "rtol", a->rel_tol));
 }
@@ -301,106 +295,19 @@ void kargs_release(struct kargs *kargs)
 
 uint16_t half_from_float(float f)
 {
-	uint32_t x;
-	memcpy(&x, &f, sizeof(x));
-	uint32_t sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu, mant = x & 0x7fffffu;
-	if (exp == 0xff) /* infinity, or NaN (kept quiet) */
-		return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-	int e = (int)exp - 127 + 15;
-	if (e >= 31)
-		return (uint16_t)(sign | 0x7c00u);
-	if (e <= 0) { /* subnormal or zero */
-		if (e < -10)
-			return (uint16_t)sign;
-		mant |= 0x800000u;
-		uint32_t shift = (uint32_t)(14 - e);
-		uint32_t half = mant >> shift, rest = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
-		if (rest > mid || (rest == mid && (half & 1)))
-			half++;
-		return (uint16_t)(sign | half);
-	}
-	uint32_t half = ((uint32_t)e << 10) | (mant >> 13), rest = mant & 0x1fffu;
-	if (rest > 0x1000u || (rest == 0x1000u && (half & 1)))
-		half++; /* may carry into the exponent, up to infinity: still correct */
-	return (uint16_t)(sign | half);
+	return karg_elem_half_from_float(f);
 }
 
 float half_to_float(uint16_t h)
 {
-	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, x;
-	if (exp == 0x1f) {
-		x = sign | 0x7f800000u | (mant << 13);
-	} else if (exp == 0) {
-		if (mant == 0) {
-			x = sign;
-		} else { /* subnormal: normalize */
-			int e = -1;
-			do {
-				e++;
-				mant <<= 1;
-			} while (!(mant & 0x400u));
-			x = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
-		}
-	} else {
-		x = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-	}
-	float f;
-	memcpy(&f, &x, sizeof(f));
-	return f;
+	return karg_elem_half_to_float(h);
 }
 
-static void store(enum karg_base base, unsigned char *p, double v)
+double karg_random_range(const struct karg *a)
 {
-	switch (base) {
-	case KARG_BOOL: *p = v != 0; break;
-	case KARG_I8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); break; }
-	case KARG_U8: *p = (uint8_t)v; break;
-	case KARG_I16: { int16_t x = (int16_t)v; memcpy(p, &x, 2); break; }
-	case KARG_U16: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
-	case KARG_I32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
-	case KARG_U32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
-	case KARG_I64: { int64_t x = (int64_t)v; memcpy(p, &x, 8); break; }
-	case KARG_U64: { uint64_t x = (uint64_t)v; memcpy(p, &x, 8); break; }
-	case KARG_F16: { uint16_t x = half_from_float((float)v); memcpy(p, &x, 2); break; }
-	case KARG_F32: { float x = (float)v; memcpy(p, &x, 4); break; }
-	case KARG_F64: memcpy(p, &v, 8); break;
-	case KARG_CUSTOM: *p = (unsigned char)v; break;
-	}
-}
-
-static double load(enum karg_base base, const unsigned char *p)
-{
-	switch (base) {
-	case KARG_BOOL: return *p != 0;
-	case KARG_I8: { int8_t x; memcpy(&x, p, 1); return x; }
-	case KARG_U8: return *p;
-	case KARG_I16: { int16_t x; memcpy(&x, p, 2); return x; }
-	case KARG_U16: { uint16_t x; memcpy(&x, p, 2); return x; }
-	case KARG_I32: { int32_t x; memcpy(&x, p, 4); return x; }
-	case KARG_U32: { uint32_t x; memcpy(&x, p, 4); return x; }
-	case KARG_I64: { int64_t x; memcpy(&x, p, 8); return (double)x; }
-	case KARG_U64: { uint64_t x; memcpy(&x, p, 8); return (double)x; }
-	case KARG_F16: { uint16_t x; memcpy(&x, p, 2); return half_to_float(x); }
-	case KARG_F32: { float x; memcpy(&x, p, 4); return x; }
-	case KARG_F64: { double x; memcpy(&x, p, 8); return x; }
-	case KARG_CUSTOM: return *p;
-	}
-	return 0;
-}
-
-/* Random values: floats uniform in [-v, v) (v = FillValue, or 1); integers uniform in
- * [0, v] (v = FillValue, or 100); booleans 0 or 1. Never all zero. */
-static double random_value(const struct karg *a, uint64_t *state)
-{
-	if (is_float_base(a->base)) {
-		double v = a->has_fill_value ? fabs(a->fill_value) : 1.0;
-		return (rng_uniform(state) * 2.0 - 1.0) * v;
-	}
-	uint64_t r = rng_next(state);
-	if (a->base == KARG_BOOL)
-		return (double)(r & 1);
-	double top = a->has_fill_value ? fabs(a->fill_value) : 100;
-	return (double)(r % ((uint64_t)top + 1));
+	if (a->has_fill_value)
+		return fabs(a->fill_value);
+	return karg_elem_is_float(a->base) ? 1.0 : 100;
 }
 
 static int fill_binary(const struct karg *a, void *host, struct strbuf *why)
@@ -442,7 +349,7 @@ static int fill_generated(const struct karg *a, void *host, struct strbuf *why)
 				    pyexpr_source(a->generator), pyval_type_name(&v), i);
 			rc = -1;
 		} else {
-			store(a->base, p + i * lane_bytes, v.kind == PY_FLOAT ? v.u.f : (double)v.u.i);
+			karg_elem_store(a->base, p + i * lane_bytes, v.kind == PY_FLOAT ? v.u.f : (double)v.u.i);
 		}
 		pyarena_reset(arena);
 	}
@@ -463,14 +370,13 @@ int karg_fill(const struct karg *a, uint64_t input_set, void *host, struct strbu
 	switch (a->fill) {
 	case KARG_FILL_CONSTANT:
 		for (size_t i = 0; i < n; i++)
-			store(a->base, p + i * lane_bytes, a->has_fill_value ? a->fill_value : 0);
+			karg_elem_store(a->base, p + i * lane_bytes, a->has_fill_value ? a->fill_value : 0);
 		return 0;
-	case KARG_FILL_RANDOM: {
-		uint64_t state = a->seed * 0x9e3779b97f4a7c15ull ^ (input_set + 1) * 0xd1b54a32d192ed03ull;
+	case KARG_FILL_RANDOM:
 		for (size_t i = 0; i < n; i++)
-			store(a->base, p + i * lane_bytes, random_value(a, &state));
+			karg_elem_store_random(a->base, p + i * lane_bytes, karg_elem_random_bits(a->seed, input_set, i),
+					       karg_random_range(a));
 		return 0;
-	}
 	case KARG_FILL_GENERATOR:
 		return fill_generated(a, host, why);
 	case KARG_FILL_BINARY:
@@ -481,14 +387,7 @@ int karg_fill(const struct karg *a, uint64_t input_set, void *host, struct strbu
 
 void karg_poison(const struct karg *a, void *host)
 {
-	unsigned char *p = host;
-	size_t lane_bytes = a->elem_bytes / a->lanes, n = a->count * a->lanes;
-	if (!is_float_base(a->base)) {
-		memset(host, 0xA5, karg_bytes(a));
-		return;
-	}
-	for (size_t i = 0; i < n; i++)
-		store(a->base, p + i * lane_bytes, NAN);
+	memset(host, karg_elem_poison_byte(a->base), karg_bytes(a));
 }
 
 /* ---------------------------------------------------------------- comparison */
@@ -506,26 +405,17 @@ void karg_compare(const struct karg *a, const void *out, const void *ref, struct
 		return;
 	}
 	size_t lane_bytes = a->elem_bytes / a->lanes, n = a->count * a->lanes;
-	int floating = is_float_base(a->base);
 	for (size_t i = 0; i < n; i++) {
-		double x = load(a->base, o + i * lane_bytes), y = load(a->base, r + i * lane_bytes);
-		double err = fabs(x - y);
-		int ok;
-		if (!floating)
-			ok = x == y;
-		else if (isnan(y))
-			ok = isnan(x); /* the baseline made a NaN here: so may the candidate */
-		else if (!isfinite(y))
-			ok = x == y;
-		else
-			ok = isfinite(x) && err <= a->abs_tol + a->rel_tol * fabs(y);
-		if (isfinite(y) && fabs(y) > d->ref_max)
-			d->ref_max = fabs(y);
+		double err, ref_abs;
+		int ok = karg_elem_check(a->base, o + i * lane_bytes, r + i * lane_bytes, a->abs_tol, a->rel_tol, &err,
+					 &ref_abs);
+		if (isfinite(ref_abs) && ref_abs > d->ref_max)
+			d->ref_max = ref_abs;
 		if (isfinite(err)) {
 			if (err > d->max_abs_err)
 				d->max_abs_err = err;
-			if (y != 0 && err / fabs(y) > d->max_rel_err)
-				d->max_rel_err = err / fabs(y);
+			if (ref_abs != 0 && err / ref_abs > d->max_rel_err)
+				d->max_rel_err = err / ref_abs;
 		} else if (!ok) {
 			d->max_abs_err = d->max_rel_err = INFINITY;
 		}

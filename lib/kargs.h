@@ -9,13 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "karg_elem.h"
 #include "t1.h"
 #include "xalloc.h"
-
-enum karg_base {
-	KARG_BOOL, KARG_I8, KARG_U8, KARG_I16, KARG_U16, KARG_I32, KARG_U32, KARG_I64, KARG_U64,
-	KARG_F16, KARG_F32, KARG_F64, KARG_CUSTOM,
-};
 
 enum karg_memory { KARG_SCALAR, KARG_VECTOR, KARG_LOCAL, KARG_SYMBOL };
 enum karg_access { KARG_READ, KARG_WRITE, KARG_READ_WRITE };
@@ -67,14 +63,18 @@ int karg_is_output(const struct karg *a);
 /* The base type's name as T1 writes it ("float", "half", "int32"). */
 const char *karg_base_name(enum karg_base base);
 size_t karg_bytes(const struct karg *a);
+/* The magnitude a Random fill draws within: FillValue, else 1 for floats and 100 for
+ * integers (karg_elem_store_random says how). */
+double karg_random_range(const struct karg *a);
 
-/* Fills host (karg_bytes(a) bytes) with the argument's data. Random data depends on the
- * argument's seed and on input_set, so that each input set is fresh and reproducible.
+/* Fills host (karg_bytes(a) bytes) with the argument's data, as kg-bench's GPU harness fills
+ * device buffers (the rules are lib/karg_elem.h's). Random data depends on the argument's
+ * seed and on input_set, so that each input set is fresh and reproducible.
  * Returns 0, or -1 with why set (a BinaryRaw file of the wrong size, a Generator error). */
 int karg_fill(const struct karg *a, uint64_t input_set, void *host, struct strbuf *why);
 
-/* Sets every element of an output buffer to a value no kernel computes by accident: NaN
- * for floating-point types, 0xA5 bytes for the others. */
+/* Sets every element of an output buffer to a value no kernel computes by accident:
+ * karg_elem_poison_byte's (a NaN for floating-point types, 0xA5 bytes for the others). */
 void karg_poison(const struct karg *a, void *host);
 
 /* How an output differs from its reference. */
@@ -86,9 +86,9 @@ struct karg_diff {
 	double ref_max;			 /* the largest |reference|: a tiny one makes a weak test */
 };
 
-/* Compares out with ref element by element: floating-point elements pass when
- * |out - ref| <= abs_tol + rel_tol * |ref|, and a NaN or infinity where the reference is finite
- * fails; other types must match exactly. */
+/* Compares out with ref element by element (karg_elem_check: floating-point elements pass
+ * when |out - ref| <= abs_tol + rel_tol * |ref|, and a NaN or infinity where the reference
+ * is finite fails; other types must match exactly). */
 void karg_compare(const struct karg *a, const void *out, const void *ref, struct karg_diff *diff);
 
 /* IEEE half-precision conversions, rounding to nearest even. */

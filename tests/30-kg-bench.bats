@@ -120,8 +120,8 @@ built() {
 	assert_stderr_empty
 	assert_line --index 0 "dynamic_smem 2048"
 	assert_line --index 1 "out: float x1 count 4000 bytes 16000 Vector WriteOnly Constant output tol 0.001 0.0001"
-	assert_line --index 3 "  poisoned nan nan nan nan ... sum nan"
-	assert_line --index 5 "  data 0.827385 -0.467451 0.773118 0.141624 ... sum 2.82226"
+	assert_line --index 3 "  poisoned -nan -nan -nan -nan ... sum -nan"
+	assert_line --index 5 "  data -0.766349 0.530461 0.103066 0.215443 ... sum 2.98838"
 	assert_line --index 6 "v4: float x4 count 10 bytes 160 Vector ReadOnly Constant tol 0.001 0.0001"
 	assert_line --index 7 "  data 1.5 1.5 1.5 1.5 ... sum 60"
 	assert_line --index 8 "h: half x1 count 8 bytes 16 Vector ReadWrite Generator output tol 0.001 0.0001"
@@ -141,7 +141,16 @@ built() {
 	first=$("$LIBTEST" kargs "$FIXTURES/kargs/spec.json" 0 | sed -n 6p)
 	[ "$("$LIBTEST" kargs "$FIXTURES/kargs/spec.json" 0 | sed -n 6p)" = "$first" ]
 	[ "$("$LIBTEST" kargs "$FIXTURES/kargs/spec.json" 5 | sed -n 6p)" != "$first" ]
-	[ "$("$LIBTEST" kargs "$FIXTURES/kargs/spec.json" 5 | sed -n 13p)" = "  data 3 3 9 8 ... sum 4954" ]
+	[ "$("$LIBTEST" kargs "$FIXTURES/kargs/spec.json" 5 | sed -n 13p)" = "  data 1 10 2 7 ... sum 4958" ]
+}
+
+@test "Random data is Philox4x32-10: Random123's known answers" {
+	run_tool 0 "$LIBTEST" philox 0 0 0 0 0 0
+	assert_output "6627e8d5 e169c58d bc57ac4c 9b00dbd8"
+	run_tool 0 "$LIBTEST" philox 0xffffffff 0xffffffff 0xffffffff 0xffffffff 0xffffffff 0xffffffff
+	assert_output "408f276d 41c83b0e a20bc7c6 6d5451fd"
+	run_tool 0 "$LIBTEST" philox 0x243f6a88 0x85a308d3 0x13198a2e 0x03707344 0xa4093822 0x299f31d0
+	assert_output "d16cfe09 94fdcceb 5001e420 24126ea1"
 }
 
 @test "argument errors name the spec and the field" {

@@ -1,7 +1,7 @@
 # test_helper.bash: what every bats suite loads: tool paths, the assertion libraries,
 # fixture paths and run_tool, which runs a command with a time limit and checks its status.
 
-KG_ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
+KG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)" # tests/.., for tests/gpu too
 KG_BIN_DIR="${KG_BIN_DIR:-$KG_ROOT/bin}"
 # The test driver that exposes lib/ (tests/driver/libtest.c).
 LIBTEST="${KG_TEST_DRIVER:-$KG_ROOT/build/release/tests/kg-libtest}"

@@ -35,6 +35,8 @@ static int usage(void)
 	      "       kg-libtest kargs SPEC [INPUT-SET]\n"
 	      "       kg-libtest compare TYPE ABS-TOL REL-TOL OUT-VALUES REF-VALUES\n"
 	      "       kg-libtest half VALUE...\n"
+	      "       kg-libtest philox C0 C1 C2 C3 K0 K1\n"
+	      "       kg-libtest fill SPEC ARGUMENT SET\n"
 	      "       kg-libtest mcgs T1|T1b|T2|T3|T4|T4c|T4d|T4e|T5|T7d|T8|T8b|T8c|T8d\n",
 	      stderr);
 	return KG_EXIT_USAGE;
@@ -384,6 +386,39 @@ static int cmd_kargs(const char *path, const char *set)
 	return status;
 }
 
+/* Writes argument NAME of SPEC as the host fills it for input set SET, raw, on stdout: what
+ * kg-bench's GPU fills must equal byte for byte. */
+static int cmd_fill(const char *path, const char *name, const char *set)
+{
+	int unreadable;
+	struct t1_spec *spec = t1_load(path, &unreadable);
+	if (!spec)
+		return KG_EXIT_INPUT;
+	struct kargs ka;
+	struct strbuf why;
+	strbuf_init(&why);
+	int status = KG_EXIT_INPUT;
+	if (kargs_load(spec, &ka, &why)) {
+		log_error("%s", why.buf);
+	} else {
+		for (size_t k = 0; k < ka.n; k++) {
+			const struct karg *a = &ka.args[k];
+			if (strcmp(a->name, name) != 0)
+				continue;
+			unsigned char *data = xmalloc(karg_bytes(a) + 1);
+			if (karg_fill(a, strtoull(set, NULL, 10), data, &why))
+				log_error("%s", why.buf);
+			else if (fwrite(data, 1, karg_bytes(a), stdout) == karg_bytes(a))
+				status = KG_EXIT_OK;
+			free(data);
+		}
+		kargs_release(&ka);
+	}
+	strbuf_release(&why);
+	t1_free(spec);
+	return status;
+}
+
 /* Compares two lists of numbers as outputs of TYPE (float, half, double, int32). */
 static int cmd_compare(char **argv)
 {
@@ -425,6 +460,20 @@ static int cmd_half(int argc, char **argv)
 		uint16_t h = half_from_float(strtof(argv[k], NULL));
 		printf("%s 0x%04x %.9g\n", argv[k], h, half_to_float(h));
 	}
+	return KG_EXIT_OK;
+}
+
+/* Philox4x32-10 of a counter (four words) and a key (two words), as lib/karg_elem.h draws
+ * Random data: the words to check against Random123's known answers. */
+static int cmd_philox(char **argv)
+{
+	uint32_t c[4], k[2], out[4];
+	for (int i = 0; i < 4; i++)
+		c[i] = (uint32_t)strtoul(argv[i], NULL, 0);
+	for (int i = 0; i < 2; i++)
+		k[i] = (uint32_t)strtoul(argv[4 + i], NULL, 0);
+	karg_elem_philox(c, k, out);
+	printf("%08x %08x %08x %08x\n", out[0], out[1], out[2], out[3]);
 	return KG_EXIT_OK;
 }
 
@@ -715,10 +764,14 @@ int main(int argc, char **argv)
 		status = cmd_parse(argc - 2, argv + 2);
 	else if (strcmp(cmd, "kargs") == 0 && (argc == 3 || argc == 4))
 		status = cmd_kargs(argv[2], argc == 4 ? argv[3] : NULL);
+	else if (strcmp(cmd, "fill") == 0 && argc == 5)
+		status = cmd_fill(argv[2], argv[3], argv[4]);
 	else if (strcmp(cmd, "compare") == 0 && argc == 7)
 		status = cmd_compare(argv + 2);
 	else if (strcmp(cmd, "half") == 0)
 		status = cmd_half(argc - 2, argv + 2);
+	else if (strcmp(cmd, "philox") == 0 && argc == 8)
+		status = cmd_philox(argv + 2);
 	else if (strcmp(cmd, "mcgs") == 0 && argc == 3)
 		status = cmd_mcgs(argv[2]);
 	else

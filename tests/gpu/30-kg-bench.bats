@@ -1,7 +1,9 @@
 #!/usr/bin/env bats
 # 30-kg-bench.bats (GPU): kg-bench passes a correct kernel and fails the ways kernels cheat:
-# an off-by-one, half an output, a constant output, an untouched output, a written input;
-# a faulting and a hanging kernel are crashed and timeout, and the next record still runs.
+# an off-by-one, half an output, a constant output, an untouched output, a written input, a
+# write past or before a buffer, a kernel right only for its first launches, an input
+# changed only while timed; a faulting and a hanging kernel are crashed and timeout, and
+# the next record still runs.
 
 load ../test_helper
 
@@ -43,6 +45,10 @@ candidate() {
 	[ "$(jq -r '.bench.status' <<<"$output")" = ok ]
 	[ "$(jq '.bench.check | .passed and .input_sets == 3 and .max_abs_err == 0' <<<"$output")" = true ]
 	[ "$(jq '.bench | .samples >= 10 and .baseline_ms > 0 and .speedup > 0 and (.speedup_ci | length) == 2' <<<"$output")" = true ]
+	# timed launches verified too, and where the time went
+	[ "$(jq '.bench.check.timed_checks >= 3' <<<"$output")" = true ]
+	jq -e '.bench | [.setup_ms, .load_ms, .fill_ms, .check_ms, .warmup_ms, .time_ms, .gpu_ms, .write_ms, .wall_ms]
+		| all(type == "number" and . >= 0)' <<<"$output"
 	[ "$(jq '.bench | .speedup_ci[0] <= .speedup and .speedup <= .speedup_ci[1]' <<<"$output")" = true ]
 	[ "$(jq -r '.bench.timer' <<<"$output")" = cupti ]
 	[ "$(jq '.bench | .bytes == 4194304 * 12 and .gbps > 100' <<<"$output")" = true ]
@@ -65,6 +71,37 @@ candidate() {
 	[ "$(jq '.bench.check.first_bad' <<<"${lines[0]}")" -eq 4194303 ]
 	[ "$(jq '.bench.check.first_bad' <<<"${lines[1]}")" -eq 2097152 ]
 	[ "$(jq '.bench.check.first_bad' <<<"${lines[3]}")" -eq 0 ]
+}
+
+@test "a kernel right only for its first K launches (K = 1 to 64) is never ok" {
+	for k in $(seq 1 64); do
+		sed "s/CHEAT_AFTER/$k/" "$BENCH/counter.cu" >counter-$k.cu
+		jq -cn --arg id "after-$k" --rawfile s counter-$k.cu --arg b "$BASE" \
+			'{run: "run", node: $b, candidate: {id: $id, source: $s, config: {}}}'
+	done | timeout 300 kg-build -j 8 >built.jsonl
+	[ "$(jq -r .build.status built.jsonl | sort -u)" = ok ]
+	run_tool 0 kg-bench --budget 0.2 built.jsonl
+	jq -c '[.candidate.id, .bench.status, .bench.check.input_set, .bench.check.why]' <<<"$output" >&3
+	[ "$(jq -r .bench.status <<<"$output" | sort -u)" = incorrect ]
+	[ "$(jq -s 'map(select(.bench.speedup != null and .bench.status == "ok")) | length' <<<"$output")" -eq 0 ]
+	# caught by the checks while K is below the checked launches (2 fresh sets and the
+	# spec's), by the verified timed launches after
+	[ "$(jq -s '[.[2:][] | .bench.check.why | test("^timed launch [0-9]+ of [0-9]+ left outputs that differ")] | all' <<<"$output")" = true ]
+}
+
+@test "a write past an output's end or before its start, an input changed only while timed: incorrect, and said so" {
+	{
+		candidate past writes_past.cu
+		candidate before writes_before.cu
+		candidate late writes_input_late.cu
+		candidate good saxpy.cu '{"items_per_thread":4}'
+	} | timeout 120 kg-build >built.jsonl
+	run_tool 0 kg-bench --budget 0.2 built.jsonl
+	jq -c '[.candidate.id, .bench.status, .bench.check]' <<<"$output" >&3
+	[ "$(jq -r .bench.status <<<"$output" | tr '\n' ' ')" = 'incorrect incorrect incorrect ok ' ]
+	[ "$(jq -r .bench.check.why <<<"${lines[0]}")" = "the kernel wrote outside its buffers: from 8 bytes past the end of the output buffer of 'y' (1 8-byte words of guard bytes changed)" ]
+	[ "$(jq -r .bench.check.why <<<"${lines[1]}")" = "the kernel wrote outside its buffers: before the start of the output buffer of 'y' (1 8-byte words of guard bytes changed)" ]
+	[ "$(jq -c '.bench.check | [.argument, .why]' <<<"${lines[2]}")" = '["x","the kernel changed an input it may only read while it was timed"]' ]
 }
 
 @test "a faulting kernel is crashed, a hanging one timeout, and the records after them are benched" {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # 31-kg-bench-features.bats (GPU): half arguments, a __constant__ Symbol, 64 KB of dynamic
-# shared memory and more per configuration (KernelGraph.SharedMemory), Generator fills and
-# ReferenceArguments (tests/fixtures/bench/features).
+# shared memory and more per configuration (KernelGraph.SharedMemory), static and dynamic
+# shared memory together, Generator fills and ReferenceArguments
+# (tests/fixtures/bench/features), and the GPU's fills equal to the host's, byte for byte.
 
 load ../test_helper
 
@@ -55,4 +56,34 @@ baseline() {
 	jq -c '[.candidate.id, .bench.status, .bench.error]' <<<"$output" >&3
 	[ "$(jq -c '[.bench.status, .bench.check.passed]' <<<"${lines[0]}")" = '["ok",true]' ]
 	[ "$(jq -c '[.bench.status, .bench.error]' <<<"${lines[1]}")" = '["error","build.shared_bytes: must be a non-negative number of bytes"]' ]
+}
+
+@test "the GPU fills every type exactly as the host does (lib/karg_elem.h): Random, Constant, Generator" {
+	mkdir fills
+	cp "$FIXTURES/bench/fills/spec.json" "$FIXTURES/bench/fills/copy.cu" fills/
+	run -0 bash -c 'echo "{\"run\":\"fills\",\"candidate\":{\"id\":\"baseline\"}}" | timeout 120 kg-build | timeout 120 kg-bench --budget 0.05'
+	[ "$(jq -r .bench.status <<<"$output")" = ok ]
+	for pair in 0:f 2:h 4:d 6:i32 8:b 10:q 12:c 14:g 16:v; do
+		k=${pair%%:*} name=${pair#*:}
+		out=$(jq -r ".KernelSpecification.Arguments[$k].Name" fills/spec.json)
+		"$LIBTEST" fill fills/spec.json "$name" 0 >host.bin
+		cmp host.bin "fills/reference/$k-$out.bin"
+	done
+}
+
+@test "static shared memory and the spec's dynamic bytes together past 48 KB launch; past the GPU's limit, an error" {
+	jq '.KernelGraph.SharedMemory = "32768"' "$BATS_TEST_DIRNAME/../fixtures/bench/spec.json" >run/spec.json
+	cp "$BATS_TEST_DIRNAME/../fixtures/bench/saxpy.cu" run/
+	run baseline
+	[ "$(jq -c '[.build.shared_bytes, .bench.status]' <<<"$output")" = '[32768,"ok"]' ]
+	base=$(jq -r .build.state <<<"$output")
+	jq -cn --arg b "$base" --rawfile s "$BATS_TEST_DIRNAME/../fixtures/bench/smem_static.cu" \
+		'{run: "run", node: $b, candidate: {id: "static", source: $s}}' | timeout 120 kg-build >built.jsonl
+	[ "$(jq -r .build.smem_bytes built.jsonl)" = 32768 ]
+	jq -c '.candidate.id = "too-much" | .build.shared_bytes = 1000000' built.jsonl >>built.jsonl
+	run_tool 0 kg-bench --budget 0.1 built.jsonl
+	jq -c '[.candidate.id, .bench.status, .bench.error]' <<<"$output" >&3
+	[ "$(jq -c '[.bench.status, .bench.check.passed]' <<<"${lines[0]}")" = '["ok",true]' ]
+	[ "$(jq -r .bench.status <<<"${lines[1]}")" = error ]
+	jq -r .bench.error <<<"${lines[1]}" | grep -E '^saxpy needs 1032768 bytes of shared memory per block \(32768 static \+ 1000000 dynamic\); .* allows at most [0-9]+$'
 }

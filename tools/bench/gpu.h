@@ -21,7 +21,8 @@
 	X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync)            \
 	X(cuMemcpyHtoDAsync) X(cuMemsetD8Async) X(cuLaunchKernel) X(cuStreamCreate)                \
 	X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)             \
-	X(cuEventElapsedTime)
+	X(cuEventElapsedTime) X(cuFuncGetAttribute) X(cuCtxGetDevice) X(cuMemcpyDtoHAsync)            \
+	X(cuMemsetD32Async) X(cuEventDestroy)
 
 #define CU_DECLARE(f) __typeof__(&f) f;
 struct cu_api {

@@ -457,6 +457,7 @@ int main(int argc, char **argv)
 	parse_options(argc, argv, &opt);
 	char *cache = kg_cache_dir();
 	opt.settings.cache_dir = cache;
+	opt.settings.prepare_run = opt.run_dir;
 	if (opt.calibrate) {
 		int rc = worker_calibrate(&opt.settings);
 		free(cache);

@@ -1,6 +1,6 @@
-/* worker.c: runs, checks and times kernels through the CUDA driver. Correctness first (fresh
- * input sets, poisoned outputs, untouched inputs), then interleaved baseline/candidate samples
- * timed by CUPTI and CUDA events with the L2 flushed before each. */
+/* worker.c: runs, checks and times kernels through the CUDA driver. Every run's buffers live
+ * on the device for the worker's life, filled and checked there by kg-bench's harness, so a
+ * candidate costs launches and a few numbers read back, not host work on its data. */
 #include "common.h"
 
 #include <errno.h>
@@ -14,14 +14,20 @@
 #include "clock.h"
 #include "fileio.h"
 #include "gpu.h"
+#include "harness.h"
 #include "jsonl.h"
 #include "kargs.h"
 #include "log.h"
 #include "mcgs.h"
+#include "rng.h"
 #include "stats.h"
 #include "t1.h"
 #include "worker.h"
 #include "xalloc.h"
+
+/* What RUN/reference/ was made from: its files are outputs on the spec's own inputs, which
+ * only this fill scheme reproduces (a reference of another makes every candidate fail). */
+#define REFERENCE_FILLS "philox4x32-10/1"
 
 /* ---------------------------------------------------------------- failures */
 
@@ -65,6 +71,10 @@ static int fail_with(struct failure *f, const char *status, const char *fmt, ...
 
 /* ---------------------------------------------------------------- the device */
 
+/* Results of the harness's checks: a device array of struct harness_result, handed out in
+ * order between two reads and zeroed before reuse. */
+enum { RESULTS = 16384 };
+
 static struct {
 	CUdevice dev;
 	CUcontext ctx;
@@ -72,12 +82,18 @@ static struct {
 	char name[256];
 	char pci_bus_id[64];
 	size_t l2_bytes;
+	int smem_optin;		/* the most shared memory a block may opt in to */
 	CUdeviceptr flush;	/* twice the L2, written before each cold sample */
 	size_t flush_bytes;
+	struct harness harness;
+	CUdeviceptr results;	/* RESULTS harness_results */
+	struct harness_result *host_results;
+	size_t nresults;	/* handed out since the last results_reset */
+	CUevent mark[2];	/* around fills, for their GPU time */
 	int out_fd;
 	double last_progress;
+	uint64_t rng;		/* which timed launches are verified: nothing a kernel can see */
 } gpu;
-
 
 /* Tells the parent the GPU is alive, at most every 50 ms. */
 static void progress(void)
@@ -108,20 +124,67 @@ static int open_device(const struct bench_settings *settings, struct strbuf *why
 	    check_cuda(&f, cu.cuStreamCreate(&gpu.stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate") ||
 	    check_cuda(&f, cu.cuDeviceGetName(gpu.name, sizeof(gpu.name), gpu.dev), "cuDeviceGetName") ||
 	    check_cuda(&f, cu.cuDeviceGetPCIBusId(gpu.pci_bus_id, sizeof(gpu.pci_bus_id), gpu.dev), "cuDeviceGetPCIBusId") ||
-	    check_cuda(&f, cu.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, gpu.dev), "cuDeviceGetAttribute")) {
+	    check_cuda(&f, cu.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, gpu.dev), "cuDeviceGetAttribute") ||
+	    check_cuda(&f, cu.cuDeviceGetAttribute(&gpu.smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+						   gpu.dev), "cuDeviceGetAttribute")) {
 		strbuf_addstr(why, f.what);
 		return -1;
 	}
 	gpu.l2_bytes = (size_t)l2;
 	gpu.flush_bytes = 2 * gpu.l2_bytes;
-	if (check_cuda(&f, cu.cuMemAlloc(&gpu.flush, gpu.flush_bytes), "cuMemAlloc (L2 flush buffer)")) {
+	if (check_cuda(&f, cu.cuMemAlloc(&gpu.flush, gpu.flush_bytes), "cuMemAlloc (L2 flush buffer)") ||
+	    check_cuda(&f, cu.cuMemAlloc(&gpu.results, RESULTS * sizeof(struct harness_result)), "cuMemAlloc (results)") ||
+	    check_cuda(&f, cu.cuEventCreate(&gpu.mark[0], CU_EVENT_DEFAULT), "cuEventCreate") ||
+	    check_cuda(&f, cu.cuEventCreate(&gpu.mark[1], CU_EVENT_DEFAULT), "cuEventCreate")) {
 		strbuf_addstr(why, f.what);
 		return -1;
 	}
+	gpu.host_results = xcalloc(RESULTS, sizeof(*gpu.host_results));
+	gpu.rng = (uint64_t)monotonic_ms() * 1000003u ^ (uint64_t)getpid() << 32;
+	return harness_load(&gpu.harness, settings->cache_dir, why);
+}
+
+/* ---------------------------------------------------------------- check results */
+
+static int results_reset(struct failure *f)
+{
+	gpu.nresults = 0;
+	return check_cuda(f, cu.cuMemsetD8Async(gpu.results, 0, RESULTS * sizeof(struct harness_result), gpu.stream),
+			  "cuMemsetD8Async (results)");
+}
+
+/* A fresh result; -1 (reported) when a record needs more than the array holds. */
+static long result_take(struct failure *f)
+{
+	if (gpu.nresults == RESULTS)
+		return fail_with(f, "error", "kg-bench ran out of room for check results (%d)", RESULTS);
+	return (long)gpu.nresults++;
+}
+
+static CUdeviceptr result_ptr(long k)
+{
+	return gpu.results + (CUdeviceptr)k * sizeof(struct harness_result);
+}
+
+/* Waits for the stream and reads every result handed out since the reset. */
+static int results_read(struct failure *f)
+{
+	if (check_cuda(f, cu.cuMemcpyDtoHAsync(gpu.host_results, gpu.results, gpu.nresults * sizeof(struct harness_result),
+					       gpu.stream), "the kernel") ||
+	    check_cuda(f, cu.cuStreamSynchronize(gpu.stream), "the kernel"))
+		return -1;
+	progress();
 	return 0;
 }
 
-/* ---------------------------------------------------------------- kernels and buffers */
+static double result_double(uint64_t bits)
+{
+	double d;
+	memcpy(&d, &bits, sizeof(d));
+	return d;
+}
+
+/* ---------------------------------------------------------------- kernels */
 
 struct kernel {
 	CUmodule module;
@@ -145,6 +208,25 @@ static int read_triple(const cJSON *obj, const char *key, unsigned out[3])
 	return 0;
 }
 
+/* Raises the function's dynamic shared memory limit when its static and dynamic parts
+ * together pass the 48 KB every kernel may use without asking. */
+static int allow_shared_memory(const struct kernel *k, struct failure *f)
+{
+	int static_bytes = 0;
+	if (check_cuda(f, cu.cuFuncGetAttribute(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->function),
+		       "cuFuncGetAttribute (shared memory)"))
+		return -1;
+	size_t total = (size_t)static_bytes + k->smem;
+	if (total <= 48 * 1024)
+		return 0;
+	if (total > (size_t)gpu.smem_optin)
+		return fail_with(f, "error",
+				 "%s needs %zu bytes of shared memory per block (%d static + %zu dynamic); %s allows "
+				 "at most %d", k->name, total, static_bytes, k->smem, gpu.name, gpu.smem_optin);
+	return check_cuda(f, cu.cuFuncSetAttribute(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)k->smem),
+			  "cuFuncSetAttribute (dynamic shared memory)");
+}
+
 /* Loads the cubin a build object names (relative to run) and its kernel. */
 static int load_kernel(const char *run, const cJSON *build, size_t dynamic_smem, struct kernel *k, struct failure *f)
 {
@@ -166,119 +248,207 @@ static int load_kernel(const char *run, const cJSON *build, size_t dynamic_smem,
 	if (!image)
 		rc = fail_with(f, "error", "cannot read '%s': %s", path, strerror(errno));
 	else if (check_cuda(f, cu.cuModuleLoadData(&k->module, image), "cuModuleLoadData") ||
-		 check_cuda(f, cu.cuModuleGetFunction(&k->function, k->module, k->name), "cuModuleGetFunction"))
-		rc = -1;
-	else if (k->smem > 48 * 1024 &&
-		 check_cuda(f, cu.cuFuncSetAttribute(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-						     (int)k->smem), "cuFuncSetAttribute (dynamic shared memory)"))
+		 check_cuda(f, cu.cuModuleGetFunction(&k->function, k->module, k->name), "cuModuleGetFunction") ||
+		 allow_shared_memory(k, f))
 		rc = -1;
 	free(image);
 	free(path);
 	return rc;
 }
 
-/* One launch's arguments: a device buffer per Vector argument, the value of each Scalar. */
-struct launch_args {
-	CUdeviceptr *buf;
-	void **params;
-	size_t nparams;
+/* ---------------------------------------------------------------- a run's buffers */
+
+/* One buffer of the run's arena. */
+struct slot {
+	size_t offset, bytes; /* bytes 0: no buffer */
 };
 
-static void free_args(const struct kargs *ka, struct launch_args *la)
-{
-	for (size_t k = 0; la->buf && k < ka->n; k++)
-		if (la->buf[k])
-			cu.cuMemFree(la->buf[k]);
-	free(la->buf);
-	free(la->params);
-	memset(la, 0, sizeof(*la));
-}
+/* The device side of one argument (or of one ReferenceArguments entry, which fills its
+ * target's ref slot). */
+struct warg {
+	const struct karg *a;
+	struct slot in;	      /* inputs, ReadWrite initial values, Symbols: the data of the loaded set */
+	struct slot out;      /* outputs: what the kernel being run writes */
+	struct slot ref;      /* outputs: the expected values on the loaded set, masked */
+	struct slot ref0;     /* outputs: the reference on the spec's own inputs, masked */
+	struct slot pristine; /* data the fill copies: BinaryRaw files, Generators run on the host */
+	void *scalar;	      /* Scalars: the value passed to the kernel, on the host */
+	int hashed;	      /* a read-only Vector: hashed after each fill and after each check */
+	uint64_t hash;	      /* its hash right after the last fill */
+};
 
-/* Allocates buffers for every Vector argument; for_outputs_only shares the other buffers of
- * base (inputs read by both kernels) and allocates only the outputs. */
-static int alloc_args(const struct kargs *ka, void *const *host, const struct launch_args *base,
-		      struct launch_args *la, struct failure *f)
-{
-	la->buf = xcalloc(ka->n + 1, sizeof(*la->buf));
-	la->params = xcalloc(ka->n + 1, sizeof(*la->params));
-	la->nparams = 0;
-	for (size_t k = 0; k < ka->n; k++) {
-		const struct karg *a = &ka->args[k];
-		if (a->memory == KARG_SCALAR) {
-			la->params[la->nparams++] = host[k];
-		} else if (a->memory == KARG_VECTOR) {
-			if (base && !karg_is_output(a)) {
-				la->params[la->nparams++] = &base->buf[k];
-				continue;
-			}
-			if (check_cuda(f, cu.cuMemAlloc(&la->buf[k], karg_bytes(a) ? karg_bytes(a) : 1), "cuMemAlloc"))
-				return -1;
-			la->params[la->nparams++] = &la->buf[k];
-		}
-	}
-	return 0;
-}
-
-/* Copies __constant__ and __device__ Symbol arguments into a loaded module. */
-static int write_symbols(const struct kargs *ka, void *const *host, const struct kernel *kn, struct failure *f)
-{
-	for (size_t k = 0; k < ka->n; k++) {
-		const struct karg *a = &ka->args[k];
-		if (a->memory != KARG_SYMBOL)
-			continue;
-		CUdeviceptr ptr;
-		size_t bytes;
-		if (check_cuda(f, cu.cuModuleGetGlobal(&ptr, &bytes, kn->module, a->name), "cuModuleGetGlobal"))
-			return -1;
-		if (bytes < karg_bytes(a))
-			return fail_with(f, "error", "symbol %s holds %zu bytes; %s needs %zu", a->name, bytes, a->field,
-					 karg_bytes(a));
-		if (check_cuda(f, cu.cuMemcpyHtoD(ptr, host[k], karg_bytes(a)), "cuMemcpyHtoD (symbol)"))
-			return -1;
-	}
-	return 0;
-}
-
-static int launch(const struct kernel *kn, const struct launch_args *la, struct failure *f)
-{
-	return check_cuda(f, cu.cuLaunchKernel(kn->function, kn->grid[0], kn->grid[1], kn->grid[2], kn->block[0],
-					       kn->block[1], kn->block[2], (unsigned)kn->smem, gpu.stream, la->params, NULL),
-			  "cuLaunchKernel");
-}
-
-/* ---------------------------------------------------------------- runs and input sets */
-
-/* Host data for one input set: inputs as filled, outputs as the baseline left them. */
-struct input_set {
-	uint64_t id;
-	void **in;   /* per argument */
-	void **ref;  /* per output argument; NULL otherwise */
+/* A guard between two buffers: where it is, and the buffers it lies between, for messages. */
+struct guard_info {
+	size_t offset, bytes;
+	const char *prev, *prev_kind; /* the argument whose buffer it follows; NULL before the first */
+	const char *next, *next_kind; /* the one whose buffer follows it; NULL after the last */
 };
 
 struct wrun {
 	char *dir;
 	struct t1_spec *spec;
 	struct kargs ka;
+	struct warg *args;	/* ka.n */
+	struct warg *refs;	/* ka.nrefs: ReferenceArguments, filled into their target's ref */
+	CUdeviceptr arena;
+	size_t arena_bytes;
+	struct guard_info *guards;
+	size_t nguards;
+	uint64_t guard_words;	/* the largest guard's 8-byte words */
+	CUdeviceptr guard_table;
+	uint64_t guard_salt, mask_key; /* drawn per worker: no kernel can know them */
 	struct kernel baseline;
 	int has_baseline;
-	struct input_set sets[4]; /* the most recent, reused while a run is benched */
-	size_t nsets;
+	char *baseline_state;	/* the baseline build's state, which RUN/reference/ must match */
+	int ref0_ready;
 	struct wrun *next;
 };
 
 static struct wrun *runs;
 
-static void free_set(const struct kargs *ka, struct input_set *s)
+enum { ALIGN = 256 };
+
+static size_t guard_bytes_for(size_t bytes)
 {
-	for (size_t k = 0; k < ka->n; k++) {
-		free(s->in ? s->in[k] : NULL);
-		free(s->ref ? s->ref[k] : NULL);
-	}
-	free(s->in);
-	free(s->ref);
-	memset(s, 0, sizeof(*s));
+	/* A tile that runs past a matrix's end writes up to a few rows of it: scale with the
+	 * buffer, from 64 KiB to 16 MiB. */
+	size_t g = bytes / 8;
+	g = g < 65536 ? 65536 : g > (16u << 20) ? (16u << 20) : g;
+	return (g + ALIGN - 1) / ALIGN * ALIGN;
 }
 
+/* Places a buffer of bytes in the arena being laid out, and the guard right after it (from
+ * the next 8-byte boundary up to where the next buffer may start). */
+static void place(struct wrun *r, size_t *end, struct slot *s, size_t bytes, const char *name, const char *kind)
+{
+	s->offset = *end;
+	s->bytes = bytes;
+	size_t guard = s->offset + (bytes + 7) / 8 * 8;
+	size_t next = (guard + guard_bytes_for(bytes) + ALIGN - 1) / ALIGN * ALIGN;
+	r->guards[r->nguards - 1].next = name;
+	r->guards[r->nguards - 1].next_kind = kind;
+	r->guards = xreallocarray(r->guards, r->nguards + 1, sizeof(*r->guards));
+	r->guards[r->nguards++] = (struct guard_info){.offset = guard, .bytes = next - guard, .prev = name, .prev_kind = kind};
+	*end = next;
+}
+
+static CUdeviceptr slot_ptr(const struct wrun *r, const struct slot *s)
+{
+	return r->arena + s->offset;
+}
+
+/* Which of an output's buffers a launch writes or a check reads. */
+enum which_slot { SLOT_OUT, SLOT_REF, SLOT_REF0 };
+
+static const struct slot *slot_of(const struct warg *w, enum which_slot which)
+{
+	return which == SLOT_OUT ? &w->out : which == SLOT_REF ? &w->ref : &w->ref0;
+}
+
+static int is_vector_output(const struct karg *a)
+{
+	return a->memory == KARG_VECTOR && karg_is_output(a);
+}
+
+/* Data a fill copies rather than makes: a file, or a Generator evaluated on the host. */
+static int fill_is_copied(const struct karg *a)
+{
+	return a->fill == KARG_FILL_BINARY || (a->fill == KARG_FILL_GENERATOR && a->base != KARG_CUSTOM);
+}
+
+/* Lays the run's buffers out in one allocation, every one between guards:
+ * guard | in | guard | out | guard | ref | guard | ref0 | guard | ... */
+static int layout(struct wrun *r, struct failure *f)
+{
+	size_t end = guard_bytes_for(0);
+	r->guards = xcalloc(1, sizeof(*r->guards));
+	r->guards[0] = (struct guard_info){.offset = 0, .bytes = end};
+	r->nguards = 1;
+	for (size_t k = 0; k < r->ka.n; k++) {
+		struct warg *w = &r->args[k];
+		const struct karg *a = w->a = &r->ka.args[k];
+		size_t bytes = karg_bytes(a);
+		if (a->memory == KARG_SCALAR) {
+			w->scalar = xcalloc(1, bytes + 8);
+			continue;
+		}
+		if (a->memory == KARG_LOCAL)
+			continue;
+		/* A WriteOnly output has no data of its own: it is poisoned before each launch. */
+		if (!(is_vector_output(a) && a->access == KARG_WRITE))
+			place(r, &end, &w->in, bytes, a->name, "input");
+		w->hashed = a->memory == KARG_VECTOR && a->access == KARG_READ;
+		if (is_vector_output(a)) {
+			place(r, &end, &w->out, bytes, a->name, "output");
+			place(r, &end, &w->ref, bytes, a->name, "reference");
+			place(r, &end, &w->ref0, bytes, a->name, "reference");
+		}
+		if (fill_is_copied(a))
+			place(r, &end, &w->pristine, bytes, a->name, "data");
+	}
+	for (size_t j = 0; j < r->ka.nrefs; j++) {
+		struct warg *w = &r->refs[j];
+		w->a = &r->ka.refs[j];
+		if (fill_is_copied(w->a))
+			place(r, &end, &w->pristine, karg_bytes(w->a), w->a->name, "data");
+	}
+	r->arena_bytes = end;
+	r->guard_words = 0;
+	struct harness_guard *table = xcalloc(r->nguards, sizeof(*table));
+	for (size_t g = 0; g < r->nguards; g++) {
+		table[g] = (struct harness_guard){r->guards[g].offset, r->guards[g].bytes / 8};
+		if (table[g].words > r->guard_words)
+			r->guard_words = table[g].words;
+	}
+	int rc = check_cuda(f, cu.cuMemAlloc(&r->arena, r->arena_bytes), "cuMemAlloc (the run's buffers)") ||
+		 check_cuda(f, cu.cuMemAlloc(&r->guard_table, r->nguards * sizeof(*table)), "cuMemAlloc (guards)") ||
+		 check_cuda(f, cu.cuMemcpyHtoD(r->guard_table, table, r->nguards * sizeof(*table)), "cuMemcpyHtoD (guards)")
+		 ? -1 : 0;
+	free(table);
+	return rc;
+}
+
+/* Writes the guards' pattern (at setup, and after a kernel damaged them). */
+static int guards_write(const struct wrun *r, struct failure *f)
+{
+	return check_cuda(f, harness_guard(&gpu.harness, gpu.stream, r->arena, r->guard_table, (unsigned)r->nguards,
+					   r->guard_words, r->guard_salt, 0, 0), "the harness (guards)");
+}
+
+/* Copies what fills copy (BinaryRaw files; Generators made on the host) to the device. */
+static int upload_pristine(struct wrun *r, struct warg *w, struct failure *f)
+{
+	if (!w->pristine.bytes)
+		return 0;
+	void *host = xmalloc(w->pristine.bytes + 1);
+	struct strbuf why;
+	strbuf_init(&why);
+	int rc = karg_fill(w->a, 0, host, &why) ? fail_with(f, "error", "%s: %s", r->spec->path, why.buf)
+		 : check_cuda(f, cu.cuMemcpyHtoD(slot_ptr(r, &w->pristine), host, w->pristine.bytes), "cuMemcpyHtoD (data)");
+	strbuf_release(&why);
+	free(host);
+	return rc;
+}
+
+static void free_run(struct wrun *r)
+{
+	if (r->arena)
+		cu.cuMemFree(r->arena);
+	if (r->guard_table)
+		cu.cuMemFree(r->guard_table);
+	for (size_t k = 0; r->args && k < r->ka.n; k++)
+		free(r->args[k].scalar);
+	free(r->args);
+	free(r->refs);
+	free(r->guards);
+	free(r->baseline_state);
+	kargs_release(&r->ka);
+	t1_free(r->spec);
+	free(r->dir);
+	free(r);
+}
+
+/* The run of dir, its spec loaded and its buffers allocated on the device the first time. */
 static struct wrun *find_run(const char *dir, struct failure *f)
 {
 	for (struct wrun *r = runs; r; r = r->next)
@@ -289,197 +459,313 @@ static struct wrun *find_run(const char *dir, struct failure *f)
 	int unreadable;
 	struct strbuf why;
 	strbuf_init(&why);
+	r->dir = xstrdup(dir);
 	r->spec = t1_load(spec_path, &unreadable);
+	free(spec_path);
 	if (!r->spec || kargs_load(r->spec, &r->ka, &why)) {
 		fail_with(f, "error", "%s", r->spec ? why.buf : "run has no usable spec.json (see above)");
-		t1_free(r->spec);
-		free(r);
-		r = NULL;
-	} else {
-		r->dir = xstrdup(dir);
-		r->next = runs;
-		runs = r;
+		strbuf_release(&why);
+		free_run(r);
+		return NULL;
 	}
 	strbuf_release(&why);
-	free(spec_path);
+	r->args = xcalloc(r->ka.n + 1, sizeof(*r->args));
+	r->refs = xcalloc(r->ka.nrefs + 1, sizeof(*r->refs));
+	r->guard_salt = rng_next(&gpu.rng);
+	r->mask_key = rng_next(&gpu.rng);
+	int rc = layout(r, f) || guards_write(r, f);
+	for (size_t k = 0; rc == 0 && k < r->ka.n; k++)
+		rc = upload_pristine(r, &r->args[k], f);
+	for (size_t j = 0; rc == 0 && j < r->ka.nrefs; j++)
+		rc = upload_pristine(r, &r->refs[j], f);
+	if (rc) {
+		free_run(r);
+		return NULL;
+	}
+	r->next = runs;
+	runs = r;
 	return r;
 }
 
-/* Runs kn on the inputs of set s with fresh buffers and poisoned outputs; out[k] receives
- * each output argument, and *modified names an input the kernel changed (or is NULL). */
-static int run_once(struct wrun *r, const struct kernel *kn, const struct input_set *s, void **out,
-		    const char **modified, struct failure *f)
+/* ---------------------------------------------------------------- fills */
+
+/* Fills dst with argument a's data for input set set (Random depends on it; the other
+ * fills do not). */
+static int fill(const struct wrun *r, const struct warg *w, CUdeviceptr dst, uint64_t set, struct failure *f)
 {
-	const struct kargs *ka = &r->ka;
-	struct launch_args la = {0};
-	int rc = -1;
-	*modified = NULL;
-	if (alloc_args(ka, s->in, NULL, &la, f) || write_symbols(ka, s->in, kn, f))
-		goto done;
-	for (size_t k = 0; k < ka->n; k++) {
-		const struct karg *a = &ka->args[k];
-		if (a->memory != KARG_VECTOR)
-			continue;
-		const void *data = s->in[k];
-		if (a->access == KARG_WRITE) {
-			karg_poison(a, out[k]);
-			data = out[k];
-		}
-		if (check_cuda(f, cu.cuMemcpyHtoD(la.buf[k], data, karg_bytes(a)), "cuMemcpyHtoD"))
-			goto done;
+	const struct karg *a = w->a;
+	int lane_bytes = (int)(a->elem_bytes / a->lanes);
+	uint64_t lanes = (uint64_t)a->count * a->lanes;
+	CUresult rc = CUDA_SUCCESS;
+	if (a->memory == KARG_LOCAL || karg_bytes(a) == 0)
+		return 0;
+	if (fill_is_copied(a)) {
+		rc = cu.cuMemcpyDtoDAsync(dst, slot_ptr(r, &w->pristine), karg_bytes(a), gpu.stream);
+	} else if (a->base == KARG_CUSTOM) {
+		rc = cu.cuMemsetD8Async(dst, 0, karg_bytes(a), gpu.stream);
+	} else if (a->fill == KARG_FILL_RANDOM) {
+		rc = harness_fill_random(&gpu.harness, gpu.stream, dst, lanes, a->base, lane_bytes, karg_random_range(a),
+					 a->seed, set);
+	} else {
+		unsigned char pattern[8] = {0};
+		uint64_t bits;
+		karg_elem_store(a->base, pattern, a->has_fill_value ? a->fill_value : 0);
+		memcpy(&bits, pattern, sizeof(bits));
+		rc = harness_fill_pattern(&gpu.harness, gpu.stream, dst, lanes, lane_bytes, bits);
 	}
-	progress();
-	if (launch(kn, &la, f) || check_cuda(f, cu.cuStreamSynchronize(gpu.stream), "the kernel"))
-		goto done;
-	progress();
-	void *scratch = NULL;
-	for (size_t k = 0; k < ka->n; k++) {
-		const struct karg *a = &ka->args[k];
-		if (a->memory != KARG_VECTOR)
-			continue;
-		if (karg_is_output(a)) {
-			if (check_cuda(f, cu.cuMemcpyDtoH(out[k], la.buf[k], karg_bytes(a)), "cuMemcpyDtoH"))
-				goto done;
-		} else if (!*modified) {
-			/* A kernel that writes its inputs could pass a check it should fail. */
-			scratch = xrealloc(scratch, karg_bytes(a) ? karg_bytes(a) : 1);
-			if (check_cuda(f, cu.cuMemcpyDtoH(scratch, la.buf[k], karg_bytes(a)), "cuMemcpyDtoH")) {
-				free(scratch);
-				goto done;
-			}
-			if (memcmp(scratch, s->in[k], karg_bytes(a)) != 0)
-				*modified = a->name;
-		}
-	}
-	free(scratch);
-	rc = 0;
-done:
-	free_args(ka, &la);
-	return rc;
+	return check_cuda(f, rc, "the harness (fill)");
 }
 
-static void **alloc_outputs(const struct kargs *ka)
+/* Enqueues a hash of every read-only input; *first gets the first result used. */
+static int enqueue_input_hashes(const struct wrun *r, long *first, struct failure *f)
 {
-	void **out = xcalloc(ka->n + 1, sizeof(*out));
-	for (size_t k = 0; k < ka->n; k++)
-		if (karg_is_output(&ka->args[k]))
-			out[k] = xmalloc(karg_bytes(&ka->args[k]) + 1);
-	return out;
+	*first = (long)gpu.nresults;
+	for (size_t a = 0; a < r->ka.n; a++) {
+		const struct warg *w = &r->args[a];
+		long res;
+		if (w->hashed &&
+		    ((res = result_take(f)) < 0 ||
+		     check_cuda(f, harness_hash(&gpu.harness, gpu.stream, slot_ptr(r, &w->in), w->in.bytes, result_ptr(res)),
+				"the harness (hash)")))
+			return -1;
+	}
+	return 0;
 }
 
-static void free_outputs(const struct kargs *ka, void **out)
+/* Puts input set set in place, every argument's in slot and Scalar, and keeps the hash of
+ * each read-only input; adds the fills' GPU time. Starts a new set of results. */
+static int load_set(struct wrun *r, uint64_t set, double *fill_ms, struct failure *f)
 {
-	for (size_t k = 0; out && k < ka->n; k++)
-		free(out[k]);
-	free(out);
+	long first;
+	if (results_reset(f) || check_cuda(f, cu.cuEventRecord(gpu.mark[0], gpu.stream), "cuEventRecord"))
+		return -1;
+	for (size_t k = 0; k < r->ka.n; k++) {
+		struct warg *w = &r->args[k];
+		if (w->scalar) {
+			struct strbuf why;
+			strbuf_init(&why);
+			int rc = karg_fill(w->a, set, w->scalar, &why);
+			if (rc)
+				fail_with(f, "error", "%s", why.buf);
+			strbuf_release(&why);
+			if (rc)
+				return -1;
+		} else if (w->in.bytes && fill(r, w, slot_ptr(r, &w->in), set, f)) {
+			return -1;
+		}
+	}
+	float ms = 0;
+	if (check_cuda(f, cu.cuEventRecord(gpu.mark[1], gpu.stream), "cuEventRecord") ||
+	    enqueue_input_hashes(r, &first, f) || results_read(f) ||
+	    check_cuda(f, cu.cuEventElapsedTime(&ms, gpu.mark[0], gpu.mark[1]), "cuEventElapsedTime"))
+		return -1;
+	*fill_ms += ms;
+	for (size_t k = 0; k < r->ka.n; k++)
+		if (r->args[k].hashed)
+			r->args[k].hash = gpu.host_results[first++].hash;
+	return 0;
 }
+
+/* ---------------------------------------------------------------- launches */
+
+/* Copies __constant__ and __device__ Symbol arguments into a loaded module. */
+static int write_symbols(const struct wrun *r, const struct kernel *kn, struct failure *f)
+{
+	for (size_t k = 0; k < r->ka.n; k++) {
+		const struct warg *w = &r->args[k];
+		if (w->a->memory != KARG_SYMBOL || !w->in.bytes)
+			continue;
+		CUdeviceptr ptr;
+		size_t bytes;
+		if (check_cuda(f, cu.cuModuleGetGlobal(&ptr, &bytes, kn->module, w->a->name), "cuModuleGetGlobal"))
+			return -1;
+		if (bytes < w->in.bytes)
+			return fail_with(f, "error", "symbol %s holds %zu bytes; %s needs %zu", w->a->name, bytes, w->a->field,
+					 w->in.bytes);
+		if (check_cuda(f, cu.cuMemcpyDtoDAsync(ptr, slot_ptr(r, &w->in), w->in.bytes, gpu.stream),
+			       "cuMemcpyDtoDAsync (symbol)"))
+			return -1;
+	}
+	return 0;
+}
+
+/* Readies the outputs for a launch that writes into the to slots (out or ref): ReadWrite
+ * outputs get the loaded set's values, the others poison, so that an element the kernel
+ * never writes fails and nothing an earlier launch left can pass for an answer. */
+static int ready_outputs(const struct wrun *r, enum which_slot to, struct failure *f)
+{
+	for (size_t k = 0; k < r->ka.n; k++) {
+		const struct warg *w = &r->args[k];
+		if (!is_vector_output(w->a) || !w->out.bytes)
+			continue;
+		const struct slot *dst = slot_of(w, to);
+		CUresult rc = w->a->access == KARG_READ_WRITE
+				      ? cu.cuMemcpyDtoDAsync(slot_ptr(r, dst), slot_ptr(r, &w->in), dst->bytes, gpu.stream)
+				      : cu.cuMemsetD8Async(slot_ptr(r, dst), karg_elem_poison_byte(w->a->base), dst->bytes,
+							   gpu.stream);
+		if (check_cuda(f, rc, "readying the outputs"))
+			return -1;
+	}
+	return 0;
+}
+
+/* Launches kn on the loaded set with its outputs in the to slots, ready_outputs done. */
+static int launch_into(const struct wrun *r, const struct kernel *kn, enum which_slot to, struct failure *f)
+{
+	CUdeviceptr ptrs[r->ka.n + 1];
+	void *params[r->ka.n + 1];
+	size_t n = 0;
+	for (size_t k = 0; k < r->ka.n; k++) {
+		const struct warg *w = &r->args[k];
+		if (w->scalar) {
+			params[n++] = w->scalar;
+		} else if (w->a->memory == KARG_VECTOR) {
+			const struct slot *s = is_vector_output(w->a) ? slot_of(w, to) : &w->in;
+			ptrs[k] = slot_ptr(r, s);
+			params[n++] = &ptrs[k];
+		}
+	}
+	return check_cuda(f, cu.cuLaunchKernel(kn->function, kn->grid[0], kn->grid[1], kn->grid[2], kn->block[0],
+					       kn->block[1], kn->block[2], (unsigned)kn->smem, gpu.stream, params, NULL),
+			  "cuLaunchKernel");
+}
+
+/* ready_outputs, the symbols, then the launch. */
+static int run_into(const struct wrun *r, const struct kernel *kn, enum which_slot to, struct failure *f)
+{
+	return ready_outputs(r, to, f) || write_symbols(r, kn, f) || launch_into(r, kn, to, f);
+}
+
+static int mask_refs(const struct wrun *r, enum which_slot which, struct failure *f)
+{
+	for (size_t k = 0; k < r->ka.n; k++) {
+		const struct warg *w = &r->args[k];
+		const struct slot *s = slot_of(w, which);
+		if (is_vector_output(w->a) && s->bytes &&
+		    check_cuda(f, harness_mask(&gpu.harness, gpu.stream, slot_ptr(r, s), s->bytes, r->mask_key),
+			       "the harness (mask)"))
+			return -1;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- the reference */
 
 static char *reference_path(const struct wrun *r, size_t k)
 {
 	return xasprintf("%s/reference/%zu-%s.bin", r->dir, k, r->ka.args[k].name);
 }
 
-/* Reads the reference outputs of set 0 from RUN/reference/; returns 1 when every one was
- * there with the right size. */
-static int load_reference(const struct wrun *r, struct input_set *s)
+/* RUN/reference/inputs.json: what the reference files were made from. */
+static cJSON *reference_stamp(const struct wrun *r)
 {
+	cJSON *doc = json_object();
+	json_add_string(doc, "fills", REFERENCE_FILLS);
+	json_add_string(doc, "baseline", r->baseline_state ? r->baseline_state : "");
+	return doc;
+}
+
+/* Reads RUN/reference/ into the ref0 slots (masked). Returns 1 when every file was there,
+ * of the right size and made from today's fills; 0 otherwise (then it must be made). */
+static int load_reference(struct wrun *r, struct failure *f)
+{
+	char *stamp_path = xasprintf("%s/reference/inputs.json", r->dir);
+	cJSON *stamp = json_read_file(stamp_path), *want = reference_stamp(r);
+	int same = stamp && cJSON_Compare(stamp, want, 1);
+	free(stamp_path);
+	cJSON_Delete(stamp);
+	cJSON_Delete(want);
+	if (!same)
+		return 0;
 	for (size_t k = 0; k < r->ka.n; k++) {
-		if (!s->ref[k])
+		struct warg *w = &r->args[k];
+		if (!is_vector_output(w->a) || !w->ref0.bytes)
 			continue;
 		char *path = reference_path(r, k);
 		size_t len;
 		char *data = file_read_all(path, &len);
-		int ok = data && len == karg_bytes(&r->ka.args[k]);
-		if (ok)
-			memcpy(s->ref[k], data, len);
+		int ok = data && len == w->ref0.bytes &&
+			 !check_cuda(f, cu.cuMemcpyHtoD(slot_ptr(r, &w->ref0), data, len), "cuMemcpyHtoD (reference)");
 		free(data);
 		free(path);
 		if (!ok)
 			return 0;
 	}
-	return 1;
+	return mask_refs(r, SLOT_REF0, f) ? 0 : 1;
 }
 
-static void keep_reference(const struct wrun *r, const struct input_set *s)
+/* Makes the reference: the baseline on the spec's own inputs, kept in RUN/reference/ so
+ * that every later process checks against the same outputs, and in the ref0 slots. */
+static int make_reference(struct wrun *r, double *fill_ms, struct failure *f)
 {
+	if (load_set(r, 0, fill_ms, f) || run_into(r, &r->baseline, SLOT_REF, f) ||
+	    check_cuda(f, cu.cuStreamSynchronize(gpu.stream), "the baseline"))
+		return -1;
 	char *dir = xasprintf("%s/reference", r->dir);
 	if (dir_create(dir) != 0)
 		log_warn("cannot create '%s':", dir);
 	for (size_t k = 0; k < r->ka.n; k++) {
-		if (!s->ref[k])
+		struct warg *w = &r->args[k];
+		if (!is_vector_output(w->a) || !w->ref.bytes)
 			continue;
-		char *path = reference_path(r, k);
-		if (file_write_atomic(path, s->ref[k], karg_bytes(&r->ka.args[k])) != 0)
-			log_warn("cannot write '%s':", path);
-		free(path);
+		void *host = xmalloc(w->ref.bytes + 1);
+		int rc = check_cuda(f, cu.cuMemcpyDtoH(host, slot_ptr(r, &w->ref), w->ref.bytes), "cuMemcpyDtoH (reference)") ||
+			 check_cuda(f, cu.cuMemcpyDtoDAsync(slot_ptr(r, &w->ref0), slot_ptr(r, &w->ref), w->ref.bytes, gpu.stream),
+				    "cuMemcpyDtoDAsync (reference)");
+		if (rc == 0) {
+			char *path = reference_path(r, k);
+			if (file_write_atomic(path, host, w->ref.bytes) != 0)
+				log_warn("cannot write '%s':", path);
+			free(path);
+		}
+		free(host);
+		if (rc) {
+			free(dir);
+			return -1;
+		}
 	}
+	char *stamp_path = xasprintf("%s/inputs.json", dir);
+	cJSON *stamp = reference_stamp(r);
+	if (json_write_file(stamp_path, stamp, 1) != 0)
+		log_warn("cannot write '%s':", stamp_path);
+	cJSON_Delete(stamp);
+	free(stamp_path);
 	free(dir);
+	return mask_refs(r, SLOT_REF0, f);
 }
 
-/* The input set id: its inputs, and the baseline's outputs on them (the reference). Set 0
- * is the spec's own (its RandomSeeds), used for timing; its reference is kept in
- * RUN/reference/ so that every later process checks against the same outputs. */
-static struct input_set *input_set(struct wrun *r, uint64_t id, struct failure *f)
+static int ready_reference(struct wrun *r, double *fill_ms, struct failure *f)
 {
-	for (size_t k = 0; k < r->nsets; k++)
-		if (r->sets[k].id == id)
-			return &r->sets[k];
-	if (r->nsets == ARRAY_SIZE(r->sets)) {
-		/* Drop the oldest set but set 0, which every candidate is timed on. */
-		size_t old = r->sets[0].id == 0 ? 1 : 0;
-		free_set(&r->ka, &r->sets[old]);
-		memmove(&r->sets[old], &r->sets[old + 1], (r->nsets - old - 1) * sizeof(r->sets[0]));
-		r->nsets--;
-	}
-	struct input_set *s = &r->sets[r->nsets];
-	memset(s, 0, sizeof(*s));
-	s->id = id;
-	s->in = xcalloc(r->ka.n + 1, sizeof(*s->in));
-	struct strbuf why;
-	strbuf_init(&why);
-	for (size_t k = 0; k < r->ka.n; k++) {
-		const struct karg *a = &r->ka.args[k];
-		s->in[k] = xmalloc(karg_bytes(a) + 1);
-		/* Set 0 is what the spec describes; other sets redraw only the Random fills. */
-		if (karg_fill(a, id, s->in[k], &why)) {
-			fail_with(f, "error", "%s", why.buf);
-			strbuf_release(&why);
-			free_set(&r->ka, s);
-			return NULL;
-		}
-		progress();
-	}
-	strbuf_release(&why);
-	r->nsets++;
-	if (!r->has_baseline)
-		return s; /* the baseline itself is being benched: it makes the reference */
-	s->ref = alloc_outputs(&r->ka);
-	if (id != 0 || !load_reference(r, s)) {
-		const char *modified;
-		if (run_once(r, &r->baseline, s, s->ref, &modified, f)) {
-			r->nsets--;
-			free_set(&r->ka, s);
-			return NULL;
-		}
-		if (id == 0)
-			keep_reference(r, s);
-	}
-	/* On the spec's own inputs, ReferenceArguments say what the outputs must be. */
-	for (size_t j = 0; id == 0 && j < r->ka.nrefs; j++) {
-		strbuf_init(&why);
-		if (karg_fill(&r->ka.refs[j], 0, s->ref[r->ka.ref_target[j]], &why)) {
-			fail_with(f, "error", "%s", why.buf);
-			strbuf_release(&why);
-			r->nsets--;
-			free_set(&r->ka, s);
-			return NULL;
-		}
-		strbuf_release(&why);
-	}
-	return s;
+	if (r->ref0_ready)
+		return 0;
+	int loaded = load_reference(r, f);
+	if (f->failed || (!loaded && make_reference(r, fill_ms, f)))
+		return -1;
+	r->ref0_ready = 1;
+	return 0;
 }
 
-/* ---------------------------------------------------------------- correctness */
+static int load_run_baseline(struct wrun *r, struct failure *f)
+{
+	if (r->has_baseline)
+		return 0;
+	char *path = xasprintf("%s/baseline.json", r->dir);
+	cJSON *doc = json_read_file(path);
+	int rc = -1;
+	if (!doc)
+		fail_with(f, "error", "no baseline in %s (%s is missing): bench the baseline first, as kg-init does",
+			  r->dir, path);
+	else if (load_kernel(r->dir, doc, r->ka.dynamic_smem, &r->baseline, f) == 0) {
+		rc = 0;
+		r->has_baseline = 1;
+		r->baseline_state = json_string(doc, "state") ? xstrdup(json_string(doc, "state")) : NULL;
+	}
+	cJSON_Delete(doc);
+	free(path);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- checks */
 
 /* Input sets for a candidate: fresh ones derived from its state, so that no two candidates
  * are checked on the same data and none can know its data in advance, then set 0, whose
@@ -492,10 +778,6 @@ static uint64_t check_set_id(const char *state, size_t k)
 	return (h ^ (k + 1) * 0x9e3779b97f4a7c15ull) | 1; /* never 0 */
 }
 
-
-
-
-
 /* What the check found, over every input set and output. */
 struct verdict {
 	int passed;
@@ -504,41 +786,162 @@ struct verdict {
 	const char *argument;		 /* the first output (or input) that failed */
 	size_t first_bad, bad;
 	int input_set;			 /* where it failed: 1, 2, ... the fresh sets; 0 the spec's own */
-	const char *why;
+	char why[512];			 /* a failure that is not a wrong element, in words */
+	size_t timed_checks;		 /* timed launches whose outputs were verified */
 };
 
-/* Compares every output of kn on set s into v; returns 0, or -1 on a CUDA failure. */
-static int check_set(struct wrun *r, const struct kernel *kn, struct input_set *s, int set_index, struct verdict *v,
-		     struct failure *f)
+/* Enqueues the comparison of every output in out with its reference (ref, or ref0) and
+ * the check of the guards; *first gets the first result used. */
+static int enqueue_checks(const struct wrun *r, enum which_slot which, long *first, struct failure *f)
 {
-	void **out = alloc_outputs(&r->ka);
-	const char *modified;
-	int rc = run_once(r, kn, s, out, &modified, f);
-	for (size_t k = 0; rc == 0 && v->passed && k < r->ka.n; k++) {
-		const struct karg *a = &r->ka.args[k];
-		if (!karg_is_output(a) || a->memory != KARG_VECTOR)
+	*first = (long)gpu.nresults;
+	for (size_t k = 0; k < r->ka.n; k++) {
+		const struct warg *w = &r->args[k];
+		if (!is_vector_output(w->a) || !w->out.bytes)
 			continue;
-		struct karg_diff d;
-		karg_compare(a, out[k], s->ref[k], &d);
-		v->max_abs_err = fmax(v->max_abs_err, d.max_abs_err);
-		v->max_rel_err = fmax(v->max_rel_err, d.max_rel_err);
-		v->weak |= d.ref_max <= a->abs_tol;
-		if (!d.passed) {
-			v->passed = 0;
-			v->argument = a->name;
-			v->first_bad = d.first_bad;
-			v->bad = d.bad;
+		const struct slot *ref = slot_of(w, which);
+		const struct karg *a = w->a;
+		int custom = a->base == KARG_CUSTOM;
+		long res = result_take(f);
+		if (res < 0 || check_cuda(f, harness_compare(&gpu.harness, gpu.stream, slot_ptr(r, &w->out), slot_ptr(r, ref),
+							 custom ? karg_bytes(a) : (uint64_t)a->count * a->lanes, a->base,
+							 custom ? 1 : (int)(a->elem_bytes / a->lanes),
+							 custom ? (int)a->elem_bytes : (int)a->lanes, a->abs_tol, a->rel_tol,
+							 r->mask_key, result_ptr(res)), "the harness (compare)"))
+			return -1;
+	}
+	long res = result_take(f);
+	return res < 0 || check_cuda(f, harness_guard(&gpu.harness, gpu.stream, r->arena, r->guard_table, (unsigned)r->nguards,
+						      r->guard_words, r->guard_salt, 1, result_ptr(res)), "the harness (guards)")
+		       ? -1 : 0;
+}
+
+/* Which buffer a damaged guard byte at arena offset at follows. */
+static const struct guard_info *guard_at(const struct wrun *r, size_t at)
+{
+	for (size_t g = 0; g < r->nguards; g++)
+		if (at >= r->guards[g].offset && at < r->guards[g].offset + r->guards[g].bytes)
+			return &r->guards[g];
+	return NULL;
+}
+
+/* Says where a kernel wrote outside its buffers: the guard it changed first (at, an arena
+ * offset, within g) and the buffer before it. */
+static void describe_guard(const struct guard_info *g, size_t at, unsigned long long words, char *why, size_t size)
+{
+	if (g && g->prev)
+		snprintf(why, size, "the kernel wrote outside its buffers: from %zu bytes past the end of the %s buffer of "
+			 "'%s' (%llu 8-byte words of guard bytes changed)", at - g->offset, g->prev_kind, g->prev, words);
+	else if (g && g->next)
+		snprintf(why, size, "the kernel wrote outside its buffers: before the start of the %s buffer of '%s' (%llu "
+			 "8-byte words of guard bytes changed)", g->next_kind, g->next, words);
+	else
+		snprintf(why, size, "the kernel wrote outside its buffers (%llu 8-byte words of guard bytes changed)", words);
+}
+
+/* Reads the results enqueue_checks made from first into v (for set set_index); returns
+ * whether they passed. A damaged guard is rewritten, so the next launch starts clean. */
+static int judge_checks(const struct wrun *r, long first, int set_index, struct verdict *v, struct failure *f)
+{
+	long k = first;
+	int passed = 1;
+	for (size_t a = 0; a < r->ka.n; a++) {
+		const struct warg *w = &r->args[a];
+		if (!is_vector_output(w->a) || !w->out.bytes)
+			continue;
+		const struct harness_result *res = &gpu.host_results[k++];
+		double max_abs = result_double(res->max_abs), max_rel = result_double(res->max_rel);
+		v->max_abs_err = fmax(v->max_abs_err, max_abs);
+		v->max_rel_err = fmax(v->max_rel_err, max_rel);
+		v->weak |= w->a->base != KARG_CUSTOM && result_double(res->ref_max) <= w->a->abs_tol;
+		if (res->bad && passed && v->passed) {
+			passed = 0;
+			v->argument = w->a->name;
+			v->first_bad = (size_t)~res->first_bad_inv;
+			v->bad = (size_t)res->bad;
 			v->input_set = set_index;
 		}
 	}
-	if (rc == 0 && v->passed && modified) {
-		v->passed = 0;
-		v->argument = modified;
-		v->input_set = set_index;
-		v->why = "the kernel changed an input it may only read";
+	const struct harness_result *guard = &gpu.host_results[k];
+	if (guard->bad) {
+		const struct guard_info *g = guard_at(r, (size_t)~guard->first_bad_inv);
+		if (passed && v->passed) {
+			passed = 0;
+			v->input_set = set_index;
+			v->argument = g ? (g->prev ? g->prev : g->next) : NULL;
+			describe_guard(g, (size_t)~guard->first_bad_inv, (unsigned long long)guard->bad, v->why, sizeof(v->why));
+		}
+		if (guards_write(r, f))
+			return -1;
 	}
-	free_outputs(&r->ka, out);
-	return rc;
+	if (!passed)
+		v->passed = 0;
+	return passed;
+}
+
+/* Whether the read-only inputs still hash as they did after the fill (hashes enqueued from
+ * first by enqueue_input_hashes). */
+static void judge_inputs(const struct wrun *r, long first, int set_index, const char *when, struct verdict *v)
+{
+	long k = first;
+	for (size_t a = 0; a < r->ka.n; a++) {
+		const struct warg *w = &r->args[a];
+		if (!w->hashed)
+			continue;
+		if (gpu.host_results[k++].hash != w->hash && v->passed) {
+			v->passed = 0;
+			v->argument = w->a->name;
+			v->input_set = set_index;
+			snprintf(v->why, sizeof(v->why), "the kernel changed an input it may only read%s", when);
+		}
+	}
+}
+
+/* Checks kn on input set set: with a fresh set the baseline computes the expected outputs
+ * first (the reference's own launch, into ref); set 0 is checked against ref0. */
+static int check_set(struct wrun *r, const struct kernel *kn, uint64_t set, int set_index, struct verdict *v,
+		     double *fill_ms, struct failure *f)
+{
+	long checks, hashes, base_guard = -1;
+	int fresh = set != 0;
+	if (load_set(r, set, fill_ms, f))
+		return -1;
+	if (fresh) {
+		if (run_into(r, &r->baseline, SLOT_REF, f) || mask_refs(r, SLOT_REF, f) ||
+		    (base_guard = result_take(f)) < 0 ||
+		    check_cuda(f, harness_guard(&gpu.harness, gpu.stream, r->arena, r->guard_table, (unsigned)r->nguards,
+						r->guard_words, r->guard_salt, 1, result_ptr(base_guard)), "the harness (guards)"))
+			return -1;
+	}
+	if (run_into(r, kn, SLOT_OUT, f) ||
+	    enqueue_checks(r, fresh ? SLOT_REF : SLOT_REF0, &checks, f) ||
+	    enqueue_input_hashes(r, &hashes, f) || results_read(f))
+		return -1;
+	if (base_guard >= 0 && gpu.host_results[base_guard].bad)
+		return fail_with(f, "error", "the baseline wrote outside its buffers (on fresh input set %d): "
+			       "its outputs cannot serve as the reference", set_index);
+	if (judge_checks(r, checks, set_index, v, f) < 0)
+		return -1;
+	judge_inputs(r, hashes, set_index, "", v);
+	return 0;
+}
+
+/* The baseline against ReferenceArguments: their data, filled into the targets' ref
+ * slots, is what the baseline must compute on the spec's own inputs. */
+static int check_baseline(struct wrun *r, struct verdict *v, double *fill_ms, struct failure *f)
+{
+	long checks;
+	if (load_set(r, 0, fill_ms, f))
+		return -1;
+	for (size_t j = 0; j < r->ka.nrefs; j++) {
+		struct warg *target = &r->args[r->ka.ref_target[j]];
+		if (fill(r, &r->refs[j], slot_ptr(r, &target->ref), 0, f))
+			return -1;
+	}
+	if (mask_refs(r, SLOT_REF, f) || run_into(r, &r->baseline, SLOT_OUT, f) ||
+	    enqueue_checks(r, SLOT_REF, &checks, f) || results_read(f))
+		return -1;
+	return judge_checks(r, checks, 0, v, f) < 0 ? -1 : 0;
 }
 
 static cJSON *verdict_to_json(const struct verdict *v, size_t input_sets)
@@ -546,6 +949,7 @@ static cJSON *verdict_to_json(const struct verdict *v, size_t input_sets)
 	cJSON *check = json_object();
 	json_add_bool(check, "passed", v->passed);
 	json_add_number(check, "input_sets", (double)input_sets);
+	json_add_number(check, "timed_checks", (double)v->timed_checks);
 	/* JSON has no infinity: a non-finite error is null, and nonfinite says why. */
 	if (isfinite(v->max_abs_err)) {
 		json_add_number(check, "max_abs_err", v->max_abs_err);
@@ -558,11 +962,12 @@ static cJSON *verdict_to_json(const struct verdict *v, size_t input_sets)
 	if (v->weak)
 		json_add_bool(check, "weak", 1);
 	if (!v->passed) {
-		json_add_string(check, "argument", v->argument);
+		if (v->argument)
+			json_add_string(check, "argument", v->argument);
 		json_add_number(check, "input_set", v->input_set);
-		if (v->why) {
+		if (v->why[0])
 			json_add_string(check, "why", v->why);
-		} else {
+		if (v->bad) {
 			json_add_number(check, "first_bad", (double)v->first_bad);
 			json_add_number(check, "bad_elements", (double)v->bad);
 		}
@@ -595,6 +1000,9 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 		if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
 			continue;
 		const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)(const void *)record;
+		/* The harness's own checks run between the timed launches. */
+		if (k->name && strncmp(k->name, "kg_harness_", 11) == 0)
+			continue;
 		if (trace.n == trace.cap) {
 			trace.cap = trace.cap ? 2 * trace.cap : 1024;
 			trace.start = xreallocarray(trace.start, trace.cap, sizeof(*trace.start));
@@ -621,7 +1029,6 @@ static void trace_reset(void)
 /* The samples of one kernel in a timing loop. */
 struct series {
 	const struct kernel *kn;
-	struct launch_args args;  /* its own output buffers; inputs shared */
 	double *events_ms, *cupti_ms;
 	size_t n, cap;
 };
@@ -636,41 +1043,33 @@ static void series_add(struct series *s, double ms)
 	s->events_ms[s->n++] = ms;
 }
 
-/* One sample: restore what the kernel overwrites of its inputs, flush the L2 (cold mode),
- * then time the launch between two events. */
-static int sample(struct wrun *r, struct series *s, const struct launch_args *pristine, const struct bench_settings *cfg,
-		  CUevent start, CUevent stop, struct failure *f)
+/* One launch as every timed one is made: outputs readied (poisoned) exactly as before a
+ * checked launch, the L2 flushed (cold mode), the kernel between two events. A kernel
+ * therefore cannot tell a launch whose outputs are verified from one whose are not. */
+static int timed_launch(const struct wrun *r, const struct kernel *kn, const struct bench_settings *cfg, CUevent start,
+			CUevent stop, struct failure *f)
 {
-	const struct kargs *ka = &r->ka;
-	for (size_t k = 0; k < ka->n; k++) {
-		const struct karg *a = &ka->args[k];
-		if (a->memory == KARG_VECTOR && a->access == KARG_READ_WRITE &&
-		    check_cuda(f, cu.cuMemcpyDtoDAsync(s->args.buf[k], pristine->buf[k], karg_bytes(a), gpu.stream),
-			       "cuMemcpyDtoDAsync"))
-			return -1;
-	}
-	if (!cfg->hot && check_cuda(f, cu.cuMemsetD8Async(gpu.flush, 0x5a, gpu.flush_bytes, gpu.stream), "L2 flush"))
+	if (ready_outputs(r, SLOT_OUT, f) ||
+	    (!cfg->hot && check_cuda(f, cu.cuMemsetD8Async(gpu.flush, 0x5a, gpu.flush_bytes, gpu.stream), "L2 flush")) ||
+	    check_cuda(f, cu.cuEventRecord(start, gpu.stream), "cuEventRecord") ||
+	    launch_into(r, kn, SLOT_OUT, f) ||
+	    check_cuda(f, cu.cuEventRecord(stop, gpu.stream), "cuEventRecord"))
 		return -1;
-	float ms;
-	if (check_cuda(f, cu.cuEventRecord(start, gpu.stream), "cuEventRecord") || launch(s->kn, &s->args, f) ||
-	    check_cuda(f, cu.cuEventRecord(stop, gpu.stream), "cuEventRecord") ||
-	    check_cuda(f, cu.cuEventSynchronize(stop), "the kernel") ||
-	    check_cuda(f, cu.cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime"))
-		return -1;
-	series_add(s, ms);
-	progress();
 	return 0;
 }
 
-static int upload_inputs(const struct kargs *ka, void *const *in, const struct launch_args *la, struct failure *f)
+static int elapsed(CUevent start, CUevent stop, float *ms, struct failure *f)
 {
-	for (size_t k = 0; k < ka->n; k++) {
-		const struct karg *a = &ka->args[k];
-		if (a->memory == KARG_VECTOR && la->buf[k] &&
-		    check_cuda(f, cu.cuMemcpyHtoD(la->buf[k], in[k], karg_bytes(a)), "cuMemcpyHtoD"))
-			return -1;
-	}
-	return 0;
+	return check_cuda(f, cu.cuEventSynchronize(stop), "the kernel") ||
+	       check_cuda(f, cu.cuEventElapsedTime(ms, start, stop), "cuEventElapsedTime")
+		       ? -1 : 0;
+}
+
+/* The series launched at position p of a round: the candidate (series[0]) last, so that
+ * when the loop stops its last outputs are still there to verify. */
+static size_t series_at(size_t p, size_t nseries)
+{
+	return nseries - 1 - p;
 }
 
 /* Assigns CUPTI's kernel records to the samples, which ran in the order the series were
@@ -681,8 +1080,8 @@ static int attach_cupti(struct series *series, size_t nseries, size_t rounds)
 	if (trace.n != rounds * nseries)
 		return -1;
 	for (size_t i = 0; i < rounds; i++)
-		for (size_t j = 0; j < nseries; j++) {
-			size_t t = i * nseries + j;
+		for (size_t p = 0; p < nseries; p++) {
+			size_t t = i * nseries + p, j = series_at(p, nseries);
 			if (strcmp(trace.names[t], series[j].kn->name) != 0)
 				return -1;
 			series[j].cupti_ms[i] = (trace.end[t] - trace.start[t]) / 1e6;
@@ -690,44 +1089,84 @@ static int attach_cupti(struct series *series, size_t nseries, size_t rounds)
 	return 0;
 }
 
-/* Times the kernels of series[] interleaved (A B A B ...) on set 0 until each median's
- * relative standard error is under the target, or the GPU-time budget is spent. */
-static int time_series(struct wrun *r, struct input_set *s0, struct series *series, size_t nseries,
-		       const struct bench_settings *cfg, int *cupti_used, double *gpu_ms, struct failure *f)
+/* Where the time of a record went, in ms. */
+struct phases {
+	double setup, load, fill, check, warmup, time, gpu, write;
+};
+
+/* A timed launch of the candidate whose outputs are verified: where its checks start, and
+ * which sample it was. */
+struct verified {
+	long first;
+	size_t sample;
+};
+
+/* Whether the candidate's sample i of a loop that runs at least min rounds is verified:
+ * each with probability 1/4, and enough of the first ones that, with the last (always
+ * verified), at least three are. */
+static int verify_this(size_t i, size_t min, size_t done)
 {
-	const struct kargs *ka = &r->ka;
-	struct launch_args inputs = {0};
+	size_t later = min >= i + 2 ? min - i - 2 : 0; /* rounds sure to follow, the last aside */
+	return done + later < 2 || rng_next(&gpu.rng) % 4 == 0;
+}
+
+static int add_verified(struct verified **checked, size_t *n, size_t sample, const struct wrun *r, struct failure *f)
+{
+	if ((*n & (*n - 1)) == 0) /* 0, 1, 2, 4, ...: grow by doubling */
+		*checked = xreallocarray(*checked, *n ? 2 * *n : 1, sizeof(**checked));
+	(*checked)[*n].sample = sample;
+	if (enqueue_checks(r, SLOT_REF0, &(*checked)[*n].first, f))
+		return -1;
+	(*n)++;
+	return 0;
+}
+
+/* Times the kernels of series[] interleaved (A B A B ...) on set 0 until each median's
+ * relative standard error is under the target, or the GPU-time budget is spent. When
+ * verify, series[0]'s outputs are checked against the reference after chosen launches. */
+static int time_series(struct wrun *r, struct series *series, size_t nseries, const struct bench_settings *cfg, int verify,
+		       int *cupti_used, struct phases *ph, struct verdict *v, struct failure *f)
+{
 	CUevent start = NULL, stop = NULL;
+	struct verified *checked = NULL;
+	size_t nchecked = 0, rounds = 0;
+	long hashes = -1;
 	int rc = -1;
 	*cupti_used = 0;
-	if (alloc_args(ka, s0->in, NULL, &inputs, f) || upload_inputs(ka, s0->in, &inputs, f) ||
-	    check_cuda(f, cu.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate") ||
-	    check_cuda(f, cu.cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate"))
+	if (check_cuda(f, cu.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate") ||
+	    check_cuda(f, cu.cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate") || results_reset(f))
 		goto done;
 	for (size_t j = 0; j < nseries; j++)
-		if (alloc_args(ka, s0->in, &inputs, &series[j].args, f) || upload_inputs(ka, s0->in, &series[j].args, f) ||
-		    write_symbols(ka, s0->in, series[j].kn, f))
+		if (write_symbols(r, series[j].kn, f))
 			goto done;
 
-	/* Warm-up: at least 3 launches and 25 ms of each kernel, discarded. */
-	for (size_t j = 0; j < nseries; j++) {
-		double t0 = monotonic_ms();
-		for (int n = 0; n < 3 || monotonic_ms() - t0 < 25; n++)
-			if (sample(r, &series[j], &inputs, cfg, start, stop, f))
+	/* Warm-up: the kernels in turn, at least 3 launches of each and 25 ms in all, discarded. */
+	double t0 = monotonic_ms();
+	for (int n = 0; n < 3 || monotonic_ms() - t0 < 25; n++)
+		for (size_t p = 0; p < nseries; p++) {
+			float ms;
+			if (timed_launch(r, series[series_at(p, nseries)].kn, cfg, start, stop, f) || elapsed(start, stop, &ms, f))
 				goto done;
-		series[j].n = 0;
-	}
+			progress();
+		}
+	ph->warmup = monotonic_ms() - t0;
 	if (cupti_ready) {
 		trace_reset();
 		cupti.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 	}
-	size_t rounds = 0;
 	double spent = 0, wall0 = monotonic_ms();
 	for (;;) {
-		for (size_t j = 0; j < nseries; j++) {
-			if (sample(r, &series[j], &inputs, cfg, start, stop, f))
+		for (size_t p = 0; p < nseries; p++) {
+			size_t j = series_at(p, nseries);
+			float ms;
+			if (timed_launch(r, series[j].kn, cfg, start, stop, f) ||
+			    (verify && j == 0 && verify_this(rounds, cfg->min_samples, nchecked) &&
+			     add_verified(&checked, &nchecked, rounds, r, f)) ||
+			    elapsed(start, stop, &ms, f))
 				goto done;
-			spent += series[j].events_ms[series[j].n - 1];
+			series_add(&series[j], ms);
+			spent += ms;
+			progress();
 		}
 		rounds++;
 		if (rounds < cfg->min_samples)
@@ -738,22 +1177,49 @@ static int time_series(struct wrun *r, struct input_set *s0, struct series *seri
 			summarize(series[j].events_ms, series[j].n, &sm);
 			quiet &= median_rse(&sm) < cfg->noise;
 		}
-		/* The wall-clock cap bounds flushes and launch gaps that GPU time leaves out. */
-		if (quiet || spent >= cfg->budget_ms || monotonic_ms() - wall0 > 10 * cfg->budget_ms + 1000 || rounds >= 100000)
+		/* The wall-clock cap bounds flushes and launch gaps that GPU time leaves out; the
+		 * results array bounds how many launches can be verified. */
+		if (quiet || spent >= cfg->budget_ms || monotonic_ms() - wall0 > 10 * cfg->budget_ms + 1000 ||
+		    rounds >= 100000 || gpu.nresults + 2 * (r->ka.n + 2) >= RESULTS)
 			break;
 	}
-	*gpu_ms = spent;
+	/* The candidate ran last: its last outputs are still there, and always verified. */
+	if (verify && (nchecked == 0 || checked[nchecked - 1].sample != rounds - 1) &&
+	    add_verified(&checked, &nchecked, rounds - 1, r, f))
+		goto done;
+	if (verify && enqueue_input_hashes(r, &hashes, f))
+		goto done;
+	ph->gpu = spent;
+	ph->time = monotonic_ms() - wall0;
 	if (cupti_ready) {
 		check_cuda(f, cu.cuCtxSynchronize(), "cuCtxSynchronize");
 		cupti.cuptiActivityFlushAll(1);
 		cupti.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 		*cupti_used = attach_cupti(series, nseries, rounds) == 0;
 	}
-	rc = f->failed ? -1 : 0;
+	if (f->failed || results_read(f))
+		goto done;
+	/* A changed input is the cause of wrong outputs after it: said first. */
+	if (hashes >= 0)
+		judge_inputs(r, hashes, 0, " while it was timed", v);
+	for (size_t c = 0; c < nchecked && v->passed; c++) {
+		if (judge_checks(r, checked[c].first, 0, v, f) < 0)
+			goto done;
+		if (!v->passed) {
+			char detail[sizeof(v->why)];
+			snprintf(detail, sizeof(detail), "%s", v->why);
+			snprintf(v->why, sizeof(v->why), "timed launch %zu of %zu %s%s", checked[c].sample + 1, rounds,
+				 detail[0] ? "failed its check: " : "left outputs that differ from the reference", detail);
+		}
+	}
+	v->timed_checks = nchecked;
+	rc = 0;
 done:
+	free(checked);
 	if (start)
-		cu.cuEventSynchronize(start);
-	free_args(ka, &inputs);
+		cu.cuEventDestroy(start);
+	if (stop)
+		cu.cuEventDestroy(stop);
 	return rc;
 }
 
@@ -909,33 +1375,101 @@ static void keep_baseline(const char *run, const cJSON *build, double median_ms)
 	cJSON_Delete(doc);
 }
 
-static int load_run_baseline(struct wrun *r, struct failure *f)
-{
-	if (r->has_baseline)
-		return 0;
-	char *path = xasprintf("%s/baseline.json", r->dir);
-	cJSON *doc = json_read_file(path);
-	int rc = -1;
-	if (!doc)
-		fail_with(f, "error", "no baseline in %s (%s is missing): bench the baseline first, as kg-init does",
-			  r->dir, path);
-	else if (load_kernel(r->dir, doc, r->ka.dynamic_smem, &r->baseline, f) == 0)
-		rc = 0, r->has_baseline = 1;
-	cJSON_Delete(doc);
-	free(path);
-	return rc;
-}
-
 static void free_series(struct series *s)
 {
 	free(s->events_ms);
 	free(s->cupti_ms);
 }
 
+static void add_phases(cJSON *bench, const struct phases *ph)
+{
+	json_add_number(bench, "setup_ms", ph->setup);
+	json_add_number(bench, "load_ms", ph->load);
+	json_add_number(bench, "fill_ms", ph->fill);
+	json_add_number(bench, "check_ms", ph->check);
+	json_add_number(bench, "warmup_ms", ph->warmup);
+	json_add_number(bench, "time_ms", ph->time);
+	json_add_number(bench, "gpu_ms", ph->gpu);
+	json_add_number(bench, "write_ms", ph->write);
+}
+
+/* The figures of a timed record: timer, summary, speedup against the baseline, roofline. */
+static void add_figures(const struct wrun *r, const cJSON *build, int is_baseline, const struct series *series,
+			int cupti_used, const struct bench_settings *cfg, cJSON *bench)
+{
+	const double *primary[2];
+	struct summary sm[2];
+	size_t nseries = is_baseline ? 1 : 2;
+	for (size_t j = 0; j < nseries; j++) {
+		primary[j] = cupti_used ? series[j].cupti_ms : series[j].events_ms;
+		summarize(primary[j], series[j].n, &sm[j]);
+	}
+	json_add_string(bench, "timer", cupti_used ? "cupti" : "events");
+	json_add_string(bench, "mode", cfg->hot ? "hot" : "cold");
+	summary_to_json(&sm[0], bench);
+	struct summary ev;
+	summarize(series[0].events_ms, series[0].n, &ev);
+	json_add_number(bench, "events_median_ms", ev.median);
+	if (is_baseline) {
+		json_add_number(bench, "baseline_ms", sm[0].median);
+		json_add_number(bench, "speedup", 1);
+	} else {
+		double ci[2];
+		/* The same bootstrap kg-select's decisions are specified with (search.md T7d). */
+		bootstrap_median_ratio(primary[1], series[1].n, primary[0], series[0].n, 2000, 42, ci);
+		json_add_number(bench, "baseline_ms", sm[1].median);
+		json_add_number(bench, "speedup", sm[1].median / sm[0].median);
+		if (!cJSON_AddItemToObject(bench, "speedup_ci", number_array(ci, 2)))
+			xalloc_die();
+	}
+	const cJSON *config = cJSON_GetObjectItemCaseSensitive(build, "config");
+	double bytes = kernelgraph_figure(r, config, "Bytes"), flops = kernelgraph_figure(r, config, "Flops");
+	if (isnan(bytes))
+		bytes = sum_bytes(&r->ka);
+	double seconds = sm[0].median / 1e3, peak = calibrated_gbps(cfg);
+	json_add_number(bench, "bytes", bytes);
+	json_add_number(bench, "gbps", bytes / seconds / 1e9);
+	if (!isnan(peak))
+		json_add_number(bench, "pct_peak_bw", 100 * bytes / seconds / 1e9 / peak);
+	if (!isnan(flops)) {
+		json_add_number(bench, "flops", flops);
+		json_add_number(bench, "tflops", flops / seconds / 1e12);
+	}
+}
+
+static void add_clocks(cJSON *bench, int before, const char *state)
+{
+	int after = nvml_sm_clock_mhz(gpu.pci_bus_id);
+	if (before <= 0 || after <= 0)
+		return;
+	double clocks[2] = {before, after};
+	if (!cJSON_AddItemToObject(bench, "sm_clock_mhz", number_array(clocks, 2)))
+		xalloc_die();
+	if (after < 0.9 * before) {
+		json_add_bool(bench, "throttled", 1);
+		log_warn("%s: the SM clock fell from %d to %d MHz while timing: the GPU throttled", state, before, after);
+	}
+}
+
+/* Correctness of a candidate: fresh input sets (the baseline computes each one's expected
+ * outputs), then the spec's own set against the reference. */
+static int check_candidate(struct wrun *r, const struct kernel *cand, const char *state, const struct bench_settings *cfg,
+			   struct verdict *v, struct phases *ph, struct failure *f)
+{
+	for (size_t k = 0; k <= cfg->input_sets && v->passed; k++) {
+		int fresh = k < cfg->input_sets;
+		if (check_set(r, cand, fresh ? check_set_id(state, k) : 0, fresh ? (int)k + 1 : 0, v, &ph->fill, f))
+			return -1;
+	}
+	return 0;
+}
+
 /* Benches one record's build; fills bench (the record's "bench" object). */
 static void bench_record(const char *run_dir, const cJSON *build, int is_baseline, const struct bench_settings *cfg,
 			 cJSON *bench, struct failure *f)
 {
+	struct phases ph = {0};
+	double t0 = monotonic_ms();
 	struct wrun *r = find_run(run_dir, f);
 	struct kernel cand = {0};
 	struct series series[2];
@@ -943,126 +1477,73 @@ static void bench_record(const char *run_dir, const cJSON *build, int is_baselin
 	if (!r)
 		return;
 	int clock_before = nvml_sm_clock_mhz(gpu.pci_bus_id);
-	if (!is_baseline && load_run_baseline(r, f))
+	if ((!is_baseline && load_run_baseline(r, f)) || (!is_baseline && ready_reference(r, &ph.fill, f)))
 		return;
+	ph.setup = monotonic_ms() - t0;
+	t0 = monotonic_ms();
 	if (load_kernel(r->dir, build, r->ka.dynamic_smem, &cand, f))
 		return;
-	const cJSON *state = cJSON_GetObjectItemCaseSensitive(build, "state");
-	const char *state_text = cJSON_IsString(state) ? state->valuestring : "";
+	ph.load = monotonic_ms() - t0;
+	const char *state = json_string(build, "state");
+	if (!state)
+		state = "";
 
-	/* Correctness: fresh input sets, then the spec's own set 0. */
+	/* Correctness first. */
+	t0 = monotonic_ms();
 	struct verdict v = {.passed = 1};
+	size_t input_sets;
 	if (is_baseline) {
 		r->baseline = cand;
 		r->has_baseline = 1;
+		free(r->baseline_state);
+		r->baseline_state = xstrdup(state);
+		r->ref0_ready = 0;
 		/* The baseline is the reference, unless the spec gives one: then it is checked too. */
-		struct input_set *s0 = r->ka.nrefs ? input_set(r, 0, f) : NULL;
-		if (r->ka.nrefs && (!s0 || check_set(r, &cand, s0, 0, &v, f)))
+		input_sets = r->ka.nrefs ? 1 : 0;
+		if ((r->ka.nrefs && check_baseline(r, &v, &ph.fill, f)) || load_set(r, 0, &ph.fill, f))
 			return;
 	} else {
-		for (size_t k = 0; k <= cfg->input_sets && v.passed; k++) {
-			int fresh = k < cfg->input_sets;
-			struct input_set *s = input_set(r, fresh ? check_set_id(state_text, k) : 0, f);
-			if (!s || check_set(r, &cand, s, fresh ? (int)k + 1 : 0, &v, f))
-				return;
-		}
+		input_sets = cfg->input_sets + 1;
+		if (check_candidate(r, &cand, state, cfg, &v, &ph, f))
+			goto done;
 	}
+	ph.check = monotonic_ms() - t0;
 	json_add_string(bench, "status", v.passed ? "ok" : "incorrect");
 	json_add_string(bench, "device", gpu.name);
 	/* Which of several alike GPUs: the ordinal as given, and the bus id that does not move. */
 	json_add_number(bench, "device_id", cfg->device);
 	json_add_string(bench, "pci_bus_id", gpu.pci_bus_id);
-	cJSON *check = verdict_to_json(&v, is_baseline ? (r->ka.nrefs ? 1 : 0) : cfg->input_sets + 1);
-	if (!cJSON_AddItemToObject(bench, "check", check))
-		xalloc_die();
-	if (!v.passed)
-		return;
-
-	/* Timing: the baseline and the candidate interleaved on set 0. */
-	struct input_set *s0 = input_set(r, 0, f);
-	if (!s0)
-		return;
-	size_t nseries = is_baseline ? 1 : 2;
-	series[0].kn = &cand;
-	series[1].kn = &r->baseline;
-	int cupti_used = 0;
-	double gpu_ms = 0;
-	if (time_series(r, s0, series, nseries, cfg, &cupti_used, &gpu_ms, f) == 0) {
-		const double *primary[2];
-		struct summary sm[2];
-		for (size_t j = 0; j < nseries; j++) {
-			primary[j] = cupti_used ? series[j].cupti_ms : series[j].events_ms;
-			summarize(primary[j], series[j].n, &sm[j]);
-		}
-		json_add_string(bench, "timer", cupti_used ? "cupti" : "events");
-		json_add_string(bench, "mode", cfg->hot ? "hot" : "cold");
-		summary_to_json(&sm[0], bench);
-		struct summary ev;
-		summarize(series[0].events_ms, series[0].n, &ev);
-		json_add_number(bench, "events_median_ms", ev.median);
+	if (v.passed) {
+		/* Timing: the baseline and the candidate interleaved on set 0, loaded last. */
+		int cupti_used = 0;
+		series[0].kn = &cand;
+		series[1].kn = &r->baseline;
+		if (time_series(r, series, is_baseline ? 1 : 2, cfg, !is_baseline, &cupti_used, &ph, &v, f))
+			goto done;
+		if (!v.passed)
+			cJSON_ReplaceItemInObjectCaseSensitive(bench, "status", cJSON_CreateString("incorrect"));
+		add_figures(r, build, is_baseline, series, cupti_used, cfg, bench);
+		add_clocks(bench, clock_before, state);
+		t0 = monotonic_ms();
 		if (is_baseline) {
-			json_add_number(bench, "baseline_ms", sm[0].median);
-			json_add_number(bench, "speedup", 1);
-			keep_baseline(r->dir, build, sm[0].median);
-		} else {
-			double ci[2];
-			/* The same bootstrap kg-select's decisions are specified with (search.md T7d). */
-			bootstrap_median_ratio(primary[1], series[1].n, primary[0], series[0].n, 2000, 42, ci);
-			json_add_number(bench, "baseline_ms", sm[1].median);
-			json_add_number(bench, "speedup", sm[1].median / sm[0].median);
-			if (!cJSON_AddItemToObject(bench, "speedup_ci", number_array(ci, 2)))
-				xalloc_die();
+			struct summary sm;
+			summarize(cupti_used ? series[0].cupti_ms : series[0].events_ms, series[0].n, &sm);
+			keep_baseline(r->dir, build, sm.median);
+			if (make_reference(r, &ph.fill, f))
+				goto done;
+			r->ref0_ready = 1;
 		}
-		const cJSON *config = cJSON_GetObjectItemCaseSensitive(build, "config");
-		double bytes = kernelgraph_figure(r, config, "Bytes"), flops = kernelgraph_figure(r, config, "Flops");
-		if (isnan(bytes))
-			bytes = sum_bytes(&r->ka);
-		double seconds = sm[0].median / 1e3, peak = calibrated_gbps(cfg);
-		json_add_number(bench, "bytes", bytes);
-		json_add_number(bench, "gbps", bytes / seconds / 1e9);
-		if (!isnan(peak))
-			json_add_number(bench, "pct_peak_bw", 100 * bytes / seconds / 1e9 / peak);
-		if (!isnan(flops)) {
-			json_add_number(bench, "flops", flops);
-			json_add_number(bench, "tflops", flops / seconds / 1e12);
-		}
-		json_add_number(bench, "gpu_ms", gpu_ms);
-		int clock_after = nvml_sm_clock_mhz(gpu.pci_bus_id);
-		if (clock_before > 0 && clock_after > 0) {
-			double clocks[2] = {clock_before, clock_after};
-			if (!cJSON_AddItemToObject(bench, "sm_clock_mhz", number_array(clocks, 2)))
-				xalloc_die();
-			if (clock_after < 0.9 * clock_before) {
-				json_add_bool(bench, "throttled", 1);
-				log_warn("%s: the SM clock fell from %d to %d MHz while timing: the GPU throttled", state_text,
-					 clock_before, clock_after);
-			}
-		}
-		/* The outputs of the timed launches must be right too: a kernel that is correct
-		 * only when checked is not. */
-		void **out = alloc_outputs(&r->ka);
-		for (size_t k = 0; k < r->ka.n && !is_baseline; k++) {
-			const struct karg *a = &r->ka.args[k];
-			if (!karg_is_output(a) || a->memory != KARG_VECTOR || a->access == KARG_READ_WRITE)
-				continue;
-			struct karg_diff d;
-			if (check_cuda(f, cu.cuMemcpyDtoH(out[k], series[0].args.buf[k], karg_bytes(a)), "cuMemcpyDtoH"))
-				break;
-			karg_compare(a, out[k], s0->ref[k], &d);
-			if (!d.passed) {
-				cJSON_ReplaceItemInObjectCaseSensitive(bench, "status", cJSON_CreateString("incorrect"));
-				json_add_string(check, "why", "the outputs of the timed launches differ from the reference");
-				cJSON_ReplaceItemInObjectCaseSensitive(check, "passed", cJSON_CreateBool(0));
-				break;
-			}
-		}
-		free_outputs(&r->ka, out);
-		keep_samples(r->dir, build, bench, series, nseries, cupti_used);
+		if (!cJSON_AddItemToObject(bench, "check", verdict_to_json(&v, input_sets)))
+			xalloc_die();
+		keep_samples(r->dir, build, bench, series, is_baseline ? 1 : 2, cupti_used);
+		ph.write = monotonic_ms() - t0;
+	} else if (!cJSON_AddItemToObject(bench, "check", verdict_to_json(&v, input_sets))) {
+		xalloc_die();
 	}
-	for (size_t j = 0; j < nseries; j++) {
-		free_args(&r->ka, &series[j].args);
+	add_phases(bench, &ph);
+done:
+	for (size_t j = 0; j < 2; j++)
 		free_series(&series[j]);
-	}
 	if (!is_baseline && cand.module)
 		cu.cuModuleUnload(cand.module);
 }
@@ -1101,6 +1582,24 @@ static void answer(int fd, cJSON *bench)
 	cJSON_Delete(line);
 }
 
+/* With --run, the run's buffers, reference and baseline are made ready while the first
+ * candidate compiles. A failure here is not reported: the first record meets it again. */
+static void prepare_run(const char *dir)
+{
+	struct failure f = {0};
+	char *path = xasprintf("%s/baseline.json", dir);
+	int has_baseline = access(path, F_OK) == 0;
+	free(path);
+	if (!has_baseline)
+		return; /* kg-init's baseline record is on its way */
+	double fill_ms = 0;
+	struct wrun *r = find_run(dir, &f);
+	if (r && load_run_baseline(r, &f) == 0)
+		ready_reference(r, &fill_ms, &f);
+	if (f.failed)
+		log_debug("could not prepare %s ahead of its records: %s", dir, f.what);
+}
+
 NORETURN void worker_main(int in_fd, int out_fd, const struct bench_settings *cfg)
 {
 	gpu.out_fd = out_fd;
@@ -1126,6 +1625,8 @@ NORETURN void worker_main(int in_fd, int out_fd, const struct bench_settings *cf
 			log_warn("timing with CUDA events alone: %s", cupti_why.buf);
 		strbuf_release(&cupti_why);
 	}
+	if (cfg->prepare_run)
+		prepare_run(cfg->prepare_run);
 	cJSON *request;
 	while (jsonl_next(&reader, &request) == JSONL_RECORD) {
 		cJSON *bench = json_object();
@@ -1153,7 +1654,6 @@ NORETURN void worker_main(int in_fd, int out_fd, const struct bench_settings *cf
 	}
 	_exit(0);
 }
-
 int worker_calibrate(const struct bench_settings *cfg)
 {
 	struct strbuf why;

@@ -15,7 +15,8 @@ struct bench_settings {
 	size_t min_samples;    /* --min-samples */
 	double noise;	       /* --noise: target relative standard error of the median */
 	size_t input_sets;     /* --input-sets: fresh random input sets checked per candidate */
-	const char *cache_dir; /* where --calibrate's figures are kept ($XDG_CACHE_HOME/kernelgraph) */
+	const char *cache_dir; /* where --calibrate's figures and the harness are kept ($XDG_CACHE_HOME/kernelgraph) */
+	const char *prepare_run; /* --run: the run readied before the first record */
 };
 
 /* The worker's side: reads requests on in_fd and answers on out_fd until in_fd closes.
