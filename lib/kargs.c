@@ -385,11 +385,6 @@ int karg_fill(const struct karg *a, uint64_t input_set, void *host, struct strbu
 	return 0;
 }
 
-void karg_poison(const struct karg *a, void *host)
-{
-	memset(host, karg_elem_poison_byte(a->base), karg_bytes(a));
-}
-
 /* ---------------------------------------------------------------- comparison */
 
 void karg_compare(const struct karg *a, const void *out, const void *ref, struct karg_diff *d)

@@ -73,10 +73,6 @@ double karg_random_range(const struct karg *a);
  * Returns 0, or -1 with why set (a BinaryRaw file of the wrong size, a Generator error). */
 int karg_fill(const struct karg *a, uint64_t input_set, void *host, struct strbuf *why);
 
-/* Sets every element of an output buffer to a value no kernel computes by accident:
- * karg_elem_poison_byte's (a NaN for floating-point types, 0xA5 bytes for the others). */
-void karg_poison(const struct karg *a, void *host);
-
 /* How an output differs from its reference. */
 struct karg_diff {
 	int passed;

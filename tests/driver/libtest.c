@@ -326,22 +326,31 @@ static void print_values(const struct karg *a, const unsigned char *data)
 }
 
 /* Prints each argument of SPEC as kg-bench sees it, and its data for an input set. */
-static int cmd_kargs(const char *path, const char *set)
+/* Loads SPEC and its arguments; returns the spec, or NULL after reporting why. */
+static struct t1_spec *load_kargs(const char *path, struct kargs *ka)
 {
 	int unreadable;
 	struct t1_spec *spec = t1_load(path, &unreadable);
+	struct strbuf why;
+	strbuf_init(&why);
+	if (spec && kargs_load(spec, ka, &why)) {
+		log_error("%s", why.buf);
+		t1_free(spec);
+		spec = NULL;
+	}
+	strbuf_release(&why);
+	return spec;
+}
+
+static int cmd_kargs(const char *path, const char *set)
+{
+	struct kargs ka;
+	struct t1_spec *spec = load_kargs(path, &ka);
 	if (!spec)
 		return KG_EXIT_INPUT;
-	struct kargs ka;
 	struct strbuf why;
 	strbuf_init(&why);
 	int status = KG_EXIT_OK;
-	if (kargs_load(spec, &ka, &why)) {
-		log_error("%s", why.buf);
-		strbuf_release(&why);
-		t1_free(spec);
-		return KG_EXIT_INPUT;
-	}
 	printf("dynamic_smem %zu\n", ka.dynamic_smem);
 	for (size_t k = 0; k < ka.n; k++) {
 		const struct karg *a = &ka.args[k];
@@ -360,7 +369,7 @@ static int cmd_kargs(const char *path, const char *set)
 			print_values(a, data);
 		}
 		if (karg_is_output(a)) {
-			karg_poison(a, data);
+			memset(data, karg_elem_poison_byte(a->base), karg_bytes(a));
 			printf("  poisoned");
 			print_values(a, data);
 		}
@@ -390,30 +399,25 @@ static int cmd_kargs(const char *path, const char *set)
  * kg-bench's GPU fills must equal byte for byte. */
 static int cmd_fill(const char *path, const char *name, const char *set)
 {
-	int unreadable;
-	struct t1_spec *spec = t1_load(path, &unreadable);
+	struct kargs ka;
+	struct t1_spec *spec = load_kargs(path, &ka);
 	if (!spec)
 		return KG_EXIT_INPUT;
-	struct kargs ka;
 	struct strbuf why;
 	strbuf_init(&why);
 	int status = KG_EXIT_INPUT;
-	if (kargs_load(spec, &ka, &why)) {
-		log_error("%s", why.buf);
-	} else {
-		for (size_t k = 0; k < ka.n; k++) {
-			const struct karg *a = &ka.args[k];
-			if (strcmp(a->name, name) != 0)
-				continue;
-			unsigned char *data = xmalloc(karg_bytes(a) + 1);
-			if (karg_fill(a, strtoull(set, NULL, 10), data, &why))
-				log_error("%s", why.buf);
-			else if (fwrite(data, 1, karg_bytes(a), stdout) == karg_bytes(a))
-				status = KG_EXIT_OK;
-			free(data);
-		}
-		kargs_release(&ka);
+	for (size_t k = 0; k < ka.n; k++) {
+		const struct karg *a = &ka.args[k];
+		if (strcmp(a->name, name) != 0)
+			continue;
+		unsigned char *data = xmalloc(karg_bytes(a) + 1);
+		if (karg_fill(a, strtoull(set, NULL, 10), data, &why))
+			log_error("%s", why.buf);
+		else if (fwrite(data, 1, karg_bytes(a), stdout) == karg_bytes(a))
+			status = KG_EXIT_OK;
+		free(data);
 	}
+	kargs_release(&ka);
 	strbuf_release(&why);
 	t1_free(spec);
 	return status;
