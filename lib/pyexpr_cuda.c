@@ -26,6 +26,8 @@
 /* The prelude, as CUDA C++. KGPY_LDBL_MANT_DIG is this compiler's long double, which
  * pyexpr.c's int / int beyond 2**53 goes through. */
 static const char prelude[] =
+	"#ifndef KGPY_PRELUDE\n"
+	"#define KGPY_PRELUDE\n"
 	"#define KGPY_LDBL_MANT_DIG " EXPAND_AND_STRINGIFY(LDBL_MANT_DIG) "\n"
 	"/* kgpy prelude: the helpers that functions made by pyexpr_cuda_function call, each the\n"
 	" * device twin of a piece of lib/pyexpr.c's evaluator (same name in a comment), with the\n"
@@ -527,7 +529,8 @@ static const char prelude[] =
 	"	if (i.kind == KGPY_FLOAT)\n"
 	"		return kgpy_fail(f);\n"
 	"	return kgpy_index(i.i, len, f);\n"
-	"}\n";
+	"}\n"
+	"#endif\n";
 
 const char *pyexpr_cuda_prelude(void)
 {

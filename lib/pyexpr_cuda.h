@@ -37,7 +37,7 @@
  * when KGPY_HOST is defined (then __device__ expands to nothing), so that tests run the
  * same code on the CPU. It does not depend on floating-point contraction, and the generated
  * code must be compiled without it (NVRTC's --fmad=false, a host's -ffp-contract=off).
- * Static storage; include it once per program, before the functions. */
+ * Static storage. It goes before the functions; a second copy in a program is skipped. */
 const char *pyexpr_cuda_prelude(void);
 
 /* Appends to out the definition of
