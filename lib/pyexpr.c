@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "pyexpr.h"
+#include "pyexpr_tree.h"
 #include "xalloc.h"
 
 /* Lists and strings past this size are refused rather than built: no tuning space needs
@@ -462,17 +463,6 @@ int pyval_items(struct pyarena *arena, const struct pyval *v, const struct pyval
 
 /* ---------------------------------------------------------------- lexer */
 
-enum tok {
-	T_END, T_INT, T_FLOAT, T_STR, T_NAME,
-	T_LPAR, T_RPAR, T_LBRACK, T_RBRACK, T_COMMA,
-	T_PLUS, T_MINUS, T_STAR, T_SLASH, T_DSLASH, T_PERCENT, T_DSTAR,
-	T_LSHIFT, T_RSHIFT, T_AMP, T_PIPE, T_CARET, T_TILDE,
-	T_LT, T_GT, T_LE, T_GE, T_EQ, T_NE,
-	T_AND, T_OR, T_NOT, T_IN, T_IS, T_IF, T_ELSE, T_FOR, T_TRUE, T_FALSE, T_NONE, T_LAMBDA,
-	/* Not real tokens: comparison operators that take two keywords. */
-	T_NOT_IN,
-};
-
 struct token {
 	enum tok kind;
 	size_t pos;	   /* byte offset of the token's first character */
@@ -826,25 +816,6 @@ static int lex(struct parser *p)
 
 /* ---------------------------------------------------------------- tree */
 
-enum node_kind {
-	N_CONST,    /* value */
-	N_NAME,	    /* name, before resolution */
-	N_GLOBAL,   /* slot: globals[slot] */
-	N_LOCAL,    /* slot: a comprehension variable */
-	N_LIST,	    /* kids: the items */
-	N_UNARY,    /* op: T_MINUS, T_PLUS, T_TILDE, T_NOT; kids[0] */
-	N_BINARY,   /* op: an arithmetic or bitwise token; kids[0] op kids[1] */
-	N_AND,	    /* kids[0] and kids[1] */
-	N_OR,	    /* kids[0] or kids[1] */
-	N_COMPARE,  /* kids[0] ops[0] kids[1] ops[1] kids[2] ... */
-	N_IFELSE,   /* kids[0] if kids[1] else kids[2] */
-	N_CALL,	    /* op: a builtin; kids: the arguments */
-	N_INDEX,    /* kids[0][kids[1]] */
-	N_COMPREHENSION, /* kids[0] is the element; clauses */
-};
-
-enum builtin { B_RANGE, B_LIST, B_MIN, B_MAX, B_LEN, B_ABS, B_INT, B_FLOAT };
-
 static const struct {
 	const char *name;
 	enum builtin id;
@@ -853,40 +824,6 @@ static const struct {
 	{"range", B_RANGE, 1, 3}, {"list", B_LIST, 0, 1}, {"min", B_MIN, 1, -1},
 	{"max", B_MAX, 1, -1}, {"len", B_LEN, 1, 1}, {"abs", B_ABS, 1, 1},
 	{"int", B_INT, 0, 1}, {"float", B_FLOAT, 0, 1},
-};
-
-struct clause {
-	int is_for;	     /* "for name in expr" (1) or "if expr" (0) */
-	const char *name;    /* the loop variable (for) */
-	size_t name_len;
-	size_t name_pos;
-	int slot;	     /* the variable's local slot, set by resolution */
-	struct node *expr;   /* the iterable (for) or the condition (if) */
-};
-
-struct node {
-	enum node_kind kind;
-	int op;		    /* operator token or builtin, by kind */
-	size_t pos;	    /* byte offset reported in errors about this node */
-	struct pyval value; /* N_CONST */
-	const char *name;   /* N_NAME, N_CALL: points into the source */
-	size_t name_len;
-	size_t slot;	    /* N_GLOBAL, N_LOCAL */
-	struct node **kids;
-	size_t nkids;
-	int *ops;	    /* N_COMPARE: nkids - 1 operators */
-	struct clause *clauses; /* N_COMPREHENSION */
-	size_t nclauses;
-	unsigned height;	/* 1 + the greatest height below; bounds evaluation's recursion */
-};
-
-struct pyexpr {
-	char *source;	      /* a copy of the expression */
-	struct pyarena *arena; /* the tree and constants */
-	struct node *root;
-	size_t nlocals;	      /* comprehension variables, each with its own slot */
-	size_t *globals_used; /* ascending */
-	size_t nglobals_used;
 };
 
 static struct node *new_node(struct parser *p, enum node_kind kind, size_t pos)

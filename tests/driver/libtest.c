@@ -15,7 +15,9 @@
 #include "log.h"
 #include "mcgs.h"
 #include "parse.h"
+#include "nvrtc_dl.h"
 #include "pyexpr.h"
+#include "pyexpr_cuda.h"
 #include "rng.h"
 #include "sha256.h"
 #include "t1.h"
@@ -37,9 +39,38 @@ static int usage(void)
 	      "       kg-libtest half VALUE...\n"
 	      "       kg-libtest philox C0 C1 C2 C3 K0 K1\n"
 	      "       kg-libtest fill SPEC ARGUMENT SET\n"
-	      "       kg-libtest mcgs T1|T1b|T2|T3|T4|T4c|T4d|T4e|T5|T7d|T8|T8b|T8c|T8d\n",
+	      "       kg-libtest mcgs T1|T1b|T2|T3|T4|T4c|T4d|T4e|T5|T7d|T8|T8b|T8c|T8d\n"
+	      "       kg-libtest cuda function|refuse|program|eval|nvrtc [--index NAME] [--let NAME=EXPR]... [EXPR|FILE|ARCH]\n",
 	      stderr);
 	return KG_EXIT_USAGE;
+}
+
+/* Binds names[*n], names[*n + 1], ... to the leading --let NAME=EXPR arguments, each EXPR
+ * evaluated with the names before it; the values are copied into keep. Returns how many
+ * arguments it took, or -1 for a malformed --let or too many names (at most max). */
+static int parse_lets(int argc, char **argv, const char **names, struct pyval *values, size_t *n, size_t max,
+		      struct pyarena *keep)
+{
+	struct pyarena *scratch = pyarena_new();
+	struct pyexpr_error err;
+	int i;
+	for (i = 0; i + 1 < argc && strcmp(argv[i], "--let") == 0; i += 2) {
+		char *eq = strchr(argv[i + 1], '=');
+		if (!eq || *n == max) {
+			pyarena_free(scratch);
+			return -1;
+		}
+		*eq = '\0';
+		struct pyexpr *e = pyexpr_compile(eq + 1, names, *n, &err);
+		struct pyval v;
+		if (!e || pyexpr_eval(e, values, scratch, &v, &err))
+			log_die(KG_EXIT_INPUT, "--let %s: %s", argv[i + 1], err.message);
+		values[*n] = pyval_copy(keep, &v);
+		names[(*n)++] = argv[i + 1];
+		pyexpr_free(e);
+	}
+	pyarena_free(scratch);
+	return i;
 }
 
 /* Evaluates each line of stdin as an expression, printing Python's repr of the result or
@@ -53,21 +84,8 @@ static int cmd_expr(int argc, char **argv)
 	struct pyexpr_error err;
 	int status = KG_EXIT_OK;
 
-	for (int i = 0; i < argc; i++) {
-		if (strcmp(argv[i], "--let") != 0 || i + 1 >= argc || n == ARRAY_SIZE(names))
-			return usage();
-		char *eq = strchr(argv[++i], '=');
-		if (!eq)
-			return usage();
-		*eq = '\0';
-		struct pyexpr *e = pyexpr_compile(eq + 1, names, n, &err);
-		struct pyval v;
-		if (!e || pyexpr_eval(e, values, scratch, &v, &err))
-			log_die(KG_EXIT_INPUT, "--let %s: %s", argv[i], err.message);
-		values[n] = pyval_copy(keep, &v);
-		names[n++] = argv[i];
-		pyexpr_free(e);
-	}
+	if (parse_lets(argc, argv, names, values, &n, ARRAY_SIZE(names), keep) != argc)
+		return usage();
 
 	struct strbuf out;
 	strbuf_init(&out);
@@ -93,6 +111,260 @@ static int cmd_expr(int argc, char **argv)
 	free(line);
 	strbuf_release(&out);
 	pyarena_free(scratch);
+	pyarena_free(keep);
+	return status;
+}
+
+/* ---------------------------------------------------------------- kg-libtest cuda */
+
+/* The expressions of a file, one a line, compiled over names and translated for the GPU
+ * (function kgfn_LINE); a line that does not compile or translate has no code. */
+struct cuda_lines {
+	char **text;	      /* each line, without its newline */
+	struct pyexpr **expr; /* NULL where the line does not compile */
+	char **code;	      /* the function, NULL where refused */
+	struct pyexpr_error *err; /* why a line has no code */
+	size_t n;
+};
+
+static void cuda_lines_read(struct cuda_lines *cl, FILE *in, const char *const *names, size_t nnames,
+			    const struct pyval *globals)
+{
+	memset(cl, 0, sizeof(*cl));
+	char *line = NULL;
+	size_t cap = 0, alloc = 0;
+	ssize_t len;
+	while ((len = getline(&line, &cap, in)) >= 0) {
+		if (len > 0 && line[len - 1] == '\n')
+			line[--len] = '\0';
+		if (cl->n == alloc) {
+			alloc = alloc ? 2 * alloc : 64;
+			cl->text = xreallocarray(cl->text, alloc, sizeof(*cl->text));
+			cl->expr = xreallocarray(cl->expr, alloc, sizeof(*cl->expr));
+			cl->code = xreallocarray(cl->code, alloc, sizeof(*cl->code));
+			cl->err = xreallocarray(cl->err, alloc, sizeof(*cl->err));
+		}
+		size_t k = cl->n++;
+		cl->text[k] = xstrdup(line);
+		cl->code[k] = NULL;
+		cl->expr[k] = pyexpr_compile(line, names, nnames, &cl->err[k]);
+		if (!cl->expr[k])
+			continue;
+		struct strbuf fn;
+		strbuf_init(&fn);
+		char name[32];
+		snprintf(name, sizeof(name), "kgfn_%zu", k + 1);
+		if (pyexpr_cuda_function(cl->expr[k], name, 0, globals, &fn, &cl->err[k]) == 0)
+			cl->code[k] = strbuf_detach(&fn);
+		strbuf_release(&fn);
+	}
+	free(line);
+}
+
+static void cuda_lines_release(struct cuda_lines *cl)
+{
+	for (size_t k = 0; k < cl->n; k++) {
+		free(cl->text[k]);
+		pyexpr_free(cl->expr[k]);
+		free(cl->code[k]);
+	}
+	free(cl->text);
+	free(cl->expr);
+	free(cl->code);
+	free(cl->err);
+}
+
+/* The main() of a host program: reads index values from stdin and prints, for each
+ * function and each index, what cmd_cuda_eval prints for the same line. */
+static const char cuda_host_main[] =
+	"int main(void)\n"
+	"{\n"
+	"\tstatic long long is[1 << 16];\n"
+	"\tsize_t n = 0;\n"
+	"\twhile (n < sizeof(is) / sizeof(is[0]) && scanf(\"%lld\", &is[n]) == 1)\n"
+	"\t\tn++;\n"
+	"\tfor (size_t k = 0; kgfns[k].fn; k++) {\n"
+	"\t\tfor (size_t j = 0; j < n; j++) {\n"
+	"\t\t\tint failed = 0;\n"
+	"\t\t\tdouble v = kgfns[k].fn(is[j], &failed);\n"
+	"\t\t\tunsigned long long bits;\n"
+	"\t\t\tmemcpy(&bits, &v, sizeof(bits));\n"
+	"\t\t\tif (failed)\n"
+	"\t\t\t\tprintf(\"%d %lld failed\\n\", kgfns[k].line, is[j]);\n"
+	"\t\t\telse if (v != v)\n"
+	"\t\t\t\tprintf(\"%d %lld nan\\n\", kgfns[k].line, is[j]);\n"
+	"\t\t\telse\n"
+	"\t\t\t\tprintf(\"%d %lld %016llx\\n\", kgfns[k].line, is[j], bits);\n"
+	"\t\t}\n"
+	"\t}\n"
+	"\treturn 0;\n"
+	"}\n";
+
+/* Writes a C++ program for the host compiler (-DKGPY_HOST) that runs every translated line. */
+static void cuda_program(const struct cuda_lines *cl)
+{
+	fputs("#include <stdio.h>\n#include <string.h>\n\n", stdout);
+	fputs(pyexpr_cuda_prelude(), stdout);
+	for (size_t k = 0; k < cl->n; k++)
+		if (cl->code[k])
+			printf("\n%s", cl->code[k]);
+	fputs("\nstatic const struct {\n\tint line;\n\tdouble (*fn)(long long, int *);\n} kgfns[] = {\n", stdout);
+	for (size_t k = 0; k < cl->n; k++)
+		if (cl->code[k])
+			printf("\t{%zu, kgfn_%zu},\n", k + 1, k + 1);
+	printf("\t{0, 0},\n};\n\n%s", cuda_host_main);
+}
+
+/* Prints what each translated line gives under pyexpr_eval for each index value on stdin. */
+static void cuda_eval(const struct cuda_lines *cl, struct pyval *globals)
+{
+	long long *is = NULL;
+	size_t n = 0, cap = 0;
+	long long i;
+	while (scanf("%lld", &i) == 1) {
+		if (n == cap) {
+			cap = cap ? 2 * cap : 1024;
+			is = xreallocarray(is, cap, sizeof(*is));
+		}
+		is[n++] = i;
+	}
+	struct pyarena *arena = pyarena_new();
+	struct pyexpr_error err;
+	for (size_t k = 0; k < cl->n; k++) {
+		for (size_t j = 0; j < n && cl->code[k]; j++) {
+			struct pyval v;
+			globals[0] = pyval_int(is[j]);
+			if (pyexpr_eval(cl->expr[k], globals, arena, &v, &err)) {
+				printf("%zu %lld failed\n", k + 1, is[j]);
+			} else {
+				double d = v.kind == PY_FLOAT ? v.u.f : (double)v.u.i;
+				uint64_t bits;
+				memcpy(&bits, &d, sizeof(bits));
+				if (isnan(d))
+					printf("%zu %lld nan\n", k + 1, is[j]);
+				else
+					printf("%zu %lld %016llx\n", k + 1, is[j], (unsigned long long)bits);
+			}
+			pyarena_reset(arena);
+		}
+	}
+	pyarena_free(arena);
+	free(is);
+}
+
+/* Compiles the prelude, every translated line and one kernel for each with NVRTC, as
+ * kg-bench would, and says how it went. */
+static int cuda_nvrtc(const struct cuda_lines *cl, const char *arch)
+{
+	struct strbuf why, src;
+	strbuf_init(&why);
+	if (nvrtc_open(&why))
+		log_die(KG_EXIT_ENV, "%s", why.buf);
+	strbuf_release(&why);
+	strbuf_init(&src);
+	strbuf_addstr(&src, pyexpr_cuda_prelude());
+	size_t nfn = 0;
+	for (size_t k = 0; k < cl->n; k++) {
+		if (!cl->code[k])
+			continue;
+		strbuf_addf(&src, "\n%s\nextern \"C\" __global__ void kgfill_%zu(double *out, int *failed, long long n)\n"
+				  "{\n\tlong long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+				  "\tif (i < n)\n\t\tout[i] = kgfn_%zu(i, failed);\n}\n",
+			    cl->code[k], k + 1, k + 1);
+		nfn++;
+	}
+	char arch_option[64];
+	snprintf(arch_option, sizeof(arch_option), "--gpu-architecture=%s", arch);
+	const char *options[] = {arch_option, "--fmad=false"};
+	struct nvrtc_output out;
+	if (nvrtc_compile(src.buf, "pyexpr_cuda.cu", options, ARRAY_SIZE(options), NULL, &out))
+		log_die(KG_EXIT_ENV, "NVRTC: %s", out.error);
+	int status = KG_EXIT_OK;
+	if (out.ok && out.cubin) {
+		printf("compiled %zu functions for %s\n", nfn, arch);
+	} else {
+		printf("NVRTC failed (%s):\n%s\n", out.error ? out.error : "no cubin", out.log);
+		status = KG_EXIT_INPUT;
+	}
+	if (out.ok && out.log[0])
+		printf("log:\n%s\n", out.log);
+	nvrtc_output_release(&out);
+	strbuf_release(&src);
+	return status;
+}
+
+/* kg-libtest cuda MODE [--index NAME] [--let NAME=EXPR]... [ARG]: the GPU translation of
+ * expressions (lib/pyexpr_cuda.c). The index name (i unless --index says) is slot 0.
+ *   function EXPR   prints EXPR's function, or "error: column N: message"
+ *   refuse          for each line of stdin, "ok" or "error: column N: message"
+ *   program         writes a host C++ program running each translated line of stdin
+ *   eval FILE       prints what the program prints, from pyexpr_eval, for index values on stdin
+ *   nvrtc ARCH      compiles each translated line of stdin with NVRTC for ARCH */
+static int cmd_cuda(int argc, char **argv)
+{
+	const char *names[64];
+	struct pyval values[64];
+	size_t n = 1;
+	if (argc < 1)
+		return usage();
+	const char *mode = argv[0];
+	argc--;
+	argv++;
+	names[0] = "i";
+	values[0] = pyval_int(0);
+	if (argc >= 2 && strcmp(argv[0], "--index") == 0) {
+		names[0] = argv[1];
+		argc -= 2;
+		argv += 2;
+	}
+	struct pyarena *keep = pyarena_new();
+	int used = parse_lets(argc, argv, names, values, &n, ARRAY_SIZE(names), keep);
+	if (used < 0) {
+		pyarena_free(keep);
+		return usage();
+	}
+	argc -= used;
+	argv += used;
+
+	int status = KG_EXIT_OK;
+	struct cuda_lines cl;
+	if (strcmp(mode, "function") == 0 && argc == 1) {
+		FILE *in = fmemopen(argv[0], strlen(argv[0]), "r");
+		cuda_lines_read(&cl, in, names, n, values);
+		fclose(in);
+	} else if ((strcmp(mode, "refuse") == 0 || strcmp(mode, "program") == 0) && argc == 0) {
+		cuda_lines_read(&cl, stdin, names, n, values);
+	} else if ((strcmp(mode, "eval") == 0 || strcmp(mode, "nvrtc") == 0) && argc == 1) {
+		FILE *in = strcmp(mode, "eval") == 0 ? fopen(argv[0], "r") : stdin;
+		if (!in)
+			log_die(KG_EXIT_USAGE, "cannot open '%s':", argv[0]);
+		cuda_lines_read(&cl, in, names, n, values);
+		if (in != stdin)
+			fclose(in);
+	} else {
+		pyarena_free(keep);
+		return usage();
+	}
+
+	if (strcmp(mode, "program") == 0) {
+		cuda_program(&cl);
+	} else if (strcmp(mode, "eval") == 0) {
+		cuda_eval(&cl, values);
+	} else if (strcmp(mode, "nvrtc") == 0) {
+		status = cuda_nvrtc(&cl, argv[0]);
+	} else {
+		for (size_t k = 0; k < cl.n; k++) {
+			if (cl.code[k] && strcmp(mode, "function") == 0) {
+				fputs(cl.code[k], stdout);
+			} else if (cl.code[k]) {
+				puts("ok");
+			} else {
+				printf("error: column %zu: %s\n", pyexpr_error_column(cl.text[k], &cl.err[k]), cl.err[k].message);
+				status = KG_EXIT_INPUT;
+			}
+		}
+	}
+	cuda_lines_release(&cl);
 	pyarena_free(keep);
 	return status;
 }
@@ -778,6 +1050,8 @@ int main(int argc, char **argv)
 		status = cmd_philox(argv + 2);
 	else if (strcmp(cmd, "mcgs") == 0 && argc == 3)
 		status = cmd_mcgs(argv[2]);
+	else if (strcmp(cmd, "cuda") == 0)
+		status = cmd_cuda(argc - 2, argv + 2);
 	else
 		return usage();
 	return cli_finish(status);
