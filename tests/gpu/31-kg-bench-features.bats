@@ -58,12 +58,12 @@ baseline() {
 	[ "$(jq -c '[.bench.status, .bench.error]' <<<"${lines[1]}")" = '["error","build.shared_bytes: must be a non-negative number of bytes"]' ]
 }
 
-@test "the GPU fills every type exactly as the host does (lib/karg_elem.h): Random, Constant, Generator" {
+@test "the GPU fills every type exactly as the host does (lib/karg_elem.h): Random, Constant, Generator (translated or not)" {
 	mkdir fills
 	cp "$FIXTURES/bench/fills/spec.json" "$FIXTURES/bench/fills/copy.cu" fills/
 	run -0 bash -c 'echo "{\"run\":\"fills\",\"candidate\":{\"id\":\"baseline\"}}" | timeout 120 kg-build | timeout 120 kg-bench --budget 0.05'
 	[ "$(jq -r .bench.status <<<"$output")" = ok ]
-	for pair in 0:f 2:h 4:d 6:i32 8:b 10:q 12:c 14:g 16:v; do
+	for pair in 0:f 2:h 4:d 6:i32 8:b 10:q 12:c 14:g 16:v 18:u; do
 		k=${pair%%:*} name=${pair#*:}
 		out=$(jq -r ".KernelSpecification.Arguments[$k].Name" fills/spec.json)
 		"$LIBTEST" fill fills/spec.json "$name" 0 >host.bin
@@ -86,4 +86,13 @@ baseline() {
 	[ "$(jq -c '[.bench.status, .bench.check.passed]' <<<"${lines[0]}")" = '["ok",true]' ]
 	[ "$(jq -r .bench.status <<<"${lines[1]}")" = error ]
 	jq -r .bench.error <<<"${lines[1]}" | grep -E '^saxpy needs 1032768 bytes of shared memory per block \(32768 static \+ 1000000 dynamic\); .* allows at most [0-9]+$'
+}
+
+@test "a Generator that fails on the GPU is an error record that says where, as the host would" {
+	mkdir fills
+	cp "$FIXTURES/bench/fills/copy.cu" fills/
+	jq '.KernelSpecification.Arguments[15].DataSource = "1.0 / (i - 5)"' "$FIXTURES/bench/fills/spec.json" >fills/spec.json
+	run -0 bash -c 'echo "{\"run\":\"fills\",\"candidate\":{\"id\":\"baseline\"}}" | timeout 120 kg-build | timeout 120 kg-bench --budget 0.05'
+	[ "$(jq -c '.bench | [.status, .error]' <<<"$output")" = \
+		'["error","fills/spec.json: KernelSpecification.Arguments[15].DataSource: column 5: float division by zero in \"1.0 / (i - 5)\" (with i=5)"]' ]
 }

@@ -113,7 +113,13 @@ int harness_module(const char *source, const char *cache_dir, CUmodule *module, 
 int harness_load(struct harness *h, const char *cache_dir, struct strbuf *why)
 {
 	memset(h, 0, sizeof(*h));
-	if (harness_module(kg_harness_source, cache_dir, &h->module, why) != 0)
+	struct strbuf source;
+	strbuf_init(&source);
+	strbuf_addstr(&source, kg_karg_elem_source);
+	strbuf_addstr(&source, kg_harness_kernels_source);
+	int compiled = harness_module(source.buf, cache_dir, &h->module, why);
+	strbuf_release(&source);
+	if (compiled != 0)
 		return -1;
 	CUfunction *functions[] = {&h->fill_random, &h->fill_pattern, &h->compare, &h->hash, &h->mask, &h->guard};
 	static const char *const names[] = {"kg_harness_fill_random", "kg_harness_fill_pattern", "kg_harness_compare",

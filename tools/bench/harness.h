@@ -11,8 +11,9 @@
 #include "gpu.h"
 #include "xalloc.h"
 
-/* The text NVRTC compiles: lib/karg_elem.h and harness.cu, joined at build time. */
-extern const char kg_harness_source[];
+/* The texts NVRTC compiles, made at build time: lib/karg_elem.h (which generated Generator
+ * fills use too) and harness.cu, which goes after it. */
+extern const char kg_karg_elem_source[], kg_harness_kernels_source[];
 
 /* What one check leaves on the device (harness.cu's struct kg_result, word for word). */
 struct harness_result {
@@ -45,8 +46,8 @@ struct harness {
  * Returns 0, or -1 with why set (no NVRTC, a compile error with its log). */
 int harness_module(const char *source, const char *cache_dir, CUmodule *module, struct strbuf *why);
 
-/* Compiles (or finds in the cache) and loads kg_harness_source. Returns 0, or -1 with why
- * set. */
+/* Compiles (or finds in the cache) and loads karg_elem.h and harness.cu. Returns 0, or -1
+ * with why set. */
 int harness_load(struct harness *h, const char *cache_dir, struct strbuf *why);
 
 /* Each call enqueues one launch on stream and returns the driver's result. Sizes are in

@@ -19,6 +19,7 @@
 #include "kargs.h"
 #include "log.h"
 #include "mcgs.h"
+#include "pyexpr_cuda.h"
 #include "rng.h"
 #include "stats.h"
 #include "t1.h"
@@ -93,6 +94,7 @@ static struct {
 	int out_fd;
 	double last_progress;
 	uint64_t rng;		/* which timed launches are verified: nothing a kernel can see */
+	const char *cache_dir;	/* where compiled device code is kept */
 } gpu;
 
 /* Tells the parent the GPU is alive, at most every 50 ms. */
@@ -140,6 +142,7 @@ static int open_device(const struct bench_settings *settings, struct strbuf *why
 		return -1;
 	}
 	gpu.host_results = xcalloc(RESULTS, sizeof(*gpu.host_results));
+	gpu.cache_dir = settings->cache_dir;
 	gpu.rng = (uint64_t)monotonic_ms() * 1000003u ^ (uint64_t)getpid() << 32;
 	return harness_load(&gpu.harness, settings->cache_dir, why);
 }
@@ -273,6 +276,9 @@ struct warg {
 	struct slot ref0;     /* outputs: the reference on the spec's own inputs, masked */
 	struct slot pristine; /* data the fill copies: BinaryRaw files, Generators run on the host */
 	void *scalar;	      /* Scalars: the value passed to the kernel, on the host */
+	int gen_translated;   /* a Generator whose expression the device evaluates (pyexpr_cuda.h) */
+	CUfunction gen;	      /* its fill kernel */
+	long gen_result;      /* where its fill reports the first element it failed on; -1 */
 	int hashed;	      /* a read-only Vector: hashed after each fill and after each check */
 	uint64_t hash;	      /* its hash right after the last fill */
 };
@@ -297,6 +303,7 @@ struct wrun {
 	uint64_t guard_words;	/* the largest guard's 8-byte words */
 	CUdeviceptr guard_table;
 	uint64_t guard_salt, mask_key; /* drawn per worker: no kernel can know them */
+	CUmodule gen_module;	/* the run's Generators, when any could be translated */
 	struct kernel baseline;
 	int has_baseline;
 	char *baseline_state;	/* the baseline build's state, which RUN/reference/ must match */
@@ -350,10 +357,17 @@ static int is_vector_output(const struct karg *a)
 	return a->memory == KARG_VECTOR && karg_is_output(a);
 }
 
-/* Data a fill copies rather than makes: a file, or a Generator evaluated on the host. */
-static int fill_is_copied(const struct karg *a)
+/* A Generator the device can make: its expression translates (pyexpr_cuda.h). */
+static int is_device_generator(const struct karg *a)
 {
-	return a->fill == KARG_FILL_BINARY || (a->fill == KARG_FILL_GENERATOR && a->base != KARG_CUSTOM);
+	return a->fill == KARG_FILL_GENERATOR && a->base != KARG_CUSTOM && a->memory != KARG_LOCAL;
+}
+
+/* Data a fill copies rather than makes: a file, or a Generator evaluated on the host
+ * (once, when the device cannot evaluate it). */
+static int fill_is_copied(const struct warg *w)
+{
+	return w->a->fill == KARG_FILL_BINARY || (is_device_generator(w->a) && !w->gen_translated);
 }
 
 /* Lays the run's buffers out in one allocation, every one between guards:
@@ -366,7 +380,7 @@ static int layout(struct wrun *r, struct failure *f)
 	r->nguards = 1;
 	for (size_t k = 0; k < r->ka.n; k++) {
 		struct warg *w = &r->args[k];
-		const struct karg *a = w->a = &r->ka.args[k];
+		const struct karg *a = w->a;
 		size_t bytes = karg_bytes(a);
 		if (a->memory == KARG_SCALAR) {
 			w->scalar = xcalloc(1, bytes + 8);
@@ -383,13 +397,12 @@ static int layout(struct wrun *r, struct failure *f)
 			place(r, &end, &w->ref, bytes, a->name, "reference");
 			place(r, &end, &w->ref0, bytes, a->name, "reference");
 		}
-		if (fill_is_copied(a))
+		if (fill_is_copied(w))
 			place(r, &end, &w->pristine, bytes, a->name, "data");
 	}
 	for (size_t j = 0; j < r->ka.nrefs; j++) {
 		struct warg *w = &r->refs[j];
-		w->a = &r->ka.refs[j];
-		if (fill_is_copied(w->a))
+		if (fill_is_copied(w))
 			place(r, &end, &w->pristine, karg_bytes(w->a), w->a->name, "data");
 	}
 	r->arena_bytes = end;
@@ -430,12 +443,119 @@ static int upload_pristine(struct wrun *r, struct warg *w, struct failure *f)
 	return rc;
 }
 
+/* The device function and fill kernel of Generator w (number k), appended to program;
+ * whether the expression could be translated. */
+static int translate_generator(const struct wrun *r, struct warg *w, size_t k, struct strbuf *program)
+{
+	const struct karg *a = w->a;
+	struct pyval globals[2] = {pyval_int(0), *a->problem_size};
+	struct pyexpr_error err;
+	char name[64];
+	snprintf(name, sizeof(name), "kg_generator_%zu", k);
+	if (pyexpr_cuda_function(a->generator, name, 0, globals, program, &err) != 0) {
+		log_info("%s: %s.DataSource: made on the host once, copied on the GPU after: column %zu: %s", r->spec->path,
+			 a->field, pyexpr_error_column(pyexpr_source(a->generator), &err), err.message);
+		return 0;
+	}
+	strbuf_addf(program,
+		    "extern \"C\" __global__ void kg_harness_gen_%zu(unsigned char *dst, unsigned long long n, int base,\n"
+		    "\t\tint lane_bytes, unsigned long long *fail)\n"
+		    "{\n"
+		    "\tfor (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;\n"
+		    "\t     i += (unsigned long long)gridDim.x * blockDim.x) {\n"
+		    "\t\tint failed = 0;\n"
+		    "\t\tdouble v = %s((long long)i, &failed);\n"
+		    "\t\tif (failed)\n"
+		    "\t\t\tatomicMax(fail, ~i);\n"
+		    "\t\telse\n"
+		    "\t\t\tkarg_elem_store(base, dst + i * lane_bytes, v);\n"
+		    "\t}\n"
+		    "}\n",
+		    k, name);
+	w->gen_translated = 1;
+	return 1;
+}
+
+/* Translates the run's Generators (arguments, then ReferenceArguments) into one program
+ * for the device; those it cannot are made on the host. Returns the program, or NULL when
+ * there is nothing to compile. */
+static char *generator_program(struct wrun *r)
+{
+	struct strbuf program;
+	strbuf_init(&program);
+	strbuf_addstr(&program, kg_karg_elem_source);
+	strbuf_addstr(&program, pyexpr_cuda_prelude());
+	size_t translated = 0;
+	for (size_t j = 0; j < r->ka.n + r->ka.nrefs; j++) {
+		struct warg *w = j < r->ka.n ? &r->args[j] : &r->refs[j - r->ka.n];
+		if (is_device_generator(w->a))
+			translated += (size_t)translate_generator(r, w, j, &program);
+	}
+	if (!translated) {
+		strbuf_release(&program);
+		return NULL;
+	}
+	return strbuf_detach(&program);
+}
+
+/* Compiles and loads the run's translated Generators. */
+static int load_generators(struct wrun *r, const char *program, struct failure *f)
+{
+	struct strbuf why;
+	strbuf_init(&why);
+	int rc = 0;
+	if (harness_module(program, gpu.cache_dir, &r->gen_module, &why) != 0) {
+		rc = fail_with(f, "error", "%s: the Generators made on the GPU: %s", r->spec->path, why.buf);
+	} else {
+		for (size_t j = 0; rc == 0 && j < r->ka.n + r->ka.nrefs; j++) {
+			struct warg *w = j < r->ka.n ? &r->args[j] : &r->refs[j - r->ka.n];
+			char name[64];
+			snprintf(name, sizeof(name), "kg_harness_gen_%zu", j);
+			if (w->gen_translated)
+				rc = check_cuda(f, cu.cuModuleGetFunction(&w->gen, r->gen_module, name), "cuModuleGetFunction");
+		}
+	}
+	strbuf_release(&why);
+	return rc;
+}
+
+/* After the fills' results are read: a Generator that failed on the device is reported as
+ * the host says it (the same expression, evaluated at the first element that failed). */
+static int judge_generators(struct wrun *r, struct failure *f)
+{
+	for (size_t j = 0; j < r->ka.n + r->ka.nrefs; j++) {
+		struct warg *w = j < r->ka.n ? &r->args[j] : &r->refs[j - r->ka.n];
+		if (w->gen_result < 0)
+			continue;
+		uint64_t inv = gpu.host_results[w->gen_result].first_bad_inv;
+		w->gen_result = -1;
+		if (!inv)
+			continue;
+		const struct karg *a = w->a;
+		struct pyval globals[2] = {pyval_int((int64_t)~inv), *a->problem_size}, v;
+		struct pyexpr_error err;
+		struct pyarena *arena = pyarena_new();
+		if (pyexpr_eval(a->generator, globals, arena, &v, &err) != 0)
+			fail_with(f, "error", "%s: %s.DataSource: column %zu: %s in \"%s\" (with i=%llu)", r->spec->path,
+				  a->field, pyexpr_error_column(pyexpr_source(a->generator), &err), err.message,
+				  pyexpr_source(a->generator), (unsigned long long)~inv);
+		else
+			fail_with(f, "error", "%s: %s.DataSource: \"%s\" failed on the GPU at i=%llu", r->spec->path, a->field,
+				  pyexpr_source(a->generator), (unsigned long long)~inv);
+		pyarena_free(arena);
+		return -1;
+	}
+	return 0;
+}
+
 static void free_run(struct wrun *r)
 {
 	if (r->arena)
 		cu.cuMemFree(r->arena);
 	if (r->guard_table)
 		cu.cuMemFree(r->guard_table);
+	if (r->gen_module)
+		cu.cuModuleUnload(r->gen_module);
 	for (size_t k = 0; r->args && k < r->ka.n; k++)
 		free(r->args[k].scalar);
 	free(r->args);
@@ -471,9 +591,16 @@ static struct wrun *find_run(const char *dir, struct failure *f)
 	strbuf_release(&why);
 	r->args = xcalloc(r->ka.n + 1, sizeof(*r->args));
 	r->refs = xcalloc(r->ka.nrefs + 1, sizeof(*r->refs));
+	for (size_t j = 0; j < r->ka.n + r->ka.nrefs; j++) {
+		struct warg *w = j < r->ka.n ? &r->args[j] : &r->refs[j - r->ka.n];
+		w->a = j < r->ka.n ? &r->ka.args[j] : &r->ka.refs[j - r->ka.n];
+		w->gen_result = -1;
+	}
 	r->guard_salt = rng_next(&gpu.rng);
 	r->mask_key = rng_next(&gpu.rng);
-	int rc = layout(r, f) || guards_write(r, f);
+	char *program = generator_program(r);
+	int rc = layout(r, f) || guards_write(r, f) || (program && load_generators(r, program, f));
+	free(program);
 	for (size_t k = 0; rc == 0 && k < r->ka.n; k++)
 		rc = upload_pristine(r, &r->args[k], f);
 	for (size_t j = 0; rc == 0 && j < r->ka.nrefs; j++)
@@ -491,7 +618,7 @@ static struct wrun *find_run(const char *dir, struct failure *f)
 
 /* Fills dst with argument a's data for input set set (Random depends on it; the other
  * fills do not). */
-static int fill(const struct wrun *r, const struct warg *w, CUdeviceptr dst, uint64_t set, struct failure *f)
+static int fill(const struct wrun *r, struct warg *w, CUdeviceptr dst, uint64_t set, struct failure *f)
 {
 	const struct karg *a = w->a;
 	int lane_bytes = (int)(a->elem_bytes / a->lanes);
@@ -499,8 +626,16 @@ static int fill(const struct wrun *r, const struct warg *w, CUdeviceptr dst, uin
 	CUresult rc = CUDA_SUCCESS;
 	if (a->memory == KARG_LOCAL || karg_bytes(a) == 0)
 		return 0;
-	if (fill_is_copied(a)) {
+	if (fill_is_copied(w)) {
 		rc = cu.cuMemcpyDtoDAsync(dst, slot_ptr(r, &w->pristine), karg_bytes(a), gpu.stream);
+	} else if (w->gen_translated) {
+		if ((w->gen_result = result_take(f)) < 0)
+			return -1;
+		unsigned long long n = lanes;
+		CUdeviceptr fail = result_ptr(w->gen_result) + offsetof(struct harness_result, first_bad_inv);
+		int base = a->base;
+		void *params[] = {&dst, &n, &base, &lane_bytes, &fail};
+		rc = harness_launch(&gpu.harness, gpu.stream, w->gen, lanes, 1, params);
 	} else if (a->base == KARG_CUSTOM) {
 		rc = cu.cuMemsetD8Async(dst, 0, karg_bytes(a), gpu.stream);
 	} else if (a->fill == KARG_FILL_RANDOM) {
@@ -563,7 +698,7 @@ static int load_set(struct wrun *r, uint64_t set, double *fill_ms, struct failur
 	for (size_t k = 0; k < r->ka.n; k++)
 		if (r->args[k].hashed)
 			r->args[k].hash = gpu.host_results[first++].hash;
-	return 0;
+	return judge_generators(r, f);
 }
 
 /* ---------------------------------------------------------------- launches */
@@ -939,7 +1074,7 @@ static int check_baseline(struct wrun *r, struct verdict *v, double *fill_ms, st
 			return -1;
 	}
 	if (mask_refs(r, SLOT_REF, f) || run_into(r, &r->baseline, SLOT_OUT, f) ||
-	    enqueue_checks(r, SLOT_REF, &checks, f) || results_read(f))
+	    enqueue_checks(r, SLOT_REF, &checks, f) || results_read(f) || judge_generators(r, f))
 		return -1;
 	return judge_checks(r, checks, 0, v, f) < 0 ? -1 : 0;
 }
