@@ -64,6 +64,8 @@ evaluated() {
 	usage kg-iterate "--pending goes with picking, not with --from"
 	run_tool 2 kg-iterate --front-only --pending p.jsonl out
 	usage kg-iterate "p.jsonl: no such file (--pending and --from name a file of records)"
+	run_tool 2 kg-iterate --update-after flag out
+	usage kg-iterate "--update-after goes with --from (not --build-only) on one GPU"
 	run_tool 2 kg-tune --outdir out --batch x "$VECTOR_ADD"
 	usage kg-tune "--batch: 'x' is not a positive whole number"
 	run_tool 2 kg-tune --outdir out --jobs 0 "$VECTOR_ADD"
@@ -234,12 +236,27 @@ same_search() {
 			<(jq -c 'del(.t, .build.compile_ms, .build.cached, .build.reused)' "parts/out.$it")
 	done
 	same_search whole parts
-	# a front whose picks are all in flight: nothing, exit 0; a front past the budget: exit 5
+	# --update-after: measured at once, learned once the file exists
 	cd parts
-	budget=$(($(evaluated "$RUN" | wc -l) + 3))
-	kg-iterate -q --front-only --replay "$TABLE" --select-opt "--budget-builds $budget" "$RUN" >front.4
-	[ "$(jq -c 'select(.candidate)' front.4 | wc -l)" -eq 3 ]
-	run_tool 0 kg-iterate -q --front-only --replay "$TABLE" --select-opt "--budget-builds $budget" --pending front.4 "$RUN"
+	kg-iterate -q --front-only --replay "$TABLE" "$RUN" >front.5
+	kg-iterate -q --from front.5 --build-only --replay "$TABLE" "$RUN" >built.5
+	cp "$RUN/events.jsonl" events.before
+	kg-iterate -q --from built.5 --bench-only --update-after picked --replay "$TABLE" "$RUN" >out.5 &
+	for state in $(jq -r .build.dir built.5); do
+		for _ in $(seq 200); do [ -f "$RUN/$state/bench.json" ] && break; sleep 0.05; done
+		[ -f "$RUN/$state/bench.json" ]
+	done
+	sleep 0.3
+	cmp "$RUN/events.jsonl" events.before
+	touch picked
+	wait $!
+	[ "$(jq -c 'select(.update.child != null)' out.5 | wc -l)" -eq "$(wc -l <built.5)" ]
+	# a front whose picks are all in flight: nothing, exit 0; a front past the budget: exit 5
+	builds=$(evaluated "$RUN" | wc -l)
+	kg-iterate -q --front-only --replay "$TABLE" --select-opt "--budget-builds $((builds + 2))" "$RUN" >front.4
+	flying=$(jq -c 'select(.candidate)' front.4 | wc -l)
+	[ "$flying" -ge 1 ] && [ "$flying" -le 2 ]
+	run_tool 0 kg-iterate -q --front-only --replay "$TABLE" --select-opt "--budget-builds $((builds + flying))" --pending front.4 "$RUN"
 	assert_output ""
 	run_tool 5 kg-iterate -q --front-only --replay "$TABLE" --select-opt '--budget-builds 1' "$RUN"
 	[ "$(jq -c '[.op, .reason]' <<<"$output")" = '["stop","budget"]' ]
