@@ -262,10 +262,29 @@ same_search() {
 	[ "$(jq -c '[.op, .reason]' <<<"$output")" = '["stop","budget"]' ]
 }
 
+@test "kg-iterate's default batch gives every compile slot a candidate: max(GPUs, ceil(jobs / candidates per pick))" {
+	kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null
+	picks() { jq -r '"\(.op) \(.node_id) \(.edge)"' <<<"$output" | sort -u | wc -l; }
+	run_tool 0 kg-iterate -q --jobs 12 --front-only --replay "$TABLE" "$RUN"
+	[ "$(picks)" -eq 1 ] # no history: one per GPU
+	kg-iterate -q --jobs 12 --replay "$TABLE" "$RUN" >/dev/null
+	[ "$(jq -c 'select(.update.child != null and (.update.root | not))' "$RUN/events.jsonl" | wc -l)" -eq 5 ] # 5 per pick
+	run_tool 0 kg-iterate -q --jobs 5 --front-only --replay "$TABLE" "$RUN"
+	[ "$(picks)" -eq 1 ]
+	run_tool 0 kg-iterate -q --jobs 6 --front-only --replay "$TABLE" "$RUN"
+	[ "$(picks)" -eq 2 ]
+	run_tool 0 kg-iterate -q --jobs 12 --front-only --replay "$TABLE" "$RUN"
+	[ "$(picks)" -eq 3 ]
+	run_tool 0 kg-iterate -q --jobs 12 --gpus 0,1,2,3 --front-only --replay "$TABLE" "$RUN"
+	[ "$(picks)" -eq 4 ]
+	run_tool 0 kg-iterate -q --jobs 12 --batch 1 --front-only --replay "$TABLE" "$RUN"
+	[ "$(picks)" -eq 1 ]
+}
+
 @test "kg-iterate --gpus 0,1: a batch of two picks, split between two kg-bench, every record updated once" {
 	kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null
 	run_tool 0 kg-iterate -q --replay "$TABLE" "$RUN"
-	run_tool 0 kg-iterate -q --gpus 0,1 --replay "$TABLE" "$RUN"
+	run_tool 0 kg-iterate -q --gpus 0,1 --jobs 2 --replay "$TABLE" "$RUN" # batch: max(2, ceil(2 / 5))
 	[ "$(jq -r .node_id <<<"$output" | sort -u | wc -l)" -eq 2 ] # two expansions at once
 	[ "$(evaluated "$RUN" | sort | uniq -d)" = "" ]
 	[ "$(jq -c 'select(.update.child != null) | .iter' <<<"$output" | sort -u)" = 2 ]
@@ -273,7 +292,7 @@ same_search() {
 
 @test "kg-tune --replay on the recorded table reaches the table's optimum within its budget, builds exactly the budget" {
 	best=$(jq -c '[.results[] | select(.invalidity == "correct") | {c: .configuration, t: (.measurements[] | select(.name == "time") | .value)}] | min_by(.t) | .c' "$TABLE")
-	run_tool 0 kg-tune --no-llm --replay "$TABLE" --budget-builds 40 --outdir out --log log.jsonl "$VECTOR_ADD"
+	run_tool 0 kg-tune --no-llm --replay "$TABLE" --budget-builds 40 --jobs 2 --outdir out --log log.jsonl "$VECTOR_ADD"
 	[ "$(jq -c .config "$RUN/best.json")" = "$best" ]
 	[ "$(evaluated "$RUN" | wc -l)" -eq 40 ]
 	[ "$(evaluated "$RUN" | sort | uniq -d)" = "" ]
