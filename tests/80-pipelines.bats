@@ -367,6 +367,41 @@ same_search() {
 	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .build.config | tojson' "$RUN/events.jsonl" | sort | uniq -d)" = "" ]
 }
 
+@test "kg-tune interrupted (TERM) while picking finishes the iteration in flight, exits 130, leaves nothing running" {
+	# the signal comes while a front is picking (a kg-iterate beside kg-tune makes it slow
+	# once asked to): the iteration being measured waits for that pick before it is learned
+	mkdir slow && ln -s "$KG_BIN_DIR/kg-tune" slow/
+	cat >slow/kg-iterate <<-EOF
+	#!/bin/sh
+	case " \$* " in *" --front-only "*) [ ! -e go ] || { touch picking; sleep 1; } ;; esac
+	exec "$KG_BIN_DIR/kg-iterate" "\$@"
+	EOF
+	chmod +x slow/kg-iterate
+	setsid slow/kg-tune -q --no-llm --replay "$TABLE" --budget-builds 40 --outdir out "$VECTOR_ADD" >/dev/null 2>err &
+	pid=$!
+	for _ in $(seq 600); do
+		[ "$(evaluated "$RUN" 2>/dev/null | wc -l)" -ge 8 ] && break
+		sleep 0.05
+	done
+	touch go
+	for _ in $(seq 600); do [ -e picking ] && break; sleep 0.02; done
+	kill -TERM "$pid"
+	ended=0
+	for _ in $(seq 600); do
+		kill -0 "$pid" 2>/dev/null || { ended=1; break; }
+		sleep 0.05
+	done
+	[ "$ended" -eq 1 ] || { kill -9 -- "-$pid"; false; } # it must not wait forever
+	rc=0
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 130 ]
+	[ "$(cat err)" = "kg-tune: interrupted; finishing the iteration in flight; kg-tune --resume carries on" ]
+	run ! pgrep -g "$pid"
+	run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --resume --outdir out "$VECTOR_ADD"
+	[ "$(evaluated "$RUN" | wc -l)" -eq 40 ]
+	[ "$(evaluated "$RUN" | sort | uniq -d)" = "" ]
+}
+
 @test "kg-tune --gpus 0,1 spreads the benches over two workers; a spec whose baseline fails makes the exit 1" {
 	cp "$FIXTURES/build/spec.json" "$FIXTURES/build/scale_helper.cuh" .
 	echo 'extern "C" __global__ void scale(float *y) { not cuda }' >scale.cu
