@@ -28,8 +28,13 @@ CFLAGS     ?= -O2 -g
 # Messages are built with snprintf into bounded buffers on purpose: truncating an overlong
 # field path is the wanted behaviour, so -Wformat-truncation would only flag intent.
 WARNINGS    = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
-              -Wformat=2 -Wno-format-nonliteral -Wno-format-truncation -Wundef -Wpointer-arith \
-              -Wcast-align=strict
+              -Wformat=2 -Wno-format-nonliteral -Wundef -Wpointer-arith $(CC_WARNINGS)
+# clang has neither -Wformat-truncation nor -Wcast-align=strict (its -Wcast-align is that).
+ifneq ($(findstring clang,$(shell $(CC) --version 2>/dev/null)),)
+CC_WARNINGS = -Wcast-align
+else
+CC_WARNINGS = -Wno-format-truncation -Wcast-align=strict
+endif
 CJSON_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcjson 2>/dev/null)
 CJSON_LIBS   := $(or $(shell $(PKG_CONFIG) --libs libcjson 2>/dev/null),-lcjson)
 CRYPTO_LIBS  := $(or $(shell $(PKG_CONFIG) --libs libcrypto 2>/dev/null),-lcrypto)

@@ -202,6 +202,34 @@ measure() {
 	assert_stderr "$(printf '%s\n' "kg-propose: --within goes with the proposers, not with --exhaustive" "Try 'kg-propose --help' for more information.")"
 }
 
+@test "--pending: candidates in flight are not proposed again; the same seed and file give the same candidates" {
+	fresh_run
+	kg-select "$RUN" > pick.jsonl
+	kg-propose --rules --seed 3 pick.jsonl > first.jsonl
+	[ "$(wc -l < first.jsonl)" -eq 6 ]
+	# the same expansion asked again while the first answer is in flight: nothing of it again
+	run_tool 0 kg-propose --rules --seed 3 --pending first.jsonl pick.jsonl
+	assert_stderr_empty
+	[ "${#lines[@]}" -ge 1 ]
+	jq -c .candidate.config first.jsonl | sort > flying
+	[ "$(jq -c 'select(.candidate) | .candidate.config' <<<"$output" | sort | comm -12 - flying)" = "" ]
+	echo "$output" > again.jsonl
+	kg-propose --rules --seed 3 --pending first.jsonl pick.jsonl | cmp - again.jsonl
+	# without --pending, or with records of another run, the first answer again
+	kg-propose --rules --seed 3 pick.jsonl | cmp - first.jsonl
+	jq -c '.run = "elsewhere"' first.jsonl > other.jsonl
+	kg-propose --rules --seed 3 --pending other.jsonl pick.jsonl | cmp - first.jsonl
+	# a bad line is named and the rest still counts; an unreadable file is a usage error
+	{ echo 'not json'; head -3 first.jsonl; } > bad.jsonl
+	run_tool 1 kg-propose --rules --seed 3 --pending bad.jsonl pick.jsonl
+	assert_stderr "kg-propose: bad.jsonl:1: invalid JSON at column 1"
+	[ "$(jq -c 'select(.candidate) | .candidate.config' <<<"$output" | sort | comm -12 - <(head -3 first.jsonl | jq -c .candidate.config | sort))" = "" ]
+	run_tool 2 kg-propose --rules --pending missing.jsonl pick.jsonl
+	assert_stderr "kg-propose: cannot open 'missing.jsonl': No such file or directory"
+	run_tool 2 kg-propose --pending first.jsonl --random 2 --spec "$RUN/spec.json"
+	assert_stderr "$(printf '%s\n' "kg-propose: --pending goes with the proposers, not with --random" "Try 'kg-propose --help' for more information.")"
+}
+
 @test "--rules proposes only valid, unseen configurations, and the same seed gives the same candidates" {
 	fresh_run
 	kg-propose -x -s "$RUN/spec.json" | jq -c .candidate.config | sort > valid

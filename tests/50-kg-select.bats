@@ -178,6 +178,152 @@ start() {
 	[ "$(jq -c '[.op, .node]' <<<"$output" | tr -d '\n')" = '["expand","S1"]["expand","S2"]' ]
 }
 
+@test "--pending: picks in flight count as picks of the batch: their nodes and edges are not picked again" {
+	start --widen-k 3
+	kg-select "$RUN" >pick.jsonl
+	for s in S1 S2 S3; do
+		jq -c '{node, node_id, path_edges, candidate: {id: "'$s'", method: "m'$s'"}}' pick.jsonl
+	done | kg-select --update "$RUN" >/dev/null
+	kg-select --batch 3 "$RUN" | jq -c '[.op, .edge]' >batch.txt
+	[ "$(tr -d '\n' <batch.txt)" = '["evaluate",0]["evaluate",1]["evaluate",2]' ]
+	# the batch's first pick, in flight: the next picks are the batch's others
+	kg-select "$RUN" >first.jsonl
+	run_tool 0 kg-select --pending first.jsonl --batch 2 "$RUN"
+	assert_stderr_empty
+	[ "$(jq -c '[.op, .edge]' <<<"$output")" = "$(sed -n '2,3p' batch.txt)" ]
+	kg-select --export "$RUN" >g.json
+	[ "$(jq -c '[.edges[].n]' g.json)" = '[0,0,0]' ] # the pending picks' virtual visits are not kept
+	# expansions: a pending expansion of the best leaf (as kg-propose's candidates) sends
+	# the pick to the next one, as the second pick of a batch goes there
+	rm -rf "$RUN" && mkdir -p "$RUN" && start
+	kg-select "$RUN" >pick.jsonl
+	{ evaluated pick.jsonl S1 2.0; evaluated pick.jsonl S2 1.5; } | kg-select --update "$RUN" >/dev/null
+	[ "$(kg-select --batch 2 "$RUN" | jq -c '[.op, .node]' | tr -d '\n')" = '["expand","S1"]["expand","S2"]' ]
+	kg-select "$RUN" >leaf.jsonl
+	[ "$(jq -c '[.op, .node]' leaf.jsonl)" = '["expand","S1"]' ]
+	jq -c '. + {candidate: {id: "a", config: {x: 5}}}, . + {candidate: {id: "b", config: {x: 6}}}' leaf.jsonl >pending.jsonl
+	run_tool 0 kg-select --pending pending.jsonl "$RUN"
+	[ "$(jq -c '[.op, .node]' <<<"$output")" = '["expand","S2"]' ]
+	run_tool 0 kg-select "$RUN"
+	[ "$(jq -c '[.op, .node]' <<<"$output")" = '["expand","S1"]' ] # without --pending, S1 again
+	# a stop record, or an empty file, is nothing in flight
+	echo '{"op": "stop", "reason": "budget"}' >stop.jsonl
+	: >none.jsonl
+	run_tool 0 kg-select --pending stop.jsonl "$RUN"
+	[ "$(jq -c '[.op, .node]' <<<"$output")" = '["expand","S1"]' ]
+	run_tool 0 kg-select --pending none.jsonl "$RUN"
+	[ "$(jq -c '[.op, .node]' <<<"$output")" = '["expand","S1"]' ]
+	# a pending pick's path counts as visited, as a batch's pick's does: below S1, whose
+	# edge has a pending visit, S2 is the better choice now
+	rm -rf "$RUN" && mkdir -p "$RUN" && start
+	kg-select "$RUN" >pick.jsonl
+	{ evaluated pick.jsonl S1 2.0; evaluated pick.jsonl S2 1.9; } | kg-select --update "$RUN" >/dev/null
+	kg-select "$RUN" >leaf.jsonl
+	for s in A B; do jq -c '{node, node_id, path_edges, candidate: {id: "'$s'", method: "m"}}' leaf.jsonl; done |
+		kg-select --update "$RUN" >/dev/null
+	kg-select --batch 3 "$RUN" | jq -c '[.op, .node, .edge]' >batch.txt
+	[ "$(tr -d '\n' <batch.txt)" = '["evaluate","S1",2]["evaluate","S1",3]["expand","S2",null]' ]
+	kg-select "$RUN" >first.jsonl
+	run_tool 0 kg-select --pending first.jsonl --batch 2 "$RUN"
+	[ "$(jq -c '[.op, .node, .edge]' <<<"$output")" = "$(sed -n '2,3p' batch.txt)" ]
+}
+
+@test "--pending: pending candidates count against the budget; with nothing left to pick, no output and exit 0" {
+	start --budget-builds 5
+	kg-select "$RUN" >pick.jsonl
+	{ evaluated pick.jsonl S1 2.0; evaluated pick.jsonl S2 1.5; } | kg-select --update "$RUN" >/dev/null
+	kg-select "$RUN" >leaf.jsonl
+	[ "$(jq -c '[.node, .budget_left]' leaf.jsonl)" = '["S1",3]' ]
+	# two of the three builds left are in flight: one is left, for one pick
+	jq -c '. + {candidate: {id: "a"}}, . + {candidate: {id: "b"}}' leaf.jsonl >two.jsonl
+	run_tool 0 kg-select --pending two.jsonl --batch 2 "$RUN"
+	[ "$(jq -c '[.op, .node, .budget_left]' <<<"$output")" = '["expand","S2",1]' ]
+	# an expansion kg-propose has not answered yet holds its whole share
+	run_tool 0 kg-select --pending leaf.jsonl --batch 2 "$RUN"
+	assert_output ""
+	# all three in flight: nothing to pick, nothing written, not an iteration
+	iter=$(kg-select --export "$RUN" | jq .iter)
+	jq -c '. + {candidate: {id: "c"}}' leaf.jsonl | cat two.jsonl - >three.jsonl
+	run_tool 0 kg-select --pending three.jsonl "$RUN"
+	assert_output ""
+	assert_stderr_empty
+	[ "$(kg-select --export "$RUN" | jq .iter)" = "$iter" ]
+	# the search stops on the builds made, not on the pending ones
+	evaluated leaf.jsonl S3 1.2 | jq -c '.node = "S1" | .node_id = 1 | .path_edges = [0]' >s3.jsonl
+	{ cat s3.jsonl; evaluated s3.jsonl S4 1.1; evaluated s3.jsonl S5 1.1; } | kg-select --update "$RUN" >/dev/null
+	run_tool 5 kg-select --pending three.jsonl "$RUN"
+	[ "$(jq -c '[.op, .reason, .builds]' <<<"$output")" = '["stop","budget",5]' ]
+}
+
+@test "--pending: with nothing to pick, exit 0 while candidates are in flight, stop (exhausted) when none are" {
+	start
+	kg-select "$RUN" >root.jsonl
+	jq -c '. + {candidate: {id: "a", config: {x: 2}}}' root.jsonl >candidate.jsonl
+	iter=$(kg-select --export "$RUN" | jq .iter)
+	run_tool 0 kg-select --pending candidate.jsonl --batch 4 "$RUN"
+	assert_output ""
+	[ "$(kg-select --export "$RUN" | jq .iter)" = "$iter" ] # not an iteration
+	# an expansion that kg-propose failed on comes back: its node may be expanded again
+	jq -c '. + {propose: {status: "error"}}' root.jsonl >error.jsonl
+	run_tool 0 kg-select --pending error.jsonl "$RUN"
+	assert_output ""
+	# an expansion kg-propose found nothing for opens nothing: the search is exhausted
+	jq -c '. + {propose: {status: "empty"}}' root.jsonl >empty.jsonl
+	run_tool 5 kg-select --pending empty.jsonl "$RUN"
+	[ "$(jq -c '[.op, .reason]' <<<"$output")" = '["stop","exhausted"]' ]
+	# a budget split among the picks made: a batch of 3 that finds one pick gives it all
+	rm -rf "$RUN" && mkdir -p "$RUN" && start --budget-builds 6
+	run_tool 0 kg-select --batch 3 "$RUN"
+	[ "$(jq -c '[.op, .budget_left]' <<<"$output")" = '["expand",6]' ]
+}
+
+@test "--pending: a pending rollout step holds the rollout back until its result is learned" {
+	start --rollout-depth 3 --rollout-epsilon 0
+	kg-select "$RUN" >pick0.jsonl
+	kg-select --update "$RUN" < <(evaluated pick0.jsonl S1 2.0) >/dev/null
+	kg-select "$RUN" >step1.jsonl
+	[ "$(jq -c '[.op, .node, .rollout]' step1.jsonl)" = '["expand","S1",1]' ]
+	jq -c '. + {candidate: {id: "a"}}' step1.jsonl >pending.jsonl
+	run_tool 0 kg-select --pending pending.jsonl "$RUN"
+	[ "$(jq -c '[.op, .node, .rollout]' <<<"$output")" = '["expand","S0",0]' ]
+	[ "$(kg-select --export "$RUN" | jq -c '.rollout | [.node, .step]')" = '[1,1]' ]
+}
+
+@test "--pending: bad lines are named with FILE:LINE, exit 1 and nothing picked; an unreadable file is exit 2" {
+	start --widen-k 3
+	kg-select "$RUN" >pick.jsonl
+	for s in S1 S2; do
+		jq -c '{node, node_id, path_edges, candidate: {id: "'$s'", method: "m"}}' pick.jsonl
+	done | kg-select --update "$RUN" >/dev/null
+	evaluated pick.jsonl S3 2.0 | jq -c '.edge = 1' | kg-select --update "$RUN" >/dev/null
+	iter=$(kg-select --export "$RUN" | jq .iter)
+	{
+		echo 'not json'
+		echo '{"node_id": 0}'
+		echo '{"op": "expand", "node_id": 7, "path_edges": []}'
+		echo '{"op": "expand", "node": "S9", "node_id": 0, "path_edges": []}'
+		echo '{"op": "evaluate", "node_id": 0, "edge": 1, "path_edges": []}'
+		echo '{"op": "evaluate", "node_id": 0, "edge": 9, "path_edges": []}'
+		echo '{"op": "expand", "node_id": 1, "path_edges": [0]}'
+		echo '{"op": "expand", "node_id": 0, "path_edges": [], "candidate": {"id": "fine"}}'
+	} >bad.jsonl
+	run_tool 1 kg-select --pending bad.jsonl "$RUN"
+	assert_output ""
+	assert_stderr "$(printf '%s\n' \
+		'kg-select: bad.jsonl:1: invalid JSON at column 1' \
+		'kg-select: bad.jsonl:2: op: missing (a pending record is a pick: expand or evaluate)' \
+		'kg-select: bad.jsonl:3: node_id: 7 is not a node of the graph' \
+		'kg-select: bad.jsonl:4: node: S9 is not the state of node 0' \
+		'kg-select: bad.jsonl:5: edge 1 was evaluated already: it is not pending' \
+		'kg-select: bad.jsonl:6: edge: 9 is not an edge out of node 0' \
+		'kg-select: bad.jsonl:7: path_edges: not a path of the graph from the root to node 1')"
+	[ "$(kg-select --export "$RUN" | jq .iter)" = "$iter" ]
+	run_tool 2 kg-select --pending missing.jsonl "$RUN"
+	[[ "$stderr" == "kg-select: "*"missing.jsonl"* ]]
+	run_tool 2 kg-select --update --pending bad.jsonl "$RUN"
+	assert_stderr "$(printf '%s\n' "kg-select: --pending goes with picking, not with --update" "Try 'kg-select --help' for more information.")"
+}
+
 @test "stopping: the build budget, and convergence without improvement; exit 5 with a stop record" {
 	start --budget-builds 2
 	kg-select "$RUN" >pick.jsonl

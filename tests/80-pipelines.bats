@@ -54,6 +54,22 @@ evaluated() {
 	usage kg-iterate "--jobs: 'x' is not a positive whole number"
 	run_tool 2 kg-iterate out more
 	usage kg-iterate "unexpected argument 'more'"
+	run_tool 2 kg-iterate --front-only --from f.jsonl out
+	usage kg-iterate "--front-only and --from exclude each other"
+	run_tool 2 kg-iterate --bench-only out
+	usage kg-iterate "--bench-only needs --from FILE"
+	run_tool 2 kg-iterate --from - --build-only --bench-only out
+	usage kg-iterate "--build-only and --bench-only exclude each other"
+	run_tool 2 kg-iterate --from - --pending p.jsonl out
+	usage kg-iterate "--pending goes with picking, not with --from"
+	run_tool 2 kg-iterate --front-only --pending p.jsonl out
+	usage kg-iterate "p.jsonl: no such file (--pending and --from name a file of records)"
+	run_tool 2 kg-iterate --update-after flag out
+	usage kg-iterate "--update-after goes with --from (not --build-only) on one GPU"
+	run_tool 2 kg-tune --outdir out --batch x "$VECTOR_ADD"
+	usage kg-tune "--batch: 'x' is not a positive whole number"
+	run_tool 2 kg-tune --outdir out --jobs 0 "$VECTOR_ADD"
+	usage kg-tune "--jobs: '0' is not a positive whole number"
 	run_tool 2 kg-tune --outdir out --max-failures 0 "$VECTOR_ADD"
 	usage kg-tune "--max-failures: '0' is not a positive whole number"
 	run_tool 2 kg-tune --outdir out --seed -1 "$VECTOR_ADD"
@@ -160,6 +176,18 @@ evaluated() {
 	# a stage that fails in the middle: its name and status, and the status is kg-iterate's
 	run_tool 2 kg-iterate -q --replay "$TABLE" --propose-opt --bogus "$RUN"
 	[ "${stderr##*$'\n'}" = "kg-iterate: kg-propose failed (exit status 2)" ]
+	# ... even when the stage before it dies of SIGPIPE for writing to it (a kg-select that
+	# writes on and on, beside kg-iterate, which runs the tools found beside it first)
+	mkdir fake && ln -s "$KG_BIN_DIR/kg-iterate" fake/
+	cat >fake/kg-select <<-EOF
+	#!/bin/sh
+	case " \$* " in *" --update "*) exec "$KG_BIN_DIR/kg-select" "\$@" ;; esac
+	sleep 0.2
+	exec yes {}
+	EOF
+	chmod +x fake/kg-select
+	run_tool 2 fake/kg-iterate -q --replay "$TABLE" --propose-opt --bogus "$RUN"
+	[ "${stderr##*$'\n'}" = "kg-iterate: kg-propose failed (exit status 2)" ]
 	# measurements missing from the table kg-bench answers from (kg-propose proposes from the
 	# whole one, the later --replay wins in kg-bench): its error records still reach the graph
 	jq '.results |= map(select(.configuration.items_per_thread != 2))' "$TABLE" >partial.json
@@ -176,10 +204,87 @@ evaluated() {
 	[ "$(jq -c '[.op, .reason]' <<<"$output")" = '["stop","budget"]' ]
 }
 
+# same_search DIR1 DIR2: the two runs logged the same records and made the same graph
+# (compile times, cache hits and timestamps aside).
+same_search() {
+	local r=out/kernels/vector_add
+	diff <(jq -c 'del(.t, .build.compile_ms, .build.cached, .build.reused)' "$1/$r/events.jsonl") \
+		<(jq -c 'del(.t, .build.compile_ms, .build.cached, .build.reused)' "$2/$r/events.jsonl")
+	diff <(kg-select --export "$1/$r" | jq -c 'del(.events_len)') <(kg-select --export "$2/$r" | jq -c 'del(.events_len)')
+}
+
+@test "kg-iterate in parts (--front-only, then --from; or --build-only, then --bench-only) is kg-iterate whole" {
+	mkdir whole parts
+	(cd whole && kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null)
+	(cd parts && kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null)
+	for it in 1 2 3; do
+		(cd whole && kg-iterate -q --batch 2 --replay "$TABLE" "$RUN" >"out.$it")
+		cd parts
+		run_tool 0 kg-iterate -q --batch 2 --front-only --replay "$TABLE" "$RUN"
+		echo "$output" >"front.$it"
+		[ "$(jq -c 'select(.candidate) | [.op, .method.how, (.build | type)]' "front.$it" | sort -u)" = '["expand","exact","null"]' ]
+		if [ "$it" -lt 3 ]; then
+			kg-iterate -q --from "front.$it" --replay "$TABLE" "$RUN" >"out.$it"
+		else
+			run_tool 0 kg-iterate -q --from "front.$it" --build-only --replay "$TABLE" "$RUN"
+			[ "$(jq -r '.build.status' <<<"$output" | sort -u)" = ok ]
+			[ "$(jq -r '.bench' <<<"$output" | sort -u)" = null ]
+			kg-iterate -q --from - --bench-only --replay "$TABLE" "$RUN" <<<"$output" >"out.$it"
+		fi
+		cd ..
+		diff <(jq -c 'del(.t, .build.compile_ms, .build.cached, .build.reused)' "whole/out.$it") \
+			<(jq -c 'del(.t, .build.compile_ms, .build.cached, .build.reused)' "parts/out.$it")
+	done
+	same_search whole parts
+	# --update-after: measured at once, learned once the file exists
+	cd parts
+	kg-iterate -q --front-only --replay "$TABLE" "$RUN" >front.5
+	kg-iterate -q --from front.5 --build-only --replay "$TABLE" "$RUN" >built.5
+	cp "$RUN/events.jsonl" events.before
+	kg-iterate -q --from built.5 --bench-only --update-after picked --replay "$TABLE" "$RUN" >out.5 &
+	for state in $(jq -r .build.dir built.5); do
+		for _ in $(seq 200); do [ -f "$RUN/$state/bench.json" ] && break; sleep 0.05; done
+		[ -f "$RUN/$state/bench.json" ]
+	done
+	sleep 0.3
+	cmp "$RUN/events.jsonl" events.before
+	touch picked
+	wait $!
+	[ "$(jq -c 'select(.update.child != null)' out.5 | wc -l)" -eq "$(wc -l <built.5)" ]
+	# a front whose picks are all in flight: nothing, exit 0; a front past the budget: exit 5
+	builds=$(evaluated "$RUN" | wc -l)
+	kg-iterate -q --front-only --replay "$TABLE" --select-opt "--budget-builds $((builds + 2))" "$RUN" >front.4
+	flying=$(jq -c 'select(.candidate)' front.4 | wc -l)
+	[ "$flying" -ge 1 ] && [ "$flying" -le 2 ]
+	run_tool 0 kg-iterate -q --front-only --replay "$TABLE" --select-opt "--budget-builds $((builds + flying))" --pending front.4 "$RUN"
+	assert_output ""
+	run_tool 5 kg-iterate -q --front-only --replay "$TABLE" --select-opt '--budget-builds 1' "$RUN"
+	[ "$(jq -c '[.op, .reason]' <<<"$output")" = '["stop","budget"]' ]
+}
+
+@test "kg-iterate's default batch gives every compile slot a candidate: max(GPUs, ceil(jobs / candidates per pick))" {
+	kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null
+	picks() { jq -r '"\(.op) \(.node_id) \(.edge)"' <<<"$output" | sort -u | wc -l; }
+	run_tool 0 kg-iterate -q --jobs 12 --front-only --replay "$TABLE" "$RUN"
+	[ "$(picks)" -eq 1 ] # no history: one per GPU
+	kg-iterate -q --jobs 12 --replay "$TABLE" "$RUN" >/dev/null
+	[ "$(jq -c 'select(.update.child != null and (.update.root | not))' "$RUN/events.jsonl" | wc -l)" -eq 5 ] # 5 per pick
+	run_tool 0 kg-iterate -q --jobs 5 --front-only --replay "$TABLE" "$RUN"
+	[ "$(picks)" -eq 1 ]
+	run_tool 0 kg-iterate -q --jobs 6 --front-only --replay "$TABLE" "$RUN"
+	[ "$(picks)" -eq 2 ]
+	run_tool 0 kg-iterate -q --jobs 12 --front-only --replay "$TABLE" "$RUN"
+	[ "$(picks)" -eq 3 ]
+	run_tool 0 kg-iterate -q --jobs 12 --gpus 0,1,2,3 --front-only --replay "$TABLE" "$RUN"
+	[ "$(picks)" -eq 4 ]
+	run_tool 0 kg-iterate -q --jobs 12 --batch 1 --front-only --replay "$TABLE" "$RUN"
+	[ "$(picks)" -eq 1 ]
+}
+
 @test "kg-iterate --gpus 0,1: a batch of two picks, split between two kg-bench, every record updated once" {
 	kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null
 	run_tool 0 kg-iterate -q --replay "$TABLE" "$RUN"
-	run_tool 0 kg-iterate -q --gpus 0,1 --replay "$TABLE" "$RUN"
+	run_tool 0 kg-iterate -q --gpus 0,1 --jobs 2 --replay "$TABLE" "$RUN" # batch: max(2, ceil(2 / 5))
 	[ "$(jq -r .node_id <<<"$output" | sort -u | wc -l)" -eq 2 ] # two expansions at once
 	[ "$(evaluated "$RUN" | sort | uniq -d)" = "" ]
 	[ "$(jq -c 'select(.update.child != null) | .iter' <<<"$output" | sort -u)" = 2 ]
@@ -187,24 +292,60 @@ evaluated() {
 
 @test "kg-tune --replay on the recorded table reaches the table's optimum within its budget, builds exactly the budget" {
 	best=$(jq -c '[.results[] | select(.invalidity == "correct") | {c: .configuration, t: (.measurements[] | select(.name == "time") | .value)}] | min_by(.t) | .c' "$TABLE")
-	run_tool 0 kg-tune --no-llm --replay "$TABLE" --budget-builds 40 --outdir out --log log.jsonl "$VECTOR_ADD"
+	run_tool 0 kg-tune --no-llm --replay "$TABLE" --budget-builds 40 --jobs 2 --outdir out --log log.jsonl "$VECTOR_ADD"
 	[ "$(jq -c .config "$RUN/best.json")" = "$best" ]
 	[ "$(evaluated "$RUN" | wc -l)" -eq 40 ]
 	[ "$(evaluated "$RUN" | sort | uniq -d)" = "" ]
-	assert_line --index 0 --regexp '^kernel +builds +baseline_ms +best_ms +speedup +end +run$'
-	assert_line --index 1 --regexp '^vector_add +40 +0\.06[0-9]* +0\.05888 +1\.1[0-9]* +budget +out/kernels/vector_add$'
+	assert_line --index 0 --regexp '^kernel +builds +per_min +baseline_ms +best_ms +speedup +end +run$'
+	assert_line --index 1 --regexp '^vector_add +40 +[0-9]+\.[0-9] +0\.06[0-9]* +0\.05888 +1\.1[0-9]* +budget +out/kernels/vector_add$'
 	# the log holds every finished record, as JSON lines
 	jq -e . log.jsonl >/dev/null
 	[ "$(jq -c 'select(.update.child != null)' log.jsonl | wc -l)" -eq 40 ]
 	# an existing run without --resume is an error; with it, a larger budget carries on
 	run_tool 2 kg-tune --no-llm --replay "$TABLE" --outdir out "$VECTOR_ADD"
 	assert_stderr "$(printf '%s\n' "kg-tune: out/kernels/vector_add: a run exists already; --resume continues it" "Try 'kg-tune --help' for more information.")"
-	run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --resume --budget-builds 45 --outdir out "$VECTOR_ADD"
+	run_tool 0 kg-tune --no-llm --replay "$TABLE" --resume --budget-builds 45 --outdir out "$VECTOR_ADD"
 	[ "$(evaluated "$RUN" | wc -l)" -eq 45 ]
+	# per_min counts what this kg-tune evaluated: 5 candidates, in well under a minute
+	per_min=$(awk 'NR == 2 { print $3 }' <<<"$output")
+	awk -v p="$per_min" 'BEGIN { exit !(p > 5) }'
 	# a missing spec stops everything before anything runs
 	run_tool 2 kg-tune --no-llm --outdir out2 "$VECTOR_ADD" missing.json
 	assert_stderr "$(printf '%s\n' "kg-tune: missing.json: no such spec" "Try 'kg-tune --help' for more information.")"
 	[ ! -e out2 ]
+}
+
+@test "kg-tune overlaps iterations on one GPU: the same seed gives the same search twice, exactly the budget" {
+	for d in a b; do
+		mkdir "$d"
+		(cd "$d" && kg-tune -q --no-llm --replay "$TABLE" --budget-builds 23 --seed 5 --jobs 12 --outdir out "$VECTOR_ADD")
+		[ "$(evaluated "$d/$RUN" | wc -l)" -eq 23 ]
+		[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .build.config | tojson' "$d/$RUN/events.jsonl" | sort | uniq -d)" = "" ]
+	done
+	same_search a b
+	# iterations were picked while others were in flight: records picked in iteration K
+	# were learned once iteration K+1 was picked (kg-select --update writes the graph's
+	# iteration in trace.md, the pick's is the record's "iter")
+	picked_learned() {
+		paste -d' ' <(jq -r 'select(.update.child != null and (.update.root | not)) | .iter' "$1/$RUN/events.jsonl") \
+			<(grep -o '^- iter [0-9]*' "$1/$RUN/trace.md" | cut -d' ' -f3)
+	}
+	[ "$(picked_learned a | awk '$2 == $1 + 1' | wc -l)" -gt 0 ]
+	# several picks per iteration once the log shows how many candidates a pick makes
+	# (about 5 here: ceil(12 / 5) = 3 picks for 12 compile slots)
+	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | "\(.iter) \(.node_id)"' "a/$RUN/events.jsonl" | sort -u | cut -d' ' -f1 | uniq -d | wc -l)" -gt 0 ]
+	# --no-overlap: one iteration after the other, the same budget
+	mkdir c
+	(cd c && kg-tune -q --no-overlap --no-llm --replay "$TABLE" --budget-builds 23 --seed 5 --jobs 12 --outdir out "$VECTOR_ADD")
+	[ "$(evaluated "c/$RUN" | wc -l)" -eq 23 ]
+	[ "$(picked_learned c | awk '$2 != $1' | wc -l)" -eq 0 ]
+	# kg-bench fails in every iteration (the table it answers from has the baseline alone):
+	# given up after --max-failures iterations, the one picked meanwhile never measured
+	jq '.results |= map(select(.configuration == {block_size_x: 256, items_per_thread: 1}))' "$TABLE" >baseline.json
+	run_tool 1 kg-tune --no-llm --replay "$TABLE" --bench-opt "--replay baseline.json" --max-failures 2 --outdir d "$VECTOR_ADD"
+	assert_line --index 1 --regexp ' failed \(1, 2 iterations in a row\) +d/kernels/vector_add$'
+	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .iter' d/kernels/vector_add/events.jsonl | sort -u | tr '\n' ' ')" = "1 2 " ]
+	[ "$(grep -c 'kg-iterate: kg-bench failed (exit status 1)' <<<"$stderr")" -eq 2 ]
 }
 
 @test "kg-tune killed with kill -9 in the middle resumes: every finished record kept, none evaluated twice" {
@@ -224,6 +365,41 @@ evaluated() {
 	[ "$(evaluated "$RUN" | wc -l)" -eq 60 ]
 	[ "$(evaluated "$RUN" | sort | uniq -d)" = "" ]
 	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .build.config | tojson' "$RUN/events.jsonl" | sort | uniq -d)" = "" ]
+}
+
+@test "kg-tune interrupted (TERM) while picking finishes the iteration in flight, exits 130, leaves nothing running" {
+	# the signal comes while a front is picking (a kg-iterate beside kg-tune makes it slow
+	# once asked to): the iteration being measured waits for that pick before it is learned
+	mkdir slow && ln -s "$KG_BIN_DIR/kg-tune" slow/
+	cat >slow/kg-iterate <<-EOF
+	#!/bin/sh
+	case " \$* " in *" --front-only "*) [ ! -e go ] || { touch picking; sleep 1; } ;; esac
+	exec "$KG_BIN_DIR/kg-iterate" "\$@"
+	EOF
+	chmod +x slow/kg-iterate
+	setsid slow/kg-tune -q --no-llm --replay "$TABLE" --budget-builds 40 --outdir out "$VECTOR_ADD" >/dev/null 2>err &
+	pid=$!
+	for _ in $(seq 600); do
+		[ "$(evaluated "$RUN" 2>/dev/null | wc -l)" -ge 8 ] && break
+		sleep 0.05
+	done
+	touch go
+	for _ in $(seq 600); do [ -e picking ] && break; sleep 0.02; done
+	kill -TERM "$pid"
+	ended=0
+	for _ in $(seq 600); do
+		kill -0 "$pid" 2>/dev/null || { ended=1; break; }
+		sleep 0.05
+	done
+	[ "$ended" -eq 1 ] || { kill -9 -- "-$pid"; false; } # it must not wait forever
+	rc=0
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 130 ]
+	[ "$(cat err)" = "kg-tune: interrupted; finishing the iteration in flight; kg-tune --resume carries on" ]
+	run ! pgrep -g "$pid"
+	run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --resume --outdir out "$VECTOR_ADD"
+	[ "$(evaluated "$RUN" | wc -l)" -eq 40 ]
+	[ "$(evaluated "$RUN" | sort | uniq -d)" = "" ]
 }
 
 @test "kg-tune --gpus 0,1 spreads the benches over two workers; a spec whose baseline fails makes the exit 1" {

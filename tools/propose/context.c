@@ -170,6 +170,8 @@ static char *complete_config(const struct t1_spec *spec, const cJSON *wanted, co
 	return text;
 }
 
+static void remember_changes(struct run_info *run, const cJSON *records, const char *only_run);
+
 /* Keys of every change the run has built or registered, so that none is proposed again. */
 static void remember_events(struct run_info *run)
 {
@@ -186,10 +188,21 @@ static void remember_events(struct run_info *run)
 			remember(run, change_key(NULL, source_digest(run, json_string(base_build, "state")), NULL, NULL, config));
 		free(config);
 	}
-	cJSON_ArrayForEach(e, run->events) {
+	remember_changes(run, run->events, NULL);
+}
+
+/* Keys of the changes the records built or registered; with only_run, of those records alone
+ * whose "run" is it (records in flight, from --pending, may name several runs). */
+static void remember_changes(struct run_info *run, const cJSON *records, const char *only_run)
+{
+	const cJSON *e;
+	cJSON_ArrayForEach(e, records) {
 		const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(e, "candidate");
 		const cJSON *build = cJSON_GetObjectItemCaseSensitive(e, "build");
 		const char *parent = json_string(e, "node"), *state = json_string(build, "state");
+		const char *in = json_string(e, "run");
+		if (only_run && in && strcmp(in, only_run) != 0)
+			continue;
 		const char *patch = nonempty(json_string(candidate, "patch")), *source = nonempty(json_string(candidate, "source"));
 		if (state && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(build, "config"))) {
 			char *made = complete_config(run->spec, cJSON_GetObjectItemCaseSensitive(build, "config"), NULL, NULL, NULL);
@@ -216,7 +229,7 @@ static void remember_events(struct run_info *run)
 
 /* ---------------------------------------------------------------- runs */
 
-static void run_load(struct run_info *run)
+static void run_load(struct run_info *run, const cJSON *pending)
 {
 	char *copy = xstrdup(run->dir), *parent = xstrdup(dirname(copy));
 	run->outdir = xstrdup(dirname(parent));
@@ -242,6 +255,7 @@ static void run_load(struct run_info *run)
 	run->baseline = read_json_file(path);
 	free(path);
 	remember_events(run);
+	remember_changes(run, pending, run->dir);
 }
 
 struct run_info *runs_get(struct runs *runs, const char *dir)
@@ -251,7 +265,7 @@ struct run_info *runs_get(struct runs *runs, const char *dir)
 			return runs->list[i];
 	struct run_info *run = xcalloc(1, sizeof(*run));
 	run->dir = xstrdup(dir);
-	run_load(run);
+	run_load(run, runs->pending);
 	runs->list = xreallocarray(runs->list, runs->n + 1, sizeof(*runs->list));
 	runs->list[runs->n++] = run;
 	return run;
@@ -278,6 +292,7 @@ void runs_release(struct runs *runs)
 		free(run);
 	}
 	free(runs->list);
+	cJSON_Delete(runs->pending);
 }
 
 /* ---------------------------------------------------------------- nodes */

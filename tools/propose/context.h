@@ -62,9 +62,11 @@ struct node_info {
 struct runs {
 	struct run_info **list;
 	size_t n;
+	cJSON *pending; /* --pending: records in flight, whose changes count as the run's (owned) */
 };
 
-/* The run at dir, loaded at its first use. Never NULL; run->error says when it is unusable. */
+/* The run at dir, loaded at its first use, with the changes of runs->pending records that
+ * name it counted as its own. Never NULL; run->error says when it is unusable. */
 struct run_info *runs_get(struct runs *runs, const char *dir);
 void runs_release(struct runs *runs);
 

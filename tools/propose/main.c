@@ -30,6 +30,7 @@ struct options {
 	uint64_t seed;	       /* --seed */
 	long rules_random;     /* --rules-random */
 	struct replay *within; /* --within FILE */
+	const char *pending;   /* --pending FILE: candidates in flight, not yet in events.jsonl */
 	const char *input;     /* FILE, or stdin */
 	struct experts ex;
 };
@@ -50,6 +51,9 @@ static void usage(FILE *fp)
 	      "      --rules-random N    random configurations per expansion with --rules (default 2)\n"
 	      "      --within FILE       propose only configurations that FILE (a T4 table or an\n"
 	      "                          events.jsonl, as for kg-bench --replay) measured\n"
+	      "      --pending FILE      FILE holds candidate records in flight (proposed, not yet\n"
+	      "                          learned by kg-select --update): none is proposed again, as\n"
+	      "                          none that the run's events.jsonl holds is\n"
 	      "  -l, --llm               ask LLM experts (OPENAI_API_KEY, OPENAI_BASE_URL)\n"
 	      "  -x, --exhaustive        every valid configuration of --spec's space, first parameter slowest\n"
 	      "      --random N          N distinct random valid configurations of --spec's space\n"
@@ -109,7 +113,7 @@ enum {
 	OPT_RANDOM = 256, OPT_RULES_RANDOM, OPT_SEED, OPT_API, OPT_BASE_URL, OPT_CANDIDATES, OPT_HISTORY, OPT_FORMAT,
 	OPT_TEMPERATURE, OPT_MAX_OUTPUT, OPT_EFFORT, OPT_TIMEOUT, OPT_RETRIES, OPT_BACKOFF, OPT_BACKOFF_MAX,
 	OPT_RETRY_AFTER_MAX, OPT_NO_CACHE, OPT_MAX_CALLS, OPT_MAX_TOKENS, OPT_PRICE_IN, OPT_PRICE_OUT, OPT_CATALOG,
-	OPT_REGRAPH, OPT_REGRAPH_FILTER, OPT_REGRAPH_TOP, OPT_WITHIN,
+	OPT_REGRAPH, OPT_REGRAPH_FILTER, OPT_REGRAPH_TOP, OPT_WITHIN, OPT_PENDING,
 };
 
 static double number_arg(const char *name, const char *arg)
@@ -149,6 +153,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
 		{"model", required_argument, NULL, 'm'},
 		{"no-cache", no_argument, NULL, OPT_NO_CACHE},
+		{"pending", required_argument, NULL, OPT_PENDING},
 		{"persona", required_argument, NULL, 'p'},
 		{"price-in", required_argument, NULL, OPT_PRICE_IN},
 		{"price-out", required_argument, NULL, OPT_PRICE_OUT},
@@ -192,6 +197,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		case 'x': opt->exhaustive = 1; break;
 		case OPT_RANDOM: opt->random = count_arg("--random", optarg, 1); break;
 		case OPT_RULES_RANDOM: opt->rules_random = count_arg("--rules-random", optarg, 0); break;
+		case OPT_PENDING: opt->pending = optarg; break;
 		case OPT_WITHIN:
 			replay_free(opt->within);
 			if (!(opt->within = replay_load(optarg)))
@@ -253,8 +259,8 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			cli_usage_error("%s needs --spec FILE", opt->exhaustive ? "--exhaustive" : "--random");
 		if (opt->count_only && !opt->exhaustive)
 			cli_usage_error("--count goes with --exhaustive");
-		if (opt->within)
-			cli_usage_error("--within goes with the proposers, not with %s",
+		if (opt->within || opt->pending)
+			cli_usage_error("%s goes with the proposers, not with %s", opt->within ? "--within" : "--pending",
 					opt->exhaustive ? "--exhaustive" : "--random");
 		return;
 	}
@@ -510,13 +516,45 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 	return status;
 }
 
-static int propose_stream(const struct options *opt)
+/* The records of --pending FILE into *records (an array the caller frees). Returns
+ * KG_EXIT_OK, KG_EXIT_INPUT when a line was bad (reported with FILE:LINE; the others are
+ * kept), KG_EXIT_USAGE when the file cannot be opened, KG_EXIT_IO when reading failed. */
+static int read_pending(const char *path, cJSON **records)
 {
 	struct jsonl_reader reader;
-	if (jsonl_reader_open(&reader, opt->input) != 0)
+	*records = cJSON_CreateArray();
+	if (!*records)
+		xalloc_die();
+	if (jsonl_reader_open(&reader, path) != 0)
 		return KG_EXIT_USAGE;
-	struct runs runs = {0};
 	int status = KG_EXIT_OK;
+	cJSON *record;
+	enum jsonl_status st;
+	while ((st = jsonl_next(&reader, &record)) != JSONL_EOF && st != JSONL_IO_ERROR) {
+		if (st == JSONL_RECORD)
+			json_append(*records, record);
+		else
+			status = KG_EXIT_INPUT;
+	}
+	if (st == JSONL_IO_ERROR)
+		status = KG_EXIT_IO;
+	jsonl_reader_release(&reader);
+	return status;
+}
+
+static int propose_stream(const struct options *opt)
+{
+	struct runs runs = {0};
+	int status = opt->pending ? read_pending(opt->pending, &runs.pending) : KG_EXIT_OK;
+	if (status == KG_EXIT_USAGE || status == KG_EXIT_IO) {
+		cJSON_Delete(runs.pending);
+		return status;
+	}
+	struct jsonl_reader reader;
+	if (jsonl_reader_open(&reader, opt->input) != 0) {
+		cJSON_Delete(runs.pending);
+		return KG_EXIT_USAGE;
+	}
 	cJSON *record;
 	enum jsonl_status st;
 	while ((st = jsonl_next(&reader, &record)) != JSONL_EOF) {

@@ -44,6 +44,7 @@ static int save_graph(struct graph *g)
 struct options {
 	const char *run;
 	const char *regraph;
+	const char *pending; /* --pending FILE: records picked already and not learned yet */
 	int update;
 	int export_json;
 	long batch;
@@ -83,6 +84,11 @@ static void usage(FILE *fp)
 	      "  -e, --export                write the graph as one JSON document (graph.json's\n"
 	      "                              form, version 1) and change nothing\n"
 	      "  -b, --batch K               pick K distinct things at once (virtual loss)\n"
+	      "      --pending FILE          FILE holds the records of picks made earlier and not\n"
+	      "                              learned yet (kg-propose's output, say): they count as\n"
+	      "                              picks of this batch, and their candidates count against\n"
+	      "                              the build budget; when they leave nothing to pick,\n"
+	      "                              nothing is written (exit 0)\n"
 	      "  -s, --seed S                the random state of a new graph (noise, ties)\n"
 	      "      --regraph FILE          priors of new edges from method-transition statistics\n"
 	      "                              (kg-regraph's regraph.json): P(method | parent's last\n"
@@ -130,7 +136,7 @@ static void usage(FILE *fp)
 enum {
 	OPT_C_PUCT = 256, OPT_C_BASE, OPT_FPU, OPT_ROOT_FPU, OPT_WIDEN_K, OPT_WIDEN_ALPHA, OPT_CLIP, OPT_FAILURE,
 	OPT_BACKUP, OPT_CYCLE, OPT_NOISE, OPT_NOISE_ALPHA, OPT_IMPROVE, OPT_CONVERGE, OPT_BUDGET, OPT_ROLLOUT_DEPTH,
-	OPT_ROLLOUT_EPSILON, OPT_ROLLOUT_LAMBDA, OPT_REGRAPH,
+	OPT_ROLLOUT_EPSILON, OPT_ROLLOUT_LAMBDA, OPT_REGRAPH, OPT_PENDING,
 };
 
 static double *param_slot(struct search_params *p, int opt)
@@ -181,6 +187,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{"improve-pct", required_argument, NULL, OPT_IMPROVE},
 		{"noise", required_argument, NULL, OPT_NOISE},
 		{"noise-alpha", required_argument, NULL, OPT_NOISE_ALPHA},
+		{"pending", required_argument, NULL, OPT_PENDING},
 		{"quiet", no_argument, NULL, 'q'},
 		{"regraph", required_argument, NULL, OPT_REGRAPH},
 		{"reward-clip", required_argument, NULL, OPT_CLIP},
@@ -226,6 +233,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			opt->given[c - OPT_C_PUCT] = 1;
 			break;
 		case OPT_REGRAPH: opt->regraph = optarg; break;
+		case OPT_PENDING: opt->pending = optarg; break;
 		case 'b':
 			if ((why = parse_int64(optarg, 1, 1024, &i64)))
 				cli_usage_error("--batch: '%s': %s", optarg, why);
@@ -251,6 +259,8 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	opt->run = argv[optind++];
 	if (opt->export_json && opt->update)
 		cli_usage_error("--export and --update do not go together");
+	if (opt->pending && (opt->update || opt->export_json))
+		cli_usage_error("--pending goes with picking, not with %s", opt->update ? "--update" : "--export");
 	if (optind < argc && !opt->update)
 		cli_usage_error("unexpected argument '%s' (only --update reads a file)", argv[optind]);
 	if (argc - optind > 1)
@@ -609,44 +619,219 @@ static int write_stop(const struct graph *g, const char *reason)
 	return write_record(stop) ? KG_EXIT_IO : EXIT_SEARCH_DONE;
 }
 
+/* ---------------------------------------------------------------- pending picks */
+
+static int is_empty_expansion(const cJSON *record);
+
+/* What the records of --pending FILE hold: picks made by an earlier kg-select whose results
+ * have not reached --update yet (the next iteration is picked while one is in flight). */
+struct pending {
+	int64_t builds;	 /* builds they will make: candidates, and the budget_left of expansions
+			  * kg-propose has not answered yet */
+	long open;	 /* records whose results may open new choices (candidates, unanswered expansions) */
+	int rollout;	 /* a rollout step is among them: the rollout waits for its result */
+	long bad;	 /* lines that could not be read (reported) */
+};
+
+/* The edges of a pending record's path_edges, checked to lead from the root to node; returns
+ * how many, or -1 when they do not. *edges is the caller's to free. */
+static long pending_path(const struct graph *g, const cJSON *record, size_t node, size_t **edges)
+{
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(record, "path_edges"), *item;
+	size_t n = 0, at = 0;
+	*edges = xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(**edges));
+	if (!cJSON_IsArray(list))
+		return -1;
+	cJSON_ArrayForEach(item, list) {
+		double e = cJSON_IsNumber(item) ? item->valuedouble : -1;
+		if (e < 0 || e >= (double)g->g.nedges || floor(e) != e || g->g.edges[(size_t)e].from != at ||
+		    g->g.edges[(size_t)e].to == MCGS_NONE)
+			return -1;
+		(*edges)[n++] = (size_t)e;
+		at = g->g.edges[(size_t)e].to;
+	}
+	return at == node ? (long)n : -1;
+}
+
+/* One pending record: a pick like those of this batch. Its node (expand) or edge (evaluate)
+ * is marked picked and its path gets a virtual visit, once per pick however many candidate
+ * records it became. Returns 0, or -1 after reporting what is wrong at path:line. */
+static int pending_record(struct graph *g, const cJSON *record, const char *path, long line, struct picks *pk,
+			  struct pending *pd)
+{
+	const char *op = json_string(record, "op"), *state = json_string(record, "node");
+	if (op && strcmp(op, "stop") == 0)
+		return 0; /* the end of an earlier pick's output: nothing in flight */
+	int expand = op && strcmp(op, "expand") == 0;
+	if (!op)
+		return log_at(path, line, "op: missing (a pending record is a pick: expand or evaluate)");
+	if (!expand && strcmp(op, "evaluate") != 0)
+		return log_at(path, line, "op: '%s' is not a pick (expand or evaluate)", op);
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(record, "node_id");
+	if (!cJSON_IsNumber(id))
+		return log_at(path, line, "node_id: missing (a pick names its node)");
+	if (id->valuedouble < 0 || id->valuedouble >= (double)g->g.nnodes || floor(id->valuedouble) != id->valuedouble)
+		return log_at(path, line, "node_id: %g is not a node of the graph", id->valuedouble);
+	size_t node = (size_t)id->valuedouble;
+	if (state && strcmp(graph_node_state(g, node), state) != 0)
+		return log_at(path, line, "node: %s is not the state of node %zu", state, node);
+	size_t e = MCGS_NONE;
+	if (!expand) {
+		const cJSON *edge = cJSON_GetObjectItemCaseSensitive(record, "edge");
+		if (!cJSON_IsNumber(edge))
+			return log_at(path, line, "edge: missing (an evaluate pick names its edge)");
+		if (edge->valuedouble < 0 || edge->valuedouble >= (double)g->g.nedges ||
+		    floor(edge->valuedouble) != edge->valuedouble || g->g.edges[(size_t)edge->valuedouble].from != node)
+			return log_at(path, line, "edge: %g is not an edge out of node %zu", edge->valuedouble, node);
+		e = (size_t)edge->valuedouble;
+		if (g->g.edges[e].to != MCGS_NONE)
+			return log_at(path, line, "edge %zu was evaluated already: it is not pending", e);
+	}
+	size_t *edges;
+	long len = pending_path(g, record, node, &edges);
+	if (len < 0) {
+		free(edges);
+		return log_at(path, line, "path_edges: not a path of the graph from the root to node %zu", node);
+	}
+	const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(record, "candidate");
+	if (cJSON_IsObject(candidate)) {
+		pd->builds++;
+		pd->open++;
+	} else if (expand && !is_empty_expansion(record)) {
+		/* Not answered yet (it may make up to its share), or kg-propose failed on it (its
+		 * node may be expanded again once it is no longer pending). */
+		double share = cJSON_HasObjectItem(record, "propose") ? 0 : json_number(record, "budget_left", 0);
+		pd->builds += share > 0 ? (int64_t)share : 0;
+		pd->open++;
+	}
+	if (json_number(record, "rollout", 0) > 0)
+		pd->rollout = 1;
+	int seen = expand ? contains(pk->expanded, pk->nexpanded, node) : contains(pk->evaluated, pk->nevaluated, e);
+	if (!seen) {
+		if (expand)
+			push(&pk->expanded, &pk->nexpanded, node);
+		else
+			push(&pk->evaluated, &pk->nevaluated, e);
+		for (long i = 0; i < len; i++) {
+			g->g.edges[edges[i]].n += 1;
+			push(&pk->virtual_edges, &pk->nvirtual, edges[i]);
+		}
+	}
+	free(edges);
+	return 0;
+}
+
+/* Reads --pending FILE into pk and pd. Returns KG_EXIT_OK; KG_EXIT_USAGE when it cannot be
+ * opened; KG_EXIT_INPUT when a line is bad (each reported with FILE:LINE), so that nothing is
+ * picked on a list of what is in flight that cannot be trusted. */
+static int read_pending(struct graph *g, const char *path, struct picks *pk, struct pending *pd)
+{
+	struct jsonl_reader reader;
+	if (jsonl_reader_open(&reader, path) != 0)
+		return KG_EXIT_USAGE;
+	cJSON *record;
+	enum jsonl_status st;
+	int status = KG_EXIT_OK;
+	while ((st = jsonl_next(&reader, &record)) != JSONL_EOF) {
+		if (st == JSONL_IO_ERROR) {
+			status = KG_EXIT_IO;
+			break;
+		}
+		if (st == JSONL_BAD_LINE) {
+			pd->bad++;
+			continue;
+		}
+		if (pending_record(g, record, reader.name, reader.line, pk, pd) != 0)
+			pd->bad++;
+		cJSON_Delete(record);
+	}
+	jsonl_reader_release(&reader);
+	if (status == KG_EXIT_OK && pd->bad > 0)
+		status = KG_EXIT_INPUT;
+	return status;
+}
+
+/* ---------------------------------------------------------------- picking */
+
+static void picks_release(struct graph *g, struct picks *pk)
+{
+	for (size_t i = 0; i < pk->nvirtual; i++)
+		g->g.edges[pk->virtual_edges[i]].n -= 1;
+	free(pk->expanded);
+	free(pk->evaluated);
+	free(pk->virtual_edges);
+	free(pk->blocked);
+	memset(pk, 0, sizeof(*pk));
+}
+
+/* Up to max picks of one batch into records; returns how many. The rollout under way gives
+ * the first, unless its previous step is still pending (its next step needs that result). */
+static size_t pick_batch(struct graph *g, struct picks *pk, const struct pending *pd, long max, cJSON **records)
+{
+	size_t n = 0;
+	for (long k = 0; k < max; k++) {
+		cJSON *record = k == 0 && !pd->rollout ? rollout_pick(g) : NULL;
+		if (record && contains(pk->expanded, pk->nexpanded, g->rollout.node)) {
+			/* A transposition made the rollout's node one a pending pick expands already:
+			 * that expansion serves as this step. */
+			cJSON_Delete(record);
+			record = NULL;
+		} else if (record) {
+			push(&pk->expanded, &pk->nexpanded, g->rollout.node);
+		}
+		if (!record)
+			record = select_one(g, pk);
+		if (!record)
+			break;
+		records[n++] = record;
+	}
+	return n;
+}
+
 static int run_select(struct graph *g, const struct options *opt)
 {
 	const char *reason;
 	if (stop_reason(g, &reason))
 		return write_stop(g, reason);
 	double t0 = monotonic_ms();
-	g->iter++;
 	struct picks pk = {0};
-	int status = KG_EXIT_OK;
-	long written = 0;
-	/* Under a build budget, each pick gets its share of what is left ("budget_left"), so
-	 * that kg-propose never makes a batch go past it. */
-	int64_t left = g->params.budget_builds > 0 ? (int64_t)g->params.budget_builds - g->builds : -1;
-	long batch = left >= 0 && left < opt->batch ? (long)left : opt->batch;
-	for (long k = 0; k < batch; k++) {
-		cJSON *record = k == 0 ? rollout_pick(g) : NULL;
-		if (record)
-			push(&pk.expanded, &pk.nexpanded, g->rollout.node);
-		else
-			record = select_one(g, &pk);
-		if (!record)
-			break;
-		if (left >= 0)
-			json_add_number(record, "budget_left", (double)(left / batch + (k < left % batch)));
-		if (write_record(record))
-			status = KG_EXIT_IO;
-		written++;
+	struct pending pd = {0};
+	int status = opt->pending ? read_pending(g, opt->pending, &pk, &pd) : KG_EXIT_OK;
+	if (status != KG_EXIT_OK) {
+		picks_release(g, &pk);
+		return status;
 	}
-	for (size_t i = 0; i < pk.nvirtual; i++)
-		g->g.edges[pk.virtual_edges[i]].n -= 1;
-	free(pk.expanded);
-	free(pk.evaluated);
-	free(pk.virtual_edges);
-	free(pk.blocked);
+	/* Under a build budget, each pick gets its share of what is left ("budget_left"), so
+	 * that kg-propose never makes a batch go past it; pending candidates are spent already. */
+	int64_t left = g->params.budget_builds > 0 ? (int64_t)g->params.budget_builds - g->builds - pd.builds : -1;
+	if (g->params.budget_builds > 0 && left <= 0) {
+		log_info("%s: the %" PRId64 " pending builds take the budget left: nothing to pick until they are learned",
+			 g->run, pd.builds);
+		picks_release(g, &pk);
+		return KG_EXIT_OK;
+	}
+	g->iter++;
+	long batch = left >= 0 && left < opt->batch ? (long)left : opt->batch;
+	cJSON **records = xcalloc((size_t)batch, sizeof(*records));
+	size_t n = pick_batch(g, &pk, &pd, batch, records);
+	picks_release(g, &pk);
+	/* The shares go to the picks made, not to the batch asked for. */
+	for (size_t k = 0; k < n; k++) {
+		if (left >= 0)
+			json_add_number(records[k], "budget_left", (double)(left / (int64_t)n + ((int64_t)k < left % (int64_t)n)));
+		if (write_record(records[k]))
+			status = KG_EXIT_IO;
+	}
+	free(records);
+	if (n == 0 && pd.open > 0) {
+		/* Nothing to pick now, but what is in flight may open new choices: not an iteration. */
+		g->iter--;
+		log_info("%s: nothing to pick while %ld pending records are in flight", g->run, pd.open);
+	}
 	timing.decide_ms += monotonic_ms() - t0;
 	if (save_graph(g))
 		return KG_EXIT_IO;
-	if (written == 0 && status == KG_EXIT_OK)
+	if (n == 0 && pd.open == 0 && status == KG_EXIT_OK)
 		return write_stop(g, "exhausted"); /* every node is a dead end or has nothing new */
 	return status;
 }
