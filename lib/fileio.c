@@ -247,7 +247,8 @@ int dirlock_acquire(struct dirlock *lock, const char *dir, int wait)
 
 int filelock_acquire(struct dirlock *lock, const char *path, int wait)
 {
-	lock->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	/* Read-only: flock needs no more, and so any user may lock a file another created. */
+	lock->fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
 	if (lock->fd < 0)
 		return -1;
 	int rc;

@@ -47,7 +47,7 @@ candidate() {
 	[ "$(jq '.bench | .samples >= 10 and .baseline_ms > 0 and .speedup > 0 and (.speedup_ci | length) == 2' <<<"$output")" = true ]
 	# timed launches verified too, and where the time went
 	[ "$(jq '.bench.check.timed_checks >= 3' <<<"$output")" = true ]
-	jq -e '.bench | [.setup_ms, .load_ms, .fill_ms, .check_ms, .warmup_ms, .time_ms, .gpu_ms, .write_ms, .wall_ms]
+	jq -e '.bench | [.wait_ms, .setup_ms, .load_ms, .fill_ms, .check_ms, .warmup_ms, .time_ms, .gpu_ms, .write_ms, .wall_ms]
 		| all(type == "number" and . >= 0)' <<<"$output"
 	[ "$(jq '.bench | .speedup_ci[0] <= .speedup and .speedup <= .speedup_ci[1]' <<<"$output")" = true ]
 	[ "$(jq -r '.bench.timer' <<<"$output")" = cupti ]
@@ -102,6 +102,17 @@ candidate() {
 	[ "$(jq -r .bench.check.why <<<"${lines[0]}")" = "the kernel wrote outside its buffers: from 8 bytes past the end of the output buffer of 'y' (1 8-byte words of guard bytes changed)" ]
 	[ "$(jq -r .bench.check.why <<<"${lines[1]}")" = "the kernel wrote outside its buffers: before the start of the output buffer of 'y' (1 8-byte words of guard bytes changed)" ]
 	[ "$(jq -c '.bench.check | [.argument, .why]' <<<"${lines[2]}")" = '["x","the kernel changed an input it may only read while it was timed"]' ]
+}
+
+@test "one record at a time on a GPU: a record waits for the GPU's lock, alive, and is measured once it has it" {
+	bus=$(jq -r .bench.pci_bus_id baseline.jsonl)
+	flock "/tmp/kernelgraph-gpu-$bus.lock" sleep 3 &
+	sleep 0.5
+	# the watchdog (2 s) does not fire while the record waits: the worker says it is alive
+	run_tool 0 kg-bench --budget 0.1 --watchdog 2 < <(candidate waits saxpy.cu '{"items_per_thread":2}' | timeout 120 kg-build)
+	wait
+	jq -c '.bench | [.status, .wait_ms, .wall_ms]' <<<"$output" >&3
+	[ "$(jq '.bench | .status == "ok" and .wait_ms >= 2000 and .wall_ms < 2000' <<<"$output")" = true ]
 }
 
 @test "a faulting kernel is crashed, a hanging one timeout, and the records after them are benched" {

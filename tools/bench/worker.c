@@ -147,6 +147,36 @@ static int open_device(const struct bench_settings *settings, struct strbuf *why
 	return harness_load(&gpu.harness, settings->cache_dir, why);
 }
 
+/* ---------------------------------------------------------------- the GPU's lock */
+
+/* One record (or a run's preparation) at a time on a GPU, whichever kg-bench process asks:
+ * the next iteration's kg-bench starts its context while this one measures, and two searches
+ * on one GPU never time each other's kernels. A flock on a file named by the GPU's bus id,
+ * in /tmp so that every user of the machine sees the same one. */
+static struct dirlock gpu_lock = {.fd = -1};
+
+/* Takes the lock, telling the parent it is alive while it waits; adds the wait to *wait_ms. */
+static void gpu_lock_take(double *wait_ms)
+{
+	char *path = xasprintf("/tmp/kernelgraph-gpu-%s.lock", gpu.pci_bus_id);
+	double t0 = monotonic_ms();
+	while (filelock_acquire(&gpu_lock, path, 0) != 0) {
+		if (errno != EWOULDBLOCK) {
+			log_warn("cannot lock '%s' (measuring without it):", path);
+			break;
+		}
+		progress();
+		usleep(200);
+	}
+	*wait_ms += monotonic_ms() - t0;
+	free(path);
+}
+
+static void gpu_lock_release(void)
+{
+	dirlock_release(&gpu_lock);
+}
+
 /* ---------------------------------------------------------------- check results */
 
 static int results_reset(struct failure *f)
@@ -1226,7 +1256,7 @@ static int attach_cupti(struct series *series, size_t nseries, size_t rounds)
 
 /* Where the time of a record went, in ms. */
 struct phases {
-	double setup, load, fill, check, warmup, time, gpu, write;
+	double wait, setup, load, fill, check, warmup, time, gpu, write;
 };
 
 /* A timed launch of the candidate whose outputs are verified: where its checks start, and
@@ -1518,6 +1548,7 @@ static void free_series(struct series *s)
 
 static void add_phases(cJSON *bench, const struct phases *ph)
 {
+	json_add_number(bench, "wait_ms", ph->wait);
 	json_add_number(bench, "setup_ms", ph->setup);
 	json_add_number(bench, "load_ms", ph->load);
 	json_add_number(bench, "fill_ms", ph->fill);
@@ -1601,9 +1632,9 @@ static int check_candidate(struct wrun *r, const struct kernel *cand, const char
 
 /* Benches one record's build; fills bench (the record's "bench" object). */
 static void bench_record(const char *run_dir, const cJSON *build, int is_baseline, const struct bench_settings *cfg,
-			 cJSON *bench, struct failure *f)
+			 double wait_ms, cJSON *bench, struct failure *f)
 {
-	struct phases ph = {0};
+	struct phases ph = {.wait = wait_ms};
 	double t0 = monotonic_ms();
 	struct wrun *r = find_run(run_dir, f);
 	struct kernel cand = {0};
@@ -1760,8 +1791,12 @@ NORETURN void worker_main(int in_fd, int out_fd, const struct bench_settings *cf
 			log_warn("timing with CUDA events alone: %s", cupti_why.buf);
 		strbuf_release(&cupti_why);
 	}
-	if (cfg->prepare_run)
+	if (cfg->prepare_run) {
+		double wait_ms = 0;
+		gpu_lock_take(&wait_ms);
 		prepare_run(cfg->prepare_run);
+		gpu_lock_release();
+	}
 	cJSON *request;
 	while (jsonl_next(&reader, &request) == JSONL_RECORD) {
 		cJSON *bench = json_object();
@@ -1769,10 +1804,13 @@ NORETURN void worker_main(int in_fd, int out_fd, const struct bench_settings *cf
 		{
 			const cJSON *run = cJSON_GetObjectItemCaseSensitive(request, "run");
 			const cJSON *build = cJSON_GetObjectItemCaseSensitive(request, "build");
+			double wait_ms = 0;
+			gpu_lock_take(&wait_ms);
 			double t0 = monotonic_ms();
 			bench_record(run->valuestring, build, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(request, "baseline")),
-				     cfg, bench, &f);
+				     cfg, wait_ms, bench, &f);
 			json_add_number(bench, "wall_ms", monotonic_ms() - t0);
+			gpu_lock_release();
 		}
 		if (f.failed) {
 			cJSON_Delete(bench);
@@ -1798,6 +1836,8 @@ int worker_calibrate(const struct bench_settings *cfg)
 		return KG_EXIT_ENV;
 	}
 	struct failure f = {0};
+	double wait_ms = 0;
+	gpu_lock_take(&wait_ms); /* released when the process ends */
 	size_t bytes = (size_t)1 << 30;
 	CUdeviceptr a = 0, b = 0;
 	CUevent start, stop;
