@@ -6,6 +6,8 @@
 # (to the baseline's record) and the share of the time after it that kg-bench spent on
 # records (the sum of their wall_ms; the GPU is otherwise idle).
 # Usage, from the repository root, on the GPU machine: benchmarks/tune-busy.sh SPEC BUDGET
+# With $OUT set, each run's events.jsonl goes there (MODE-BUDGET.events.jsonl), for timelines
+# (every bench record says when it started and how long it took).
 set -eu
 spec=$1
 budget=$2
@@ -31,6 +33,7 @@ for mode in overlap no-overlap; do
 		[.[] | select(.build.baseline != true and .bench.wall_ms != null) | .bench.wall_ms] as $w |
 		"\(($init - ($t0 | tonumber)) * 10 | round / 10) | \(((($w | add) // 0) / 1000 / (($t1 | tonumber) - $init)) * 100 | round)"
 	' "$work/$mode/kernels/"*/events.jsonl)
+	[ -z "${OUT:-}" ] || cp "$work/$mode/kernels/"*/events.jsonl "$OUT/$mode-$budget.events.jsonl"
 	awk -v mode="$mode" -v wall="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" \
 		-v builds="$(awk 'NR == 2 { print $2 }' "$work/$mode.summary")" -v busy="$busy" \
 		-v per_min="$(awk 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "per_min") c = i } NR == 2 { print $c }' "$work/$mode.summary")" \

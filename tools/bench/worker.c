@@ -1805,11 +1805,14 @@ NORETURN void worker_main(int in_fd, int out_fd, const struct bench_settings *cf
 			const cJSON *run = cJSON_GetObjectItemCaseSensitive(request, "run");
 			const cJSON *build = cJSON_GetObjectItemCaseSensitive(request, "build");
 			double wait_ms = 0;
+			char started[40];
 			gpu_lock_take(&wait_ms);
+			utc_now(started, sizeof(started), 1);
 			double t0 = monotonic_ms();
 			bench_record(run->valuestring, build, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(request, "baseline")),
 				     cfg, wait_ms, bench, &f);
 			json_add_number(bench, "wall_ms", monotonic_ms() - t0);
+			json_add_string(bench, "started", started);
 			gpu_lock_release();
 		}
 		if (f.failed) {
