@@ -78,13 +78,22 @@ extern "C" __global__ void kg_harness_fill_random(unsigned char *dst, unsigned l
 		karg_elem_store_random(base, dst + i * lane_bytes, karg_elem_random_bits(seed, set, i), range);
 }
 
-/* Every lane of dst set to the lane_bytes of pattern (a Constant, or a poison). */
+/* Every lane of dst set to the lane_bytes of pattern (a Constant, or a poison). Lanes of 2, 4
+ * and 8 bytes are stored whole: dst is aligned to them. */
 extern "C" __global__ void kg_harness_fill_pattern(unsigned char *dst, unsigned long long n, int lane_bytes,
 						   unsigned long long pattern)
 {
-	for (unsigned long long i = kg_index(); i < n; i += kg_stride())
-		for (int b = 0; b < lane_bytes; b++)
-			dst[i * lane_bytes + b] = (unsigned char)(pattern >> (8 * b));
+	for (unsigned long long i = kg_index(); i < n; i += kg_stride()) {
+		if (lane_bytes == 8)
+			((unsigned long long *)dst)[i] = pattern;
+		else if (lane_bytes == 4)
+			((unsigned int *)dst)[i] = (unsigned int)pattern;
+		else if (lane_bytes == 2)
+			((unsigned short *)dst)[i] = (unsigned short)pattern;
+		else
+			for (int b = 0; b < lane_bytes; b++)
+				dst[i * lane_bytes + b] = (unsigned char)(pattern >> (8 * b));
+	}
 }
 
 /* ---------------------------------------------------------------- checks */
