@@ -1,5 +1,5 @@
 /* kargs.c: T1 Arguments read into sized, typed buffers; fills (Constant, Random, Generator,
- * BinaryRaw); NaN poisoning; and the element-wise comparison that decides correctness. */
+ * BinaryRaw) on the host; and the element-wise comparison that decides correctness. */
 #include "common.h"
 
 #include <errno.h>

@@ -1,6 +1,8 @@
 /* kargs.h: a kernel's arguments as a T1 spec declares them (KernelSpecification.Arguments):
  * their types and sizes, the data that fills them, and how an output is compared with its
- * reference. No GPU here: kg-bench copies what this builds to the device and back. */
+ * reference. No GPU here: kg-bench fills and compares on the device by the same element
+ * rules (karg_elem.h); the host's fills serve files, Generators it cannot translate, tests
+ * and independent checks. */
 #ifndef KG_KARGS_H
 #define KG_KARGS_H
 

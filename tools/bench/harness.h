@@ -37,7 +37,6 @@ struct harness {
 	CUmodule module;
 	CUfunction fill_random, fill_pattern, compare, hash, mask, guard;
 	unsigned max_blocks; /* blocks of a grid-stride launch: enough to fill the GPU */
-	const char *arch;    /* "sm_90", or "compute_90" when NVRTC cannot make the GPU's cubin */
 };
 
 /* Compiles source with NVRTC for the current context's GPU (--fmad=false) and loads it as
