@@ -121,7 +121,7 @@ $(BINOUT)/kg-%: pipelines/kg-%
 	@mkdir -p $(@D)
 	ln -sfr $< $@
 
-$(TEST_DRIVER): $(BUILD)/tests/driver/libtest.o $(LIBKG)
+$(TEST_DRIVER): $(BUILD)/tests/driver/libtest.o $(EXTRA_OBJ_bench) $(LIBKG)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(BASE_LIBS)
 

@@ -144,6 +144,13 @@ built() {
 	[ "$("$LIBTEST" kargs "$FIXTURES/kargs/spec.json" 5 | sed -n 13p)" = "  data 1 10 2 7 ... sum 4958" ]
 }
 
+@test "kg-bench's device code compiles for the GPUs NVRTC knows, without a warning" {
+	for arch in sm_75 sm_90 sm_100 compute_75; do
+		run_tool 0 "$LIBTEST" harness "$arch"
+		assert_output "compiled for $arch"
+	done
+}
+
 @test "Random data is Philox4x32-10: Random123's known answers" {
 	run_tool 0 "$LIBTEST" philox 0 0 0 0 0 0
 	assert_output "6627e8d5 e169c58d bc57ac4c 9b00dbd8"

@@ -39,6 +39,7 @@ static int usage(void)
 	      "       kg-libtest half VALUE...\n"
 	      "       kg-libtest philox C0 C1 C2 C3 K0 K1\n"
 	      "       kg-libtest fill SPEC ARGUMENT SET\n"
+	      "       kg-libtest harness ARCH\n"
 	      "       kg-libtest mcgs T1|T1b|T2|T3|T4|T4c|T4d|T4e|T5|T7d|T8|T8b|T8c|T8d\n"
 	      "       kg-libtest cuda function|refuse|program|eval|nvrtc [--index NAME] [--let NAME=EXPR]... [EXPR|FILE|ARCH]\n",
 	      stderr);
@@ -288,6 +289,34 @@ static int cuda_nvrtc(const struct cuda_lines *cl, const char *arch)
 	}
 	if (out.ok && out.log[0])
 		printf("log:\n%s\n", out.log);
+	nvrtc_output_release(&out);
+	strbuf_release(&src);
+	return status;
+}
+
+/* kg-bench's own device code (lib/karg_elem.h and tools/bench/harness.cu) compiled with
+ * NVRTC for ARCH, with the options tools/bench/harness.c gives, so that a change to it
+ * that does not compile fails here, without a GPU. */
+extern const char kg_karg_elem_source[], kg_harness_kernels_source[];
+
+static int cmd_harness(const char *arch)
+{
+	struct strbuf why, src;
+	strbuf_init(&why);
+	if (nvrtc_open(&why))
+		log_die(KG_EXIT_ENV, "%s", why.buf);
+	strbuf_release(&why);
+	strbuf_init(&src);
+	strbuf_addstr(&src, kg_karg_elem_source);
+	strbuf_addstr(&src, kg_harness_kernels_source);
+	char arch_option[64];
+	snprintf(arch_option, sizeof(arch_option), "--gpu-architecture=%s", arch);
+	const char *options[] = {arch_option, "--fmad=false", "--std=c++17", "--diag-suppress=177"};
+	struct nvrtc_output out;
+	if (nvrtc_compile(src.buf, "harness.cu", options, ARRAY_SIZE(options), NULL, &out))
+		log_die(KG_EXIT_ENV, "NVRTC: %s", out.error);
+	int status = out.ok && (out.cubin || out.ptx) ? KG_EXIT_OK : KG_EXIT_INPUT;
+	printf("%s for %s%s%s\n", status == KG_EXIT_OK ? "compiled" : "failed", arch, out.log[0] ? ":\n" : "", out.log);
 	nvrtc_output_release(&out);
 	strbuf_release(&src);
 	return status;
@@ -1040,6 +1069,8 @@ int main(int argc, char **argv)
 		status = cmd_parse(argc - 2, argv + 2);
 	else if (strcmp(cmd, "kargs") == 0 && (argc == 3 || argc == 4))
 		status = cmd_kargs(argv[2], argc == 4 ? argv[3] : NULL);
+	else if (strcmp(cmd, "harness") == 0 && argc == 3)
+		status = cmd_harness(argv[2]);
 	else if (strcmp(cmd, "fill") == 0 && argc == 5)
 		status = cmd_fill(argv[2], argv[3], argv[4]);
 	else if (strcmp(cmd, "compare") == 0 && argc == 7)
