@@ -447,6 +447,12 @@ start() {
 	[ "$(jq -c '[.op, .edge, .candidate.method]' <<<"$output")" = '["evaluate",2,"unroll"]' ]
 	run_tool 0 kg-select --batch 2 "$RUN"
 	[ "$(jq -c '.candidate.method' <<<"$output" | tr -d '\n')" = '"unroll""tile"' ]
+	# A proposer's own prior is weighed by the ReGraph's; a method it never saw keeps its own.
+	jq -c '{node, node_id, path_edges, candidate: {id: "v2", method: "vec", prior: 0.5}}' pick.jsonl |
+		kg-select --update "$RUN" >/dev/null
+	jq -c '{node, node_id, path_edges, candidate: {id: "u2", method: "unroll", prior: 0.5}}' pick.jsonl |
+		kg-select --update "$RUN" >/dev/null
+	[ "$(kg-select --export "$RUN" | jq -c '[.edges[3:][] | [.method, .prior]]')" = '[["vec",0.09],["unroll",0.5]]' ]
 }
 
 @test "bad records and damaged graphs are reported with the file, line or field; exit 1" {

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "mcgs.h"
 #include "parse.h"
+#include "regraph.h"
 #include "xalloc.h"
 
 struct options {
@@ -336,63 +337,6 @@ static int build(const struct options *opt)
 
 /* ---------------------------------------------------------------- reading a ReGraph */
 
-/* The ReGraph at path, checked for what neighbors and dot read. Returns NULL after reporting. */
-static cJSON *load_regraph(const char *path, int *status)
-{
-	size_t len;
-	char *text = file_read_all(path, &len);
-	if (!text) {
-		log_error("cannot read '%s':", path);
-		*status = KG_EXIT_USAGE;
-		return NULL;
-	}
-	cJSON *doc = json_parse_document(path, text, len);
-	free(text);
-	*status = KG_EXIT_INPUT;
-	if (!doc)
-		return NULL;
-	const char *problem = NULL;
-	int i = 0;
-	const cJSON *item;
-	if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(doc, "nodes")) || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(doc, "edges")))
-		problem = "must have \"nodes\" and \"edges\" arrays (kg-regraph build writes it)";
-	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(doc, "nodes")) {
-		if (!problem && (!json_string(item, "method") || isnan(json_number(item, "frequency", NAN)))) {
-			log_error("%s: nodes[%d]: needs a method and a frequency", path, i);
-			problem = "";
-		}
-		i++;
-	}
-	i = 0;
-	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(doc, "edges")) {
-		if (!problem && (!json_string(item, "from") || !json_string(item, "to") ||
-				 isnan(json_number(item, "probability", NAN)) || isnan(json_number(item, "success_mean", NAN)))) {
-			log_error("%s: edges[%d]: needs from, to, probability and success_mean", path, i);
-			problem = "";
-		}
-		i++;
-	}
-	if (problem) {
-		if (*problem)
-			log_error("%s: %s", path, problem);
-		cJSON_Delete(doc);
-		return NULL;
-	}
-	*status = KG_EXIT_OK;
-	return doc;
-}
-
-static const cJSON *find_member(const cJSON *array, const char *key, const char *value, const char *key2, const char *value2)
-{
-	const cJSON *item;
-	cJSON_ArrayForEach(item, array) {
-		const char *a = json_string(item, key), *b = key2 ? json_string(item, key2) : NULL;
-		if (a && strcmp(a, value) == 0 && (!key2 || (b && strcmp(b, value2) == 0)))
-			return item;
-	}
-	return NULL;
-}
-
 /* ---------------------------------------------------------------- neighbors */
 
 struct neighbour {
@@ -411,36 +355,21 @@ static int by_prior(const void *a, const void *b)
 static int neighbors(const struct options *opt)
 {
 	int status;
-	cJSON *doc = load_regraph(opt->input, &status);
+	cJSON *doc = regraph_load(opt->input, &status);
 	if (!doc)
 		return status;
-	const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(doc, "nodes"), *edges = cJSON_GetObjectItemCaseSensitive(doc, "edges");
-	const cJSON *params = cJSON_GetObjectItemCaseSensitive(doc, "parameters");
-	double lambda = json_number(params, "lambda", 4), a0 = json_number(params, "alpha0", 1), b0 = json_number(params, "beta0", 1);
-	const cJSON *from = find_member(nodes, "method", opt->from, NULL, NULL);
-	double out_weight = json_number(from, "out_weight", 0);
+	const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(doc, "nodes"), *node;
 	struct neighbour *list = xcalloc((size_t)cJSON_GetArraySize(nodes) + 1, sizeof(*list));
 	size_t n = 0;
 	double total = 0;
-	const cJSON *node;
 	cJSON_ArrayForEach(node, nodes) {
-		double frequency = json_number(node, "frequency", 0);
-		if (frequency <= 0)
+		struct regraph_transition t;
+		const char *to = json_string(node, "method");
+		if (regraph_transition(doc, opt->from, to, &t) != 0)
 			continue; /* never a target */
 		struct neighbour *nb = &list[n++];
-		nb->to = json_string(node, "method");
-		const cJSON *e = find_member(edges, "from", opt->from, "to", nb->to);
-		if (e) {
-			nb->probability = json_number(e, "probability", 0);
-			nb->success = json_number(e, "success_mean", 0);
-			nb->count = json_number(e, "count", 0);
-			nb->mean_reward = json_number(e, "mean_reward", NAN);
-		} else { /* the backoff of an unseen transition, with the prior's success rate */
-			nb->probability = lambda * frequency / (out_weight + lambda);
-			nb->success = a0 + b0 > 0 ? a0 / (a0 + b0) : 0.5;
-			nb->mean_reward = NAN;
-		}
-		nb->prior = nb->probability * nb->success;
+		*nb = (struct neighbour){.to = to, .probability = t.probability, .success = t.success, .count = t.count,
+					 .mean_reward = t.mean_reward, .prior = t.probability * t.success};
 		total += nb->prior;
 	}
 	qsort(list, n, sizeof(*list), by_prior);
@@ -458,7 +387,10 @@ static int neighbors(const struct options *opt)
 			status = KG_EXIT_IO;
 		cJSON_Delete(line);
 	}
-	if (!from)
+	int known = 0;
+	cJSON_ArrayForEach(node, nodes)
+		known |= json_string(node, "method") && strcmp(json_string(node, "method"), opt->from) == 0;
+	if (!known)
 		log_warn("%s: no transition from '%s' yet: the methods' overall frequency ranks them", opt->input, opt->from);
 	free(list);
 	cJSON_Delete(doc);
@@ -493,7 +425,7 @@ static const char *reward_colour(double r)
 static int dot(const struct options *opt)
 {
 	int status;
-	cJSON *doc = load_regraph(opt->input, &status);
+	cJSON *doc = regraph_load(opt->input, &status);
 	if (!doc)
 		return status;
 	const cJSON *item, *edges = cJSON_GetObjectItemCaseSensitive(doc, "edges");

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "mcgs.h"
 #include "parse.h"
+#include "regraph.h"
 #include "rng.h"
 #include "xalloc.h"
 
@@ -90,7 +91,7 @@ static void usage(FILE *fp)
 	      "                              the build budget; when they leave nothing to pick,\n"
 	      "                              nothing is written (exit 0)\n"
 	      "  -s, --seed S                the random state of a new graph (noise, ties)\n"
-	      "      --regraph FILE          priors of new edges from method-transition statistics\n"
+	      "      --regraph FILE          weigh new edges' priors by method-transition statistics\n"
 	      "                              (kg-regraph's regraph.json): P(method | parent's last\n"
 	      "                              method) x its success rate; kept in the graph\n"
 	      "      --c-puct C              PUCT constant c_init (1.25)\n"
@@ -1030,31 +1031,23 @@ static void back_up_max(struct graph *g, const size_t *path, size_t len)
 	}
 }
 
-/* The prior of a new edge with method `to` out of a node whose last method is `from`, from
- * the ReGraph's transition statistics: probability x success mean; NAN when it has none. */
+/* The ReGraph's weight of a new edge with method `to` out of a node whose last method is
+ * `from`: probability x success mean (an unseen transition backs off to the method's overall
+ * frequency); NAN without a ReGraph, or for a method it has never seen reached. */
 static double regraph_prior(struct updater *u, const char *from, const char *to)
 {
 	if (!u->g->regraph)
 		return NAN;
 	if (!u->regraph_doc) {
-		size_t len;
-		char *text = file_read_all(u->g->regraph, &len);
-		u->regraph_doc = text ? json_parse_document(u->g->regraph, text, len) : NULL;
-		if (!text)
-			log_warn("cannot read the ReGraph '%s':", u->g->regraph);
-		free(text);
-		if (!u->regraph_doc)
-			u->regraph_doc = cJSON_CreateObject(); /* warned once; priors stay as given */
+		int status;
+		u->regraph_doc = regraph_load(u->g->regraph, &status);
+		if (!u->regraph_doc) {
+			log_warn("the ReGraph '%s' is not used: priors stay as given", u->g->regraph);
+			u->regraph_doc = cJSON_CreateObject(); /* warned once */
+		}
 	}
-	const cJSON *edge;
-	cJSON_ArrayForEach(edge, cJSON_GetObjectItemCaseSensitive(u->regraph_doc, "edges")) {
-		const char *a = json_string(edge, "from"), *b = json_string(edge, "to");
-		if (!a || !b || strcmp(a, from) != 0 || strcmp(b, to) != 0)
-			continue;
-		double p = json_number(edge, "probability", NAN), success = json_number(edge, "success_mean", NAN);
-		return isnan(p) ? NAN : p * (isnan(success) ? 1 : success);
-	}
-	return NAN;
+	struct regraph_transition t;
+	return regraph_transition(u->regraph_doc, from, to, &t) == 0 ? t.probability * t.success : NAN;
 }
 
 /* A candidate record: registered (no build yet) or evaluated. */
@@ -1075,9 +1068,11 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 			return record_error(u, line, "edge: %g is not an edge out of node %zu", edge_id, parent);
 		e = (size_t)edge_id;
 	} else {
+		/* The proposer's prior (a rule's, the model's predicted gain, an LLM's) weighed by what
+		 * the ReGraph learned of the move; either alone when the other is missing. */
 		double prior = json_number(candidate, "prior", NAN);
-		if (isnan(prior))
-			prior = regraph_prior(u, last_method(g, parent), method_of(record));
+		double learned = regraph_prior(u, last_method(g, parent), method_of(record));
+		prior = isnan(prior) ? learned : isnan(learned) ? prior : prior * learned;
 		e = graph_add_edge(g, parent, isnan(prior) ? 1 : prior, candidate, method_of(record));
 	}
 	cJSON *upd = json_object();
