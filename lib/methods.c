@@ -1,5 +1,6 @@
 /* methods.c: the seed catalog of optimization methods (the nine canonical moves of the
- * optimize-kernels system), the reader of OUTDIR/methods.json, and matching names onto it. */
+ * optimize-kernels system and six moves of a configuration), the reader of OUTDIR/methods.json,
+ * and matching names onto it. */
 #include "common.h"
 
 #include <errno.h>
@@ -30,6 +31,21 @@ const struct method_seed method_seeds[] = {
 	 {"block swizzling", "grouped ordering", "l2 tile reuse", "threadblock swizzle", "group_m", NULL}},
 	{"softmax_math_fusion", "fuse elementwise math and use fast approximations (exp2, rsqrt) to unload the SFU",
 	 {"fast math", "math fusion", "online softmax", "exp2 trick", "kernel fusion", NULL}},
+	/* The moves of a configuration, so that a search without an LLM still says what it changed
+	 * (kg-propose's rules and model name them from the parameters, tools/propose/moves.c). */
+	{"change_work_per_thread", "retune how many elements or tiles each thread computes (thread coarsening)",
+	 {"work per thread", "items per thread", "elements per thread", "thread coarsening", "thread tiling", NULL}},
+	{"change_pipeline_depth", "retune how many stages a software or cp.async pipeline keeps in flight",
+	 {"pipeline depth", "num stages", "pipeline stages", "prefetch distance", NULL}},
+	{"change_vector_width", "retune the width of the vector loads and stores the kernel is built for",
+	 {"vector width", "vector size", "load width", NULL}},
+	{"change_unrolling", "retune the unroll factors of inner loops",
+	 {"loop unrolling", "unroll factor", "unroll", NULL}},
+	{"switch_algorithm", "switch between implementations the kernel offers (shared memory or not, padding, "
+			     "read-only or constant caches, shuffles or shared-memory reductions)",
+	 {"algorithm switch", "variant switch", "implementation switch", NULL}},
+	{"retune_configuration", "change several tuning parameters of different kinds at once",
+	 {"configuration jump", "retune", "multi-parameter change", NULL}},
 };
 const size_t method_seed_count = ARRAY_SIZE(method_seeds);
 

@@ -1,4 +1,4 @@
-/* methods.h: the nine canonical optimization methods every method catalog starts from, the
+/* methods.h: the fifteen canonical optimization methods every method catalog starts from, the
  * catalog file OUTDIR/methods.json that kg-relabel grows and kg-propose shows the LLM, and how
  * a freely written method name is matched onto it. */
 #ifndef KG_METHODS_H

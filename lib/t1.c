@@ -597,6 +597,24 @@ static int load_budget_entry(struct loader *L, const cJSON *entry, const char *f
 		       : 0;
 }
 
+/* KernelGraph.Methods: {"PARAMETER": "method"}, what a change of each parameter is called. */
+static int check_methods(struct loader *L, const cJSON *methods)
+{
+	const cJSON *m;
+	cJSON_ArrayForEach(m, methods) {
+		char f[256];
+		snprintf(f, sizeof(f), "KernelGraph.Methods.%s", m->string);
+		size_t k;
+		for (k = 0; k < L->spec->nparams && strcmp(L->spec->params[k].name, m->string) != 0; k++)
+			;
+		if (k == L->spec->nparams)
+			return fail(L, f, "not a tuning parameter");
+		if (!cJSON_IsString(m) || !m->valuestring[0])
+			return fail(L, f, "must be a method's name (a string)");
+	}
+	return 0;
+}
+
 static int load_other_sections(struct loader *L, const cJSON *root)
 {
 	static const char *const levels[] = {"Off", "Error", "Warning", "Info", "Debug", NULL};
@@ -651,11 +669,13 @@ static int load_other_sections(struct loader *L, const cJSON *root)
 
 	if (member(L, root, "", "KernelGraph", OPTIONAL, is_object, "an object", &item))
 		return -1;
-	const cJSON *shared;
+	const cJSON *shared, *methods;
 	if (item && (member(L, item, "KernelGraph", "SharedMemory", OPTIONAL, is_string_or_number,
 			    "a string (an expression) or a number", &shared) ||
 		     (shared && !(L->spec->shared_memory = compile_field(L, "KernelGraph.SharedMemory", shared,
-									 L->spec->nnames)))))
+									 L->spec->nnames))) ||
+		     member(L, item, "KernelGraph", "Methods", OPTIONAL, is_object, "an object", &methods) ||
+		     (methods && check_methods(L, methods))))
 		return -1;
 	return 0;
 }

@@ -230,6 +230,10 @@ count_fails() {
 	spec_with '.KernelGraph = {"SharedMemory": "4 *"}'
 	run_tool 1 kg-propose --exhaustive --count --spec "$S"
 	[[ "$stderr" == "kg-propose: $S: KernelGraph.SharedMemory: column "*"4 *"* ]]
+	spec_with '.KernelGraph = {"Methods": {"nope": "change_block_sizes"}}'
+	count_fails 1 "KernelGraph.Methods.nope: not a tuning parameter"
+	spec_with '.KernelGraph = {"Methods": {"block_size_x": 3}}'
+	count_fails 1 "KernelGraph.Methods.block_size_x: must be a method's name (a string)"
 	spec_with '.Budget = [5]'
 	count_fails 1 "Budget[0]: must be an object, not a number"
 	spec_with '.KernelSpecification.Arguments[1] = "n"'

@@ -165,11 +165,13 @@ measure() {
 	cat > want <<-'END'
 	["c1-n0-1","rules:neighbour","change_block_sizes","block_size_x 128 -> 64",{"block_size_x":64,"items_per_thread":1,"use_fma":false},1]
 	["c1-n0-2","rules:neighbour","change_block_sizes","block_size_x 128 -> 256",{"block_size_x":256,"items_per_thread":1,"use_fma":false},1]
-	["c1-n0-3","rules:neighbour","change_block_sizes","items_per_thread 1 -> 2",{"block_size_x":128,"items_per_thread":2,"use_fma":false},1]
-	["c1-n0-4","rules:neighbour","change_block_sizes","use_fma false -> true",{"block_size_x":128,"items_per_thread":1,"use_fma":true},1]
+	["c1-n0-3","rules:neighbour","change_work_per_thread","items_per_thread 1 -> 2",{"block_size_x":128,"items_per_thread":2,"use_fma":false},1]
+	["c1-n0-4","rules:neighbour","switch_algorithm","use_fma false -> true",{"block_size_x":128,"items_per_thread":1,"use_fma":true},1]
 	END
 	head -4 got | diff want -
 	[ "$(sed -n 5,6p got | jq -r '.[1]' | sort -u)" = "rules:random" ]
+	# a random move is named by what it changed: one kind of parameter, or several
+	sed -n 5,6p got | jq -r '.[2]' | grep -qxE 'change_block_sizes|change_work_per_thread|switch_algorithm|retune_configuration'
 	# without a key the rules are the default; --rules-random 0 leaves the neighbours alone
 	run_tool 0 env -u OPENAI_API_KEY kg-propose -v --rules-random 0 pick.jsonl
 	assert_line --partial --index 0 '"candidate":{"id":"c1-n0-1","proposer":"rules:neighbour"'
@@ -180,6 +182,15 @@ measure() {
 	run_tool 0 kg-propose -v --rules budget.jsonl
 	[ "$(jq -r .candidate.id <<<"$output" | tr '\n' ' ')" = "c1-n0-1 c1-n0-2 " ]
 	[[ "$stderr" == *": 2 candidates (0 dropped, 4 left out by the build budget)"* ]]
+}
+
+@test "a configuration move is named by the spec's KernelGraph.Methods, else by the parameter's name and values" {
+	fresh_run
+	jq '.KernelGraph.Methods = {"block_size_x": "change_occupancy"}' "$RUN/spec.json" >spec.json && mv spec.json "$RUN/spec.json"
+	kg-select "$RUN" >pick.jsonl
+	run_tool 0 kg-propose --rules --rules-random 0 pick.jsonl
+	[ "$(jq -r .candidate.method <<<"$output" | paste -sd' ')" = \
+		'change_occupancy change_occupancy change_work_per_thread switch_algorithm' ]
 }
 
 @test "--within: the rules propose only configurations the table measured (a replay can answer)" {

@@ -237,7 +237,7 @@ rule() {
 	run_tool 0 kg-propose --llm --persona throughput --regraph-filter pick.jsonl
 	[ "$(jq -c '.candidate.method' <<<"$output")" = '"Vectorized loads"' ]
 	node=$(jq -r .node pick.jsonl)
-	assert_stderr "kg-propose: warning: $RUN: node $node: llm:gpt-5-mini/throughput: Thread coarsening: dropped: its method thread_coarsening is not one the ReGraph allows next (--regraph-filter: vectorize_global_loads cache_policy_cg)"
+	assert_stderr "kg-propose: warning: $RUN: node $node: llm:gpt-5-mini/throughput: Thread coarsening: dropped: its method change_work_per_thread is not one the ReGraph allows next (--regraph-filter: vectorize_global_loads cache_policy_cg)"
 	prompt=$(jq -r '.body.messages[1].content' requests.jsonl)
 	[[ "$prompt" == *$'## What worked next after "init" in earlier searches (ReGraph)\n- vectorize_global_loads: probability 0.6, success rate 0.7, 4 transitions, mean reward 0.3\n- cache_policy_cg: '* ]]
 	[[ "$prompt" == *"Choose each candidate's \"method\" among these; others are dropped (--regraph-filter)."* ]]

@@ -10,6 +10,7 @@
 #include "fnv1a.h"
 #include "jsonl.h"
 #include "log.h"
+#include "moves.h"
 #include "rng.h"
 #include "rules.h"
 
@@ -69,7 +70,7 @@ static void neighbours(struct run_info *run, const struct node_info *node, struc
 				try[k] = (size_t)j;
 				if (!valid_indices(spec, try) || !context_within(run, try))
 					continue;
-				struct proposal p = {.proposer = xstrdup("rules:neighbour"), .method = xstrdup("change_block_sizes"),
+				struct proposal p = {.proposer = xstrdup("rules:neighbour"), .method = xstrdup(param_method(spec, k)),
 						     .prior = PRIOR_STEP};
 				p.detail = xasprintf("%s %s -> %s", param->name, param->values_json[at[k]], param->values_json[j]);
 				p.config = json_object();
@@ -208,8 +209,9 @@ struct random_offer {
 static int offer_random(void *ctx, const size_t *indices)
 {
 	struct random_offer *ro = ctx;
-	struct proposal p = {.proposer = xstrdup("rules:random"), .method = xstrdup("change_block_sizes"),
-			     .prior = PRIOR_RANDOM, .config = config_object(ro->run->spec, indices)};
+	struct proposal p = {.proposer = xstrdup("rules:random"), .prior = PRIOR_RANDOM,
+			     .config = config_object(ro->run->spec, indices)};
+	p.method = xstrdup(move_method(ro->run->spec, ro->node->config, p.config));
 	p.detail = json_text(p.config);
 	struct strbuf why;
 	strbuf_init(&why);

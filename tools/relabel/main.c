@@ -34,7 +34,7 @@ static void usage(FILE *fp)
 	      "(how \"exact\") or alias (\"alias\"), a fuzzy match scores at least T (\"fuzzy\"), the LLM maps it\n"
 	      "(\"llm\", one call per expansion), or else it becomes a new method of the catalog (\"new\").\n"
 	      "Other records pass through. The catalog is OUTDIR/methods.json two levels above the record's\n"
-	      "run (seeded with the nine canonical methods), updated atomically under methods.json.lock.\n"
+	      "run (seeded with the fifteen canonical methods), updated atomically under methods.json.lock.\n"
 	      "\n"
 	      "  -c, --catalog FILE   the catalog for every record\n"
 	      "  -t, --threshold T    the least fuzzy score that matches, 0 to 1 (default 0.85): the larger\n"
