@@ -315,6 +315,24 @@ same_search() {
 	[ ! -e out2 ]
 }
 
+@test "kg-tune learns from the logged transitions: --regraph-autobuild rebuilds the ReGraph the search's priors use" {
+	run_tool 0 kg-tune --no-llm --replay "$TABLE" --budget-builds 12 --jobs 2 --outdir out "$VECTOR_ADD"
+	[ ! -e out/regraph.json ]
+	[ "$(kg-select --export "$RUN" | jq .regraph)" = null ]
+	# rules name what a move changes: the dataset holds more than one method
+	[ "$(jq -r .to_method out/regraph_dataset.jsonl | sort -u | wc -l)" -gt 1 ]
+	run_tool 0 kg-tune --no-llm --replay "$TABLE" --resume --regraph-autobuild --budget-builds 20 --jobs 2 --outdir out "$VECTOR_ADD"
+	[ "$(jq -r '.nodes | map(.method) | index("change_work_per_thread") != null' out/regraph.json)" = true ]
+	[ "$(kg-select --export "$RUN" | jq -r .regraph)" = "$(readlink -f out/regraph.json)" ]
+	# the edges made after it weigh their priors by it: their priors are no longer the rules' 1 and 0.5
+	[ "$(kg-select --export "$RUN" | jq '[.edges[] | .prior] | map(select(. != 1 and . != 0.5)) | length > 0')" = true ]
+	# --no-regraph: none
+	run_tool 0 kg-tune --no-llm --replay "$TABLE" --budget-builds 5 --jobs 2 --no-regraph --outdir out3 "$VECTOR_ADD"
+	cp out/regraph.json out3/regraph.json
+	run_tool 0 kg-tune --no-llm --replay "$TABLE" --resume --budget-builds 8 --jobs 2 --no-regraph --outdir out3 "$VECTOR_ADD"
+	[ "$(kg-select --export out3/kernels/vector_add | jq .regraph)" = null ]
+}
+
 @test "kg-tune overlaps iterations on one GPU: the same seed gives the same search twice, exactly the budget" {
 	for d in a b; do
 		mkdir "$d"
@@ -494,7 +512,7 @@ same_search() {
 		kg-tune -q --llm-model mock-model --replay "$TABLE" --budget-builds 1 --outdir out "$VECTOR_ADD"
 	kill "$mock"
 	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | [.candidate.proposer, .method.canonical, (.build.config | tojson)] | join(" ")' "$RUN/events.jsonl")" = \
-		'llm:mock-model/throughput thread_coarsening {"block_size_x":64,"items_per_thread":4}' ]
+		'llm:mock-model/throughput change_work_per_thread {"block_size_x":64,"items_per_thread":4}' ]
 	[ "$(jq -r .body.model requests.jsonl | sort -u)" = mock-model ]
 	run_tool 0 env OPENAI_API_KEY=test-key kg-tune -q --no-llm --replay "$TABLE" --budget-builds 1 --outdir rules "$VECTOR_ADD"
 	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .candidate.proposer' rules/kernels/vector_add/events.jsonl)" = rules:neighbour ]
