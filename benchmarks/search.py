@@ -1,0 +1,522 @@
+"""search.py (no GPU): how close to a space's optimum kg-tune, Kernel Tuner's strategies and
+uniform random sampling get in a budget of builds, on fully measured spaces replayed from T4.
+
+Driven by benchmarks/search.sh, which makes the virtual environment with Kernel Tuner. For each
+space (a T1 spec and a T4 table holding every valid configuration), budget and seed, a search
+runs on the recorded times: kg-tune with --replay, Kernel Tuner's strategies in its simulation
+mode on the table converted to a Kernel Tuner cache, and random sampling computed exactly.
+Its score is optimum / best: the fastest correct configuration in the table over the fastest
+correct one the search measured (0 when it measured none). Each run is kept in the work folder
+under a key of what decides its result, so a rerun computes only what is missing.
+"""
+import argparse
+import hashlib
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# One BLAS thread per run, set before NumPy loads, so that bayes_opt's Gaussian process fits
+# round the same on machines with more cores (a last-bit difference can change its path).
+# Runs go in parallel anyway.
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_v] = "1"
+
+# name, T1 spec, T4 table (from the repository root). A space joins the benchmark when its
+# table holds every valid configuration of its spec; until then it is listed as skipped.
+SPACES = [
+    ("convolution_A4000", "benchmarks/data/convolution_A4000/convolution_milo.json",
+     "benchmarks/data/convolution_A4000/convolution_A4000_T4.json"),
+    ("vector_add", "examples/vector_add/vector_add.json", "examples/vector_add/vector_add_H100_T4.json"),
+    ("reduction", "examples/reduction/reduction.json", "examples/reduction/reduction_H100_T4.json"),
+    ("transpose", "examples/transpose/transpose.json", "examples/transpose/transpose_H100_T4.json"),
+    ("softmax", "examples/softmax/softmax.json", "examples/softmax/softmax_H100_T4.json"),
+    ("lora_expand", "examples/lora_expand/lora_expand.json", "examples/lora_expand/lora_expand_H100_T4.json"),
+    ("matmul", "examples/matmul/matmul.json", "examples/matmul/matmul_H100_T4.json"),
+    ("fused_matmul_act", "examples/fused_matmul_act/fused_matmul_act.json",
+     "examples/fused_matmul_act/fused_matmul_act_H100_T4.json"),
+]
+
+# Kernel Tuner 1.5's single-objective strategies that need nothing beyond its own dependencies
+# (brute_force is the converter's check; skopt and pyatf_strategies need other packages).
+STRATEGIES = ["random_sample", "genetic_algorithm", "bayes_opt", "simulated_annealing", "diff_evo", "pso",
+              "firefly_algorithm", "basinhopping", "mls", "greedy_mls", "ordered_greedy_mls", "greedy_ils",
+              "dual_annealing", "minimize", "hybrid_vndx", "adaptive_tabu_greywolf"]
+
+# bayes_opt's default method, multi-ultrafast, refits its model only when the last evaluations
+# took 5 times longer than the last prediction, timed by the wall clock: on a GPU nearly always,
+# in simulation (evaluations take microseconds) now and then, at random. multi-fast is the same
+# method refitting every round: what the default does on a GPU, and deterministic.
+STRATEGY_OPTIONS = {"bayes_opt": {"method": "multi-fast"}}
+
+KG, RANDOM = "kg-tune", "uniform random"
+WITHIN = 1.05  # "within 5 %": best <= 1.05 * optimum
+
+
+def values_of(parameter):
+    """A T1 parameter's values: a Python expression or a JSON array; booleans as 1/0, as kg-build
+    defines them and as kg-tune's records and the tables hold them."""
+    v = parameter["Values"]
+    if isinstance(v, str):
+        v = eval(v, {"__builtins__": {}, "range": range, "list": list, "min": min, "max": max, "len": len,
+                     "abs": abs, "int": int, "float": float})
+    return [int(x) if isinstance(x, bool) else x for x in v]
+
+
+def key_of(config, names):
+    """A configuration as Kernel Tuner keys its cache: the values in tune_params order, joined by
+    commas. Results of every tool are keyed so."""
+    return ",".join(str(int(config[n]) if isinstance(config[n], bool) else config[n]) for n in names)
+
+
+def median(samples):
+    """The median exactly as lib/stats.c computes it (linear interpolation between the middle
+    two), so that times here are bit for bit the ones kg-bench --replay answers with."""
+    s = sorted(samples)
+    pos = 0.5 * (len(s) - 1)
+    lo = int(pos)
+    return s[-1] if lo + 1 >= len(s) else s[lo] + (pos - lo) * (s[lo + 1] - s[lo])
+
+
+def digest(*paths):
+    h = hashlib.sha256()
+    for p in paths:
+        with open(p, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:12]
+
+
+def prepare_space(name, spec_path, table_path, work):
+    """Reads a space and writes what every run of it needs into WORK/spaces/NAME-DIGEST/:
+    space.json (parameters, restrictions, each valid configuration's time) and kt_cache.json (the
+    table in Kernel Tuner's cache format). Returns the space, with "skipped" set when the table
+    lacks valid configurations."""
+    spec_path, table_path = os.path.join(ROOT, spec_path), os.path.join(ROOT, table_path)
+    fp = digest(spec_path, table_path)
+    folder = os.path.join(work, "spaces", "%s-%s" % (name, fp))
+    if os.path.exists(os.path.join(folder, "space.json")):
+        with open(os.path.join(folder, "space.json")) as f:
+            return json.load(f)
+    with open(spec_path) as f:
+        spec = json.load(f)
+    cs, ks = spec["ConfigurationSpace"], spec["KernelSpecification"]
+    params = {p["Name"]: values_of(p) for p in cs["TuningParameters"]}
+    names = list(params)
+    restrictions = [c["Expression"] for c in cs.get("Conditions", [])]
+    if any("ProblemSize" in r for r in restrictions):
+        sys.exit("search: %s: a condition reads ProblemSize, which Kernel Tuner's restrictions cannot" % spec_path)
+
+    # The valid configurations as kg sees them: kg-propose --exhaustive, the reference count.
+    out = subprocess.run([os.path.join(ROOT, "bin/kg-propose"), "--exhaustive", "--spec", spec_path],
+                         check=True, capture_output=True, text=True).stdout
+    configs = [json.loads(line)["candidate"]["config"] for line in out.splitlines() if line]
+    valid = [key_of(c, names) for c in configs]
+
+    # The table as kg-bench --replay reads it: the last result of a configuration wins; a correct
+    # one's time is the median of its runtimes; any other invalidity is a failure.
+    with open(table_path) as f:
+        results = json.load(f)["results"]
+    table = {}
+    for r in results:
+        k = key_of(r["configuration"], names)
+        ok = r["invalidity"] == "correct"
+        table[k] = {"time": median(r["times"]["runtimes"]) if ok else None, "invalidity": r["invalidity"],
+                    "compile_ms": r.get("times", {}).get("compilation", 0) or 0,
+                    "runtimes_ms": sum(r.get("times", {}).get("runtimes") or [])}
+    missing = [k for k in valid if k not in table]
+    times = {k: table[k]["time"] for k in valid if k in table}
+    correct = [t for t in times.values() if t is not None]
+    space = {"name": name, "spec": os.path.relpath(spec_path, ROOT), "table": os.path.relpath(table_path, ROOT),
+             "digest": fp, "folder": folder, "kernel": ks["KernelName"], "problem_size": ks.get("ProblemSize", []),
+             "params": params, "restrictions": restrictions, "table_results": len(results),
+             "table_configurations": len(table), "valid": len(valid), "correct": len(correct),
+             "outside_space": len(set(table) - set(valid)), "optimum_ms": min(correct) if correct else None,
+             "times": times}
+    os.makedirs(folder, exist_ok=True)
+    if missing:
+        space["skipped"] = "the table holds %d of the %d valid configurations" % (len(valid) - len(missing), len(valid))
+    else:
+        # Kernel Tuner's cache: a header naming the kernel, problem size and parameters (their
+        # order is the key's), then one entry per configuration. A failed one carries the name
+        # of Kernel Tuner's error class in place of its time, which read_cache turns into that
+        # error: strategies see the failure as on a GPU (the worst cost), and it costs a feval.
+        # compile, verification and benchmark times let time-limited simulations run too.
+        cache = {}
+        for k, config in zip(valid, configs):
+            e = table[k]
+            failure = "CompilationFailedConfig" if e["invalidity"] == "compile" else "RuntimeFailedConfig"
+            cache[k] = dict(config, time=failure if e["time"] is None else e["time"], compile_time=e["compile_ms"],
+                            verification_time=0, benchmark_time=e["runtimes_ms"])
+        doc = {"device_name": "replay of " + os.path.basename(table_path), "kernel_name": space["kernel"],
+               "problem_size": space["problem_size"], "tune_params_keys": names, "tune_params": params,
+               "objective": "time", "cache": cache}
+        with open(os.path.join(folder, "kt_cache.json"), "w") as f:
+            json.dump(doc, f)
+        space["check"] = check_converter(space)
+    with open(os.path.join(folder, "space.json.tmp"), "w") as f:
+        json.dump(space, f)
+    os.replace(os.path.join(folder, "space.json.tmp"), os.path.join(folder, "space.json"))
+    return space
+
+
+def tune_kt(space, strategy, budget):
+    """One Kernel Tuner search in simulation mode. Returns Kernel Tuner's results: every
+    configuration its runner evaluated, in order (repeats included, restriction-rejected ones
+    not), each with its time or an __error__."""
+    import kernel_tuner
+    # The kernel is never compiled in simulation; Kernel Tuner only needs its name and language.
+    source = 'extern "C" __global__ void %s() {}' % space["kernel"]
+    options = dict(STRATEGY_OPTIONS.get(strategy, {}), **({"max_fevals": budget} if budget else {}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results, _ = kernel_tuner.tune_kernel(
+            space["kernel"], source, space["problem_size"], [], space["params"],
+            restrictions=space["restrictions"] or None, lang="CUDA", cache=os.path.join(space["folder"], "kt_cache.json"),
+            simulation_mode=True, strategy=strategy, strategy_options=options, quiet=True, verbose=False)
+    return results
+
+
+def check_converter(space):
+    """The round trip: Kernel Tuner's brute force over the converted cache must evaluate every
+    valid configuration kg-propose lists (so both search the same space), find each one's time as
+    the table gives it, and so find the table's optimum."""
+    names = list(space["params"])
+    results = tune_kt(space, "brute_force", None)
+    seen = {key_of(r, names): r for r in results}
+    times = {k: (None if "__error__" in r else r["time"]) for k, r in seen.items()}
+    best = min(t for t in times.values() if t is not None)
+    check = {"kt_space_size": len(seen), "kg_propose_count": space["valid"],
+             "same_configurations": set(seen) == set(space["times"]), "same_times": times == space["times"],
+             "kt_brute_force_best_ms": best, "optimum_ms": space["optimum_ms"]}
+    if not (check["same_configurations"] and check["same_times"] and best == space["optimum_ms"]):
+        sys.exit("search: %s: the Kernel Tuner cache does not round-trip: %s" % (space["name"], check))
+    return check
+
+
+_lhs = None
+
+
+def seed_everything(seed):
+    """Kernel Tuner's strategies draw from Python's random and NumPy's global generator (scipy's
+    basinhopping and dual_annealing too, given no seed), except for the Latin hypercube samples
+    of bayes_opt and of Searchspace.get_LHS_sample (diff_evo's start), which scipy draws from
+    fresh OS entropy unless given a generator: they get one seeded from NumPy's global one."""
+    global _lhs
+    import numpy as np
+    import scipy.stats.qmc as qmc
+    from kernel_tuner.strategies import bayes_opt
+    if _lhs is None:
+        _lhs = qmc.LatinHypercube
+
+        class SeededLatinHypercube(_lhs):
+            def __init__(self, d, **kw):
+                kw.setdefault("rng", np.random.default_rng(np.random.randint(2 ** 31)))
+                super().__init__(d, **kw)
+
+        qmc.LatinHypercube = bayes_opt.LatinHypercube = SeededLatinHypercube
+    random.seed(seed)
+    np.random.seed(seed)
+
+
+def run_kt(space, strategy, budget, seed):
+    """A Kernel Tuner run: its trace (configuration, time or None) in the order first measured.
+    Kernel Tuner spends max_fevals on distinct configurations its runner measured, failed ones
+    included; repeats and configurations its restrictions reject cost nothing."""
+    names = list(space["params"])
+    seed_everything(seed)
+    t0 = time.perf_counter()
+    results = tune_kt(space, strategy, budget)
+    wall = time.perf_counter() - t0
+    trace, seen = [], set()
+    for r in results:
+        k = key_of(r, names)
+        if k not in seen:
+            seen.add(k)
+            trace.append([k, None if "__error__" in r else r["time"]])
+    return {"trace": trace, "evaluations": len(results), "wall_s": wall}
+
+
+def run_kg(space, budget, seed, opts, cache_dir, tmp_root):
+    """A kg-tune run: its trace (baseline first) from events.jsonl, checked against best.json."""
+    names = list(space["params"])
+    with tempfile.TemporaryDirectory(dir=tmp_root) as tmp:
+        cmd = [os.path.join(ROOT, "bin/kg-tune"), "--no-llm", "--budget-builds", str(budget), "--seed", str(seed),
+               "--replay", os.path.join(ROOT, space["table"]), "--outdir", os.path.join(tmp, "out"), "-q"] + opts
+        cmd += [os.path.join(ROOT, space["spec"])]
+        env = dict(os.environ, XDG_CACHE_HOME=cache_dir or os.path.join(tmp, "cache"))
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        wall = time.perf_counter() - t0
+        run = os.path.join(tmp, "out", "kernels")
+        run = os.path.join(run, os.listdir(run)[0]) if os.path.isdir(run) and os.listdir(run) else None
+        if p.returncode != 0 or not run:
+            return {"error": "kg-tune exited %d: %s" % (p.returncode, (p.stdout + p.stderr)[-2000:]), "wall_s": wall}
+        trace, cached = [], 0
+        with open(os.path.join(run, "events.jsonl")) as f:
+            for line in f:
+                r = json.loads(line)
+                if r.get("update", {}).get("child") is None:
+                    continue
+                b, build = r.get("bench") or {}, r.get("build") or {}
+                cached += bool(build.get("cached"))
+                ok = b.get("status") == "ok"
+                trace.append([key_of(build["config"], names) if "config" in build else None,
+                              b["median_ms"] if ok else None])
+        with open(os.path.join(run, "best.json")) as f:
+            best_json = json.load(f).get("median_ms")
+    return {"trace": trace, "evaluations": len(trace) - 1, "best_json_ms": best_json, "cached_builds": cached,
+            "wall_s": wall, "command": " ".join(cmd[1:-1]).replace(tmp, "TMP")}
+
+
+def score(space, run):
+    """best, optimum / best (0 when nothing correct was measured) and distinct configurations."""
+    times = [t for _, t in run.get("trace", []) if t is not None]
+    best = min(times) if times else None
+    return {"best_ms": best, "ratio": space["optimum_ms"] / best if best else 0.0,
+            "within": bool(best and best <= WITHIN * space["optimum_ms"]),
+            "distinct": len({k for k, _ in run.get("trace", [])})}
+
+
+_spaces = {}
+
+
+def job(task):
+    """One run in a worker, or its kept result: (task, result)."""
+    space_file, tool, budget, seed, path, extra = task
+    if os.path.exists(path):
+        with open(path) as f:
+            return task, json.load(f)
+    if space_file not in _spaces:
+        with open(space_file) as f:
+            _spaces[space_file] = json.load(f)
+    space = _spaces[space_file]
+    if tool == KG:
+        result = run_kg(space, budget, seed, extra["opts"], extra["cache_dir"], extra["tmp"])
+    else:
+        try:
+            result = run_kt(space, tool, budget, seed)
+        except Exception as e:  # a strategy that fails is reported, and the others go on
+            result = {"error": "%s: %s" % (type(e).__name__, e)}
+    if "error" not in result:  # a failed run is tried again next time
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "w") as f:
+            json.dump(result, f)
+        os.replace(path + ".tmp", path)
+    return task, result
+
+
+def random_exact(space, budget):
+    """Uniform random sampling of `budget` distinct valid configurations (failed ones included,
+    as a sampler would draw them), exactly: the k-th fastest correct configuration is the best
+    drawn when it is drawn and none faster is, with probability C(N-k, B-1) / C(N, B)."""
+    n, b = space["valid"], min(budget, space["valid"])
+    times = sorted(t for t in space["times"].values() if t is not None)
+    total = math.comb(n, b)
+    mean = sum(math.comb(n - k, b - 1) / total * times[0] / t for k, t in enumerate(times, 1))
+    close = sum(t <= WITHIN * times[0] for t in times)
+    return {"mean": mean, "within": 1 - math.comb(n - close, b) / total}
+
+
+def same_time(a, b):
+    return a == b or (a is not None and b is not None and math.isclose(a, b, rel_tol=1e-14))
+
+
+def summarize(space, tool, budget, runs):
+    scores = [score(space, r) for r in runs]
+    s = {"space": space["name"], "tool": tool, "budget": budget, "seeds": len(runs),
+         "mean": sum(x["ratio"] for x in scores) / len(scores),
+         "within": sum(x["within"] for x in scores) / len(scores),
+         "distinct": sum(x["distinct"] for x in scores) / len(scores),
+         "measured": sum(r["evaluations"] if tool == KG else len(r["trace"]) for r in runs) / len(runs),
+         "wall_s": sum(r["wall_s"] for r in runs) / len(runs)}
+    if tool == KG:  # the best of events.jsonl and best.json's must agree
+        s["best_json_disagrees"] = sum(r["best_json_ms"] != x["best_ms"] for r, x in zip(runs, scores))
+        # and kg-tune must see each configuration as the table has it (to the 15 digits cJSON
+        # prints; a failure where the table has a time is kg-build's: replay still compiles)
+        s["replay_mismatches"] = sum(not same_time(t, space["times"].get(k)) for r in runs for k, t in r["trace"])
+        s["cached_builds"] = sum(r["cached_builds"] for r in runs) / sum(len(r["trace"]) for r in runs)
+    return s
+
+
+def table(space, rows, budgets, seeds):
+    """The Markdown table of one space: a row per tool, a column per budget."""
+    lines = ["### %s: %d valid configurations (%d correct), optimum %.6g ms; %d seeds" % (
+        space["name"], space["valid"], space["correct"], space["optimum_ms"], seeds), "",
+        "| search | " + " | ".join("%d builds" % b for b in budgets) + " |", "|---" * (len(budgets) + 1) + "|"]
+    best_kt = {}
+    for b in budgets:
+        kt = [s for s in rows if s["budget"] == b and s["tool"] not in (KG, RANDOM)]
+        best_kt[b] = max(kt, key=lambda s: s["mean"])["tool"] if kt else None
+    tools = [KG, RANDOM] + sorted({s["tool"] for s in rows} - {KG, RANDOM})
+    for tool in tools:
+        cells = []
+        for b in budgets:
+            s = next((s for s in rows if s["tool"] == tool and s["budget"] == b), None)
+            cell = "-" if s is None else "%.3f (%.2f)" % (s["mean"], s["within"])
+            cells.append("**%s**" % cell if best_kt[b] == tool else cell)
+        label = tool if tool in (KG, RANDOM) else "KT " + tool
+        lines.append("| %s | %s |" % (label, " | ".join(cells)))
+    lines.append("")
+    lines.append("Cells: mean optimum / best over the seeds (fraction of seeds within 5 %%); bold: the best "
+                 "Kernel Tuner strategy; %s: exact expectation." % RANDOM)
+    # kg-tune measures its baseline on top of its budget; a search may end early (converged,
+    # nothing left to try) or, as some of Kernel Tuner's do, stop short of max_fevals.
+    short = ["%s at %d: %.1f" % (s["tool"], s["budget"], s["measured"]) for s in rows
+             if s["tool"] != RANDOM and s["measured"] < min(s["budget"], space["valid"] - (s["tool"] == KG)) - 0.05]
+    if short:
+        lines.append("Configurations measured (mean; kg-tune's after its baseline) where fewer than the budget: "
+                     + "; ".join(short) + ".")
+    kg = [s for s in rows if s["tool"] == KG]
+    if kg:
+        lines.append("kg-tune wall time per search, mean: " + ", ".join(
+            "%.1f s at %d (%.0f %% of builds from the compile cache)" % (s["wall_s"], s["budget"], 100 * s["cached_builds"])
+            for s in kg) + ".")
+        for field, what in (("best_json_disagrees", "runs whose best.json disagrees with events.jsonl"),
+                            ("replay_mismatches", "configurations measured otherwise than the table has them")):
+            if sum(s[field] for s in kg):
+                lines.append("WARNING: kg-tune: %d %s." % (sum(s[field] for s in kg), what))
+    for b in budgets:
+        if b not in (40, 80) or not best_kt.get(b):
+            continue
+        g = {s["tool"]: s["mean"] for s in rows if s["budget"] == b}
+        if KG not in g:
+            continue
+        verdict = "met" if g[KG] >= g[best_kt[b]] else "missed"
+        line = "Target at %d: kg-tune %.3f vs best KT (%s) %.3f: %s" % (b, g[KG], best_kt[b], g[best_kt[b]], verdict)
+        if space["name"].startswith("convolution"):
+            line += "; vs random + 0.10 = %.3f: %s" % (g[RANDOM] + 0.10, "met" if g[KG] >= g[RANDOM] + 0.10 else "missed")
+        lines.append(line + ".")
+    return "\n".join(lines) + "\n"
+
+
+def bin_digest():
+    """What decides a kg-tune run besides its arguments: the tools and pipelines in bin/ (links
+    to pipelines/, followed) and the pipelines' common.sh."""
+    files = sorted(os.path.join(ROOT, "bin", f) for f in os.listdir(os.path.join(ROOT, "bin")))
+    return digest(*files, os.path.join(ROOT, "pipelines", "common.sh"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--spaces", default=",".join(s[0] for s in SPACES), help="comma-separated (default: all, %(default)s)")
+    ap.add_argument("--budgets", default="20,40,80,160", help="builds per search (default 20,40,80,160)")
+    ap.add_argument("--seeds", type=int, default=20, help="seeds 1..N (default 20)")
+    ap.add_argument("--strategies", default=",".join(STRATEGIES), help="Kernel Tuner's, comma-separated (default %(default)s)")
+    ap.add_argument("--no-kg", action="store_true", help="leave kg-tune out")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count(), help="runs at once (default: the CPUs)")
+    ap.add_argument("--kg-tune-opts", default="", help="more kg-tune options, split at spaces")
+    ap.add_argument("--kg-jobs", type=int, default=2,
+                    help="kg-tune --jobs (default 2): it sets kg-tune's default batch, so it is fixed, not the CPUs")
+    ap.add_argument("--fresh-cache", action="store_true",
+                    help="an empty compile cache per kg-tune run (wall times of cold compiles; slow)")
+    ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "kg-search-work"),
+                    help="where runs are kept, so that a rerun computes only what is missing (default %(default)s)")
+    ap.add_argument("--json", help="write every result here (default WORK/search.json)")
+    opt = ap.parse_args()
+
+    import kernel_tuner
+    known = {s[0]: s for s in SPACES}
+    names = [n for n in opt.spaces.split(",") if n]
+    for n in names:
+        if n not in known:
+            sys.exit("search: unknown space '%s' (known: %s)" % (n, ", ".join(known)))
+    budgets = [int(b) for b in opt.budgets.split(",")]
+    strategies = [s for s in opt.strategies.split(",") if s]
+    seeds = list(range(1, opt.seeds + 1))
+    kg_opts = ["--jobs", str(opt.kg_jobs)] + opt.kg_tune_opts.split()
+    kg_label = "kg-tune" + (" " + opt.kg_tune_opts.strip() if opt.kg_tune_opts.strip() else "")
+    kg_key = hashlib.sha256((bin_digest() + " ".join(kg_opts)).encode()).hexdigest()[:12]
+    os.makedirs(opt.work, exist_ok=True)
+    tmp = os.path.join(opt.work, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    cache_dir = None if opt.fresh_cache else os.path.join(opt.work, "xdg-cache")
+
+    spaces = []
+    for n in names:
+        t0 = time.perf_counter()
+        space = prepare_space(*known[n], opt.work)
+        if space.get("skipped"):
+            print("search: %s skipped: %s" % (n, space["skipped"]), file=sys.stderr)
+        else:
+            print("search: %s: %d valid configurations, Kernel Tuner's space %d, optimum %.6g ms (%.1f s)" % (
+                n, space["valid"], space["check"]["kt_space_size"], space["optimum_ms"], time.perf_counter() - t0),
+                file=sys.stderr)
+        spaces.append(space)
+
+    # Every run, longest first (kg-tune's, large budgets) so that the pool ends together.
+    tasks = []
+    for space in (s for s in spaces if not s.get("skipped")):
+        sf = os.path.join(space["folder"], "space.json")
+        for b in sorted(budgets, reverse=True):
+            for seed in seeds:
+                if not opt.no_kg:
+                    path = os.path.join(space["folder"], "kg-tune-" + kg_key, "b%d-s%d.json" % (b, seed))
+                    tasks.append((sf, KG, b, seed, path, {"opts": kg_opts, "cache_dir": cache_dir, "tmp": tmp}))
+                for st in strategies:
+                    path = os.path.join(space["folder"], "kt-%s-%s" % (kernel_tuner.__version__, st),
+                                        "b%d-s%d.json" % (b, seed))
+                    tasks.append((sf, st, b, seed, path, None))
+    todo = [t for t in tasks if not os.path.exists(t[4])]
+    print("search: %d runs, %d kept from before, %d to compute on %d workers" % (
+        len(tasks), len(tasks) - len(todo), len(todo), opt.jobs), file=sys.stderr)
+    results, failed, done, t0 = {}, 0, 0, time.perf_counter()
+    with ProcessPoolExecutor(opt.jobs, mp_context=get_context("fork")) as pool:
+        for fut in as_completed([pool.submit(job, t) for t in tasks]):
+            task, result = fut.result()
+            results[task[4]] = result
+            if "error" in result:
+                failed += 1
+                print("search: %s %s b%d s%d: %s" % (os.path.basename(os.path.dirname(task[0])), task[1], task[2],
+                                                     task[3], result["error"]), file=sys.stderr)
+            done += 1
+            if done % 50 == 0 or done == len(tasks):
+                print("search: %d/%d runs (%.0f s)" % (done, len(tasks), time.perf_counter() - t0), file=sys.stderr)
+
+    summary, runs = [], []
+    report = ["%s: bin/kg-tune --no-llm %s (compile cache %s); Kernel Tuner %s in simulation mode; seeds 1..%d.\n" % (
+        kg_label, " ".join(kg_opts), "fresh per run" if opt.fresh_cache else "shared", kernel_tuner.__version__,
+        opt.seeds)]
+    for space in spaces:
+        if space.get("skipped"):
+            report.append("### %s: skipped, %s\n" % (space["name"], space["skipped"]))
+            continue
+        mine = [(t, results[t[4]]) for t in tasks if t[0].startswith(space["folder"] + os.sep)
+                and "error" not in results[t[4]]]
+        rows = []
+        for b in budgets:
+            rows.append(dict(random_exact(space, b), space=space["name"], tool=RANDOM, budget=b,
+                             distinct=min(b, space["valid"]), measured=min(b, space["valid"])))
+            for tool in ([] if opt.no_kg else [KG]) + strategies:
+                got = [res for t, res in sorted(mine, key=lambda x: x[0][3]) if t[1] == tool and t[2] == b]
+                if got:
+                    rows.append(summarize(space, tool, b, got))
+        runs += [dict({k: v for k, v in res.items() if k != "trace"}, space=space["name"], tool=t[1], budget=t[2],
+                      seed=t[3], **score(space, res)) for t, res in mine]
+        summary += rows
+        report.append(table(space, rows, budgets, len(seeds)).replace("| kg-tune |", "| %s |" % kg_label))
+    print("\n".join(report))
+
+    doc = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kernel_tuner": kernel_tuner.__version__,
+           "kg_tune": {"options": kg_opts, "label": kg_label, "bin_digest": bin_digest(),
+                       "compile_cache": "fresh per run" if opt.fresh_cache else "shared"},
+           "budgets": budgets, "seeds": seeds, "strategies": strategies, "within": WITHIN,
+           "spaces": [{k: v for k, v in s.items() if k not in ("times", "folder")} for s in spaces],
+           "summary": summary, "runs": runs}
+    path = opt.json or os.path.join(opt.work, "search.json")
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    print("search: every result in %s" % path, file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
