@@ -41,9 +41,11 @@ SPACES = [
     ("transpose", "examples/transpose/transpose.json", "examples/transpose/transpose_H100_T4.json"),
     ("softmax", "examples/softmax/softmax.json", "examples/softmax/softmax_H100_T4.json"),
     ("lora_expand", "examples/lora_expand/lora_expand.json", "examples/lora_expand/lora_expand_H100_T4.json"),
-    ("matmul", "examples/matmul/matmul.json", "examples/matmul/matmul_H100_T4.json"),
-    ("fused_matmul_act", "examples/fused_matmul_act/fused_matmul_act.json",
-     "examples/fused_matmul_act/fused_matmul_act_H100_T4.json"),
+    ("matmul_4096", "examples/matmul/matmul.json", "benchmarks/data/matmul_H100/matmul_4096_H100_T4.json"),
+    ("matmul_2048", "benchmarks/data/matmul_H100/matmul_2048.json", "benchmarks/data/matmul_H100/matmul_2048_H100_T4.json"),
+    ("matmul_1024", "benchmarks/data/matmul_H100/matmul_1024.json", "benchmarks/data/matmul_H100/matmul_1024_H100_T4.json"),
+    ("fused_matmul_act_4096", "examples/fused_matmul_act/fused_matmul_act.json",
+     "benchmarks/data/matmul_H100/fused_matmul_act_4096_H100_T4.json"),
 ]
 
 # Kernel Tuner 1.5's single-objective strategies that need nothing beyond its own dependencies
