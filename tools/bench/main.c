@@ -359,6 +359,7 @@ struct bencher {
 	const struct options *opt;
 	struct worker worker;
 	struct replay *replay;
+	struct replay_edits *edits; /* the code edits among the records read, for --replay */
 	const char *input_name;
 	int status;
 };
@@ -387,6 +388,39 @@ static void keep_recorded_samples(const char *run_dir, const cJSON *build, const
 	cJSON_Delete(doc);
 }
 
+/* The replayed answer for a record with a successful build: the table's measurement of its
+ * state, or of its configuration when its source is the spec's kernel; else an error record. */
+static cJSON *replay_bench(struct bencher *b, const cJSON *record, long line, const char *run_dir)
+{
+	const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
+	const cJSON *config = cJSON_GetObjectItemCaseSensitive(build, "config");
+	const char *state = json_string(build, "state");
+	int edited = replay_edited(record, b->edits);
+	cJSON *runtimes;
+	cJSON *bench = replay_lookup(b->replay, config, state, edited, &runtimes);
+	if (bench && runtimes && run_dir)
+		keep_recorded_samples(run_dir, build, bench, runtimes);
+	cJSON_Delete(runtimes);
+	if (bench)
+		return bench;
+	char *msg;
+	if (edited) {
+		msg = xasprintf("the replay table %s holds configurations of the unedited kernel; this variant's source "
+				"differs (a code edit) and the table has no measurement of its state",
+				b->opt->replay_path);
+	} else {
+		char *key = cJSON_IsObject(config) ? replay_key(config) : xstrdup("(none)");
+		msg = xasprintf("configuration %s is not in the replay table %s", key, b->opt->replay_path);
+		free(key);
+	}
+	record_error(b, line, msg);
+	bench = failure("error", msg, NULL);
+	if (!cJSON_AddBoolToObject(bench, "replayed", 1))
+		xalloc_die();
+	free(msg);
+	return bench;
+}
+
 /* Adds "bench" to a record that has a successful build; returns -1 when there is no GPU. */
 static int bench_record(struct bencher *b, cJSON *record, long line)
 {
@@ -400,20 +434,12 @@ static int bench_record(struct bencher *b, cJSON *record, long line)
 		return record_error(b, line, "run: missing (give the record a \"run\" or kg-bench --run DIR)"), 0;
 	cJSON *bench;
 	if (b->replay) {
-		const cJSON *config = cJSON_GetObjectItemCaseSensitive(build, "config"), *runtimes = NULL;
-		bench = cJSON_IsObject(config) ? replay_lookup(b->replay, config, &runtimes) : NULL;
-		if (bench && runtimes && run_dir)
-			keep_recorded_samples(run_dir, build, bench, runtimes);
-		if (!bench) {
-			char *key = cJSON_IsObject(config) ? replay_key(config) : xstrdup("(none)");
-			char *msg = xasprintf("configuration %s is not in the replay table %s", key, b->opt->replay_path);
-			record_error(b, line, msg);
-			bench = failure("error", msg, NULL);
-			if (!cJSON_AddBoolToObject(bench, "replayed", 1))
-				xalloc_die();
-			free(msg);
-			free(key);
-		}
+		bench = replay_bench(b, record, line, run_dir);
+	} else if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(build, "compiled"))) {
+		const char *msg = "this variant was not compiled (kg-build --no-compile): only --replay can answer it; "
+				  "build it again without --no-compile to measure it";
+		record_error(b, line, msg);
+		bench = failure("error", msg, NULL);
 	} else {
 		bench = bench_on_gpu(&b->worker, b->opt, run_dir, build);
 		if (!bench)
@@ -492,10 +518,13 @@ int main(int argc, char **argv)
 		strbuf_release(&b.worker.unread);
 		free(b.worker.device);
 		replay_free(b.replay);
+		replay_edits_free(b.edits);
 		free(cache);
 		return status;
 	}
 	b.input_name = reader.name;
+	if (b.replay)
+		b.edits = replay_edits_new();
 	bench_all(&b, &reader);
 
 	if (b.worker.pid)
@@ -503,6 +532,7 @@ int main(int argc, char **argv)
 	free(b.worker.device);
 	strbuf_release(&b.worker.unread);
 	replay_free(b.replay);
+	replay_edits_free(b.edits);
 	jsonl_reader_release(&reader);
 	free(cache);
 	return cli_finish(b.status);
