@@ -446,7 +446,7 @@ static int load_cached(struct replay *r, const char *cache, const char *header)
 	}
 	unindex(r);
 	file_unmap(map, len);
-	log_debug("replay cache '%s' is stale or damaged: made again", cache);
+	log_info("the replay cache '%s' is stale or damaged: made again", cache);
 	return -1;
 }
 
@@ -455,7 +455,9 @@ static void store_cached(const char *cache, const struct strbuf *text)
 {
 	char *dir = xstrndup(cache, (size_t)(strrchr(cache, '/') - cache));
 	if (dir_create(dir) != 0 || file_write_atomic(cache, text->buf, text->len) != 0)
-		log_debug("cannot keep the replay table in '%s': %s", cache, strerror(errno));
+		log_info("cannot keep the replay table in '%s': %s", cache, strerror(errno));
+	else
+		log_info("replay table kept in the cache '%s'", cache);
 	free(dir);
 }
 
@@ -476,6 +478,7 @@ struct replay *replay_load(const char *path)
 		header = xstrdup(REPLAY_FORMAT "\n");
 	}
 	if (cache && load_cached(r, cache, header) == 0) {
+		log_info("%s: %zu measurements, read from the cache '%s'", path, r->n, cache);
 		r->cache = cache;
 		free(header);
 		return r;

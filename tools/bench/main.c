@@ -67,7 +67,9 @@ static void usage(FILE *fp)
 	      "  -w, --watchdog SEC     a kernel silent this long is killed (default: the larger of\n"
 	      "                         10 s and 100 times the baseline's median)\n"
 	      "      --replay FILE      answer from recorded measurements (a T4 file, or an\n"
-	      "                         events.jsonl), without a GPU\n"
+	      "                         events.jsonl), without a GPU: by the build's state when\n"
+	      "                         the table measured it, else by its configuration when its\n"
+	      "                         source is the spec's kernel (build.edited false)\n"
 	      "      --calibrate        measure the GPU's copy bandwidth and keep it in the cache\n"
 	      "                         ($XDG_CACHE_HOME/kernelgraph/devices/), for pct_peak_bw\n"
 	      "      --t4               measure nothing: write the measured and refused records\n"
@@ -81,9 +83,11 @@ static void usage(FILE *fp)
 	      "bench.status is ok, incorrect (check.argument, first_bad, max_abs_err say where),\n"
 	      "crashed (the kernel faulted), timeout (the watchdog fired) or error.\n"
 	      "\n"
-	      "Exit status: 0 every record handled; 1 some record could not be (no run, a\n"
-	      "configuration missing from the replay table), reported and passed on; 2 usage\n"
-	      "error; 3 no GPU (and no --replay); 4 input or output failed.\n",
+	      "Exit status: 0 every record handled; 1 some record could not be, and was reported:\n"
+	      "one without a run (passed on as it is), or one given an error record (a variant the\n"
+	      "replay table cannot answer: a configuration it lacks, a code edit; without --replay,\n"
+	      "a build kg-build --no-compile made); 2 usage error; 3 no GPU (and no --replay);\n"
+	      "4 input or output failed.\n",
 	      fp);
 }
 
