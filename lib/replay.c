@@ -33,7 +33,7 @@
 
 /* The format of the compact text; a change to it, or to what a source becomes in it (the
  * summaries of T4 runtimes, say), needs a new version, so that no cache is read wrongly. */
-#define REPLAY_FORMAT "kg-replay-2"
+#define REPLAY_FORMAT "kg-replay-1"
 /* Sources smaller than this parse about as fast as their cached text loads: not cached. */
 #define REPLAY_CACHE_MIN_BYTES (256 * 1024)
 

@@ -499,23 +499,20 @@ static int publish_variant(struct entry *e)
 		e->tmp_dir = NULL;
 	} else if (errno == EEXIST || errno == ENOTEMPTY) {
 		cJSON *theirs = read_variant(e->run, e->state);
+		int replaced = 0;
 		if (theirs && !variant_compiled(theirs) && variant_compiled(e->variant)) {
+			replaced = replace_variant(e, final) == 0;
 			cJSON_Delete(theirs);
-			theirs = NULL;
-			if (replace_variant(e, final) == 0) {
-				free(e->tmp_dir);
-				e->tmp_dir = NULL;
-			} else {
-				theirs = read_variant(e->run, e->state);
-				if (!theirs)
-					rc = log_error("cannot replace '%s', which was not compiled:", final);
-			}
+			theirs = replaced ? NULL : read_variant(e->run, e->state);
 		}
-		if (theirs) {
+		if (replaced) {
+			free(e->tmp_dir);
+			e->tmp_dir = NULL;
+		} else if (theirs) {
 			cJSON_Delete(e->variant);
 			e->variant = theirs;
 			e->reused = 1;
-		} else if (e->tmp_dir && rc == 0) {
+		} else {
 			rc = log_error("'%s' exists but has no readable build.json", final);
 		}
 	} else {
