@@ -301,6 +301,9 @@ same_search() {
 	# the log holds every finished record, as JSON lines
 	jq -e . log.jsonl >/dev/null
 	[ "$(jq -c 'select(.update.child != null)' log.jsonl | wc -l)" -eq 40 ]
+	# nothing was compiled, the baseline included
+	[ "$(jq -c 'select(.build.status == "ok") | .build.compiled' "$RUN/events.jsonl" | sort -u)" = false ]
+	[ -z "$(find "$RUN/variants" -name 'kernel.cubin' -o -name 'kernel.ptx')" ]
 	# an existing run without --resume is an error; with it, a larger budget carries on
 	run_tool 2 kg-tune --no-llm --replay "$TABLE" --outdir out "$VECTOR_ADD"
 	assert_stderr "$(printf '%s\n' "kg-tune: out/kernels/vector_add: a run exists already; --resume continues it" "Try 'kg-tune --help' for more information.")"
