@@ -522,7 +522,6 @@ int main(int argc, char **argv)
 		strbuf_release(&b.worker.unread);
 		free(b.worker.device);
 		replay_free(b.replay);
-		replay_edits_free(b.edits);
 		free(cache);
 		return status;
 	}
