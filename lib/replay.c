@@ -1,13 +1,29 @@
-/* replay.c: a table from configuration to measurement. T4 results become bench objects with
- * the same summary fields kg-bench measures (from their raw runtimes); events.jsonl records
- * give back the bench objects they carried. */
+/* replay.c: a table of recorded measurements, by state and by configuration. T4 results
+ * become bench objects with the same summary fields kg-bench measures (from their raw
+ * runtimes); events.jsonl records give back the bench objects they carried.
+ *
+ * Either source is first turned into the same compact text, one measurement a line:
+ *
+ *     KEY \t STATE \t EDITED \t BENCH \t RUNTIMES \n
+ *
+ * (the configuration as replay_key gives it; the variant's state, or nothing; 1 for a code
+ * edit, else 0; the bench object; the raw samples, or nothing), after a header line that
+ * names the source file as it was read (path, device, inode, size, modification time). No
+ * field can hold a tab or a newline: JSON text escapes them, and states with them are
+ * dropped. The table is indexed in place, and a measurement is parsed only when it answers.
+ * For a large source the text is kept in the cache, and a later load whose header still
+ * matches the file maps it instead of parsing the source again. */
 #include "common.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fileio.h"
+#include "fnv1a.h"
 #include "jsonl.h"
 #include "log.h"
 #include "replay.h"
@@ -15,20 +31,53 @@
 #include "t4.h"
 #include "xalloc.h"
 
+/* The format of the compact text; a change to it, or to what a source becomes in it (the
+ * summaries of T4 runtimes, say), needs a new version, so that no cache is read wrongly. */
+#define REPLAY_FORMAT "kg-replay-1"
+/* Sources smaller than this parse about as fast as their cached text loads: not cached. */
+#define REPLAY_CACHE_MIN_BYTES (256 * 1024)
+
+struct span {
+	const char *p; /* into the table's text; not NUL-terminated */
+	size_t n;      /* 0: absent */
+};
+
 struct entry {
-	char *key;
-	cJSON *bench;
-	cJSON *runtimes; /* a T4 result's raw samples; NULL for an events.jsonl record */
+	struct span key, state, bench, runtimes;
+	int edited; /* measured a source other than the spec's kernel: answers by state only */
+};
+
+/* Open addressing: a slot holds an entry's number plus one, 0 when free. */
+struct index {
+	uint32_t *slots;
+	size_t mask; /* slots - 1; the number of slots is a power of two */
 };
 
 struct replay {
+	char *cache;	    /* the cache file the text was mapped from, for messages; NULL when made */
+	char *owned;	    /* the text, when it was made by this load */
+	const char *mapped; /* the text, when it is a mapped cache file */
+	size_t mapped_len;
 	struct entry *entries;
 	size_t n, cap;
+	struct index by_key;   /* the configurations of entries that are not edits */
+	struct index by_state; /* the states of entries that have one */
 };
+
+/* ---------------------------------------------------------------- keys and edits */
 
 static int compare_names(const void *a, const void *b)
 {
 	return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+static void add_json(struct strbuf *sb, const cJSON *item)
+{
+	char *text = cJSON_PrintUnformatted(item);
+	if (!text)
+		xalloc_die();
+	strbuf_addstr(sb, text);
+	cJSON_free(text);
 }
 
 char *replay_key(const cJSON *config)
@@ -42,27 +91,99 @@ char *replay_key(const cJSON *config)
 	strbuf_init(&sb);
 	strbuf_addch(&sb, '{');
 	for (k = 0; k < n; k++) {
-		char *value = cJSON_PrintUnformatted(members[k]);
-		if (!value)
+		/* names escaped as JSON, so that no key holds a tab or a newline */
+		cJSON *name = cJSON_CreateString(members[k]->string);
+		if (!name)
 			xalloc_die();
-		strbuf_addf(&sb, "%s\"%s\":%s", k ? "," : "", members[k]->string, value);
-		cJSON_free(value);
+		if (k)
+			strbuf_addch(&sb, ',');
+		add_json(&sb, name);
+		cJSON_Delete(name);
+		strbuf_addch(&sb, ':');
+		add_json(&sb, members[k]);
 	}
 	strbuf_addch(&sb, '}');
 	free(members);
 	return strbuf_detach(&sb);
 }
 
-static void add_entry(struct replay *r, const cJSON *config, cJSON *bench, cJSON *runtimes)
+struct replay_edits {
+	char **states; /* of the edited variants seen so far */
+	size_t n, cap;
+};
+
+struct replay_edits *replay_edits_new(void)
 {
-	if (r->n == r->cap) {
-		r->cap = r->cap ? 2 * r->cap : 64;
-		r->entries = xreallocarray(r->entries, r->cap, sizeof(*r->entries));
+	return xcalloc(1, sizeof(struct replay_edits));
+}
+
+void replay_edits_free(struct replay_edits *edits)
+{
+	if (!edits)
+		return;
+	for (size_t k = 0; k < edits->n; k++)
+		free(edits->states[k]);
+	free(edits->states);
+	free(edits);
+}
+
+static int known_edit(const struct replay_edits *edits, const char *state)
+{
+	for (size_t k = 0; edits && state && k < edits->n; k++)
+		if (strcmp(edits->states[k], state) == 0)
+			return 1;
+	return 0;
+}
+
+static int nonempty(const char *s)
+{
+	return s && s[0];
+}
+
+int replay_edited(const cJSON *record, struct replay_edits *edits)
+{
+	const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
+	const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(record, "candidate");
+	const cJSON *flag = cJSON_GetObjectItemCaseSensitive(build, "edited");
+	int edited;
+	if (cJSON_IsBool(flag)) {
+		edited = cJSON_IsTrue(flag);
+	} else {
+		/* Built before kg-build said: what the record itself shows. */
+		const char *materialized = json_string(build, "materialized");
+		edited = nonempty(json_string(candidate, "patch")) || nonempty(json_string(candidate, "source")) ||
+			 (materialized && strcmp(materialized, "parent") != 0) ||
+			 known_edit(edits, json_string(record, "node"));
 	}
-	r->entries[r->n].key = replay_key(config);
-	r->entries[r->n].bench = bench;
-	r->entries[r->n].runtimes = runtimes;
-	r->n++;
+	const char *state = json_string(build, "state");
+	if (edited && edits && state && !known_edit(edits, state)) {
+		if (edits->n == edits->cap) {
+			edits->cap = edits->cap ? 2 * edits->cap : 16;
+			edits->states = xreallocarray(edits->states, edits->cap, sizeof(*edits->states));
+		}
+		edits->states[edits->n++] = xstrdup(state);
+	}
+	return edited;
+}
+
+/* ---------------------------------------------------------------- the compact text */
+
+/* Appends one measurement's line. */
+static void add_line(struct strbuf *sb, const cJSON *config, const char *state, int edited, const cJSON *bench,
+		     const cJSON *runtimes)
+{
+	char *key = replay_key(config);
+	strbuf_addstr(sb, key);
+	free(key);
+	strbuf_addch(sb, '\t');
+	if (state && !strpbrk(state, "\t\n\r"))
+		strbuf_addstr(sb, state);
+	strbuf_addf(sb, "\t%d\t", edited ? 1 : 0);
+	add_json(sb, bench);
+	strbuf_addch(sb, '\t');
+	if (cJSON_GetArraySize(runtimes) > 0)
+		add_json(sb, runtimes);
+	strbuf_addch(sb, '\n');
 }
 
 /* T4's invalidity in kg-bench's words. */
@@ -112,7 +233,19 @@ static cJSON *bench_from_t4(const cJSON *result, const char *path, size_t index)
 	return bench;
 }
 
-static int load_t4(struct replay *r, const cJSON *doc, const char *path)
+/* The measurement called name in a T4 result (kg-bench --t4 writes "state" and "edited"). */
+static const cJSON *t4_measurement(const cJSON *result, const char *name)
+{
+	const cJSON *m;
+	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(result, "measurements")) {
+		const char *n = json_string(m, "name");
+		if (n && strcmp(n, name) == 0)
+			return cJSON_GetObjectItemCaseSensitive(m, "value");
+	}
+	return NULL;
+}
+
+static int text_from_t4(struct strbuf *sb, const cJSON *doc, const char *path)
 {
 	const cJSON *results = cJSON_GetObjectItemCaseSensitive(doc, "results"), *result;
 	size_t k = 0;
@@ -125,21 +258,28 @@ static int load_t4(struct replay *r, const cJSON *doc, const char *path)
 		cJSON *bench = bench_from_t4(result, path, k);
 		if (!bench)
 			return -1;
-		const cJSON *runtimes = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(result, "times"), "runtimes");
-		add_entry(r, config, bench, cJSON_GetArraySize(runtimes) > 0 ? cJSON_Duplicate(runtimes, 1) : NULL);
+		const cJSON *times = cJSON_GetObjectItemCaseSensitive(result, "times");
+		const cJSON *state = t4_measurement(result, "state"), *edited = t4_measurement(result, "edited");
+		add_line(sb, config, cJSON_IsString(state) ? state->valuestring : NULL,
+			 cJSON_IsTrue(edited) || (cJSON_IsNumber(edited) && edited->valuedouble != 0), bench,
+			 cJSON_GetObjectItemCaseSensitive(times, "runtimes"));
+		cJSON_Delete(bench);
 		k++;
 	}
 	return 0;
 }
 
-static int load_events(struct replay *r, const char *path)
+static int text_from_events(struct strbuf *sb, const char *path)
 {
 	struct jsonl_reader reader;
+	struct replay_edits *edits = replay_edits_new();
 	cJSON *record;
 	enum jsonl_status st;
 	int rc = 0;
-	if (jsonl_reader_open(&reader, path))
+	if (jsonl_reader_open(&reader, path)) {
+		replay_edits_free(edits);
 		return -1;
+	}
 	while ((st = jsonl_next(&reader, &record)) != JSONL_EOF && st != JSONL_IO_ERROR) {
 		if (st != JSONL_RECORD) {
 			rc = -1;
@@ -147,37 +287,217 @@ static int load_events(struct replay *r, const char *path)
 		}
 		const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
 		const cJSON *config = cJSON_GetObjectItemCaseSensitive(build, "config");
-		cJSON *bench = cJSON_DetachItemFromObjectCaseSensitive(record, "bench");
+		const cJSON *bench = cJSON_GetObjectItemCaseSensitive(record, "bench");
+		int edited = replay_edited(record, edits);
 		if (cJSON_IsObject(config) && cJSON_IsObject(bench))
-			add_entry(r, config, bench, NULL);
-		else
-			cJSON_Delete(bench);
+			add_line(sb, config, json_string(build, "state"), edited, bench, NULL);
 		cJSON_Delete(record);
 	}
 	if (st == JSONL_IO_ERROR)
 		rc = -1;
 	jsonl_reader_release(&reader);
+	replay_edits_free(edits);
 	return rc;
+}
+
+/* Reads path (a T4 document, or one record per line) into its lines. Returns 0, or -1
+ * after reporting. */
+static int text_from_source(struct strbuf *sb, const char *path)
+{
+	size_t len;
+	char *text = file_read_all(path, &len);
+	if (!text)
+		return log_error("cannot read '%s':", path);
+	cJSON *doc = cJSON_ParseWithLength(text, len);
+	free(text);
+	int rc = cJSON_IsObject(doc) && cJSON_HasObjectItem(doc, "results") ? text_from_t4(sb, doc, path)
+									: text_from_events(sb, path);
+	cJSON_Delete(doc);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- the indexes */
+
+static uint64_t span_hash(struct span s)
+{
+	return fnv1a64(s.p, s.n);
+}
+
+static int span_equal(struct span a, struct span b)
+{
+	return a.n == b.n && memcmp(a.p, b.p, a.n) == 0;
+}
+
+static void index_init(struct index *ix, size_t n)
+{
+	size_t size = 16;
+	while (size < 2 * n)
+		size *= 2;
+	ix->slots = xcalloc(size, sizeof(*ix->slots));
+	ix->mask = size - 1;
+}
+
+/* The slot of s: the one that holds it, or the free one where it goes. */
+static uint32_t *index_slot(const struct replay *r, const struct index *ix, struct span s, int by_state)
+{
+	for (size_t i = span_hash(s) & ix->mask;; i = (i + 1) & ix->mask) {
+		uint32_t *slot = &ix->slots[i];
+		if (!*slot)
+			return slot;
+		const struct entry *e = &r->entries[*slot - 1];
+		if (span_equal(by_state ? e->state : e->key, s))
+			return slot;
+	}
+}
+
+static const struct entry *index_find(const struct replay *r, const struct index *ix, const char *text, int by_state)
+{
+	struct span s = {text, strlen(text)};
+	uint32_t slot = *index_slot(r, ix, s, by_state);
+	return slot ? &r->entries[slot - 1] : NULL;
+}
+
+/* Splits text (after the header) into entries and indexes them: a later measurement of a
+ * key replaces an earlier one, as a later run would. Returns 0, or -1 when a line is not
+ * one of the compact text's. */
+static int index_text(struct replay *r, const char *text, size_t len)
+{
+	const char *end = text + len;
+	while (text < end) {
+		const char *nl = memchr(text, '\n', (size_t)(end - text));
+		if (!nl)
+			return -1;
+		struct span f[5];
+		const char *p = text;
+		for (int k = 0; k < 5; k++) {
+			const char *stop = k < 4 ? memchr(p, '\t', (size_t)(nl - p)) : nl;
+			if (!stop)
+				return -1;
+			f[k] = (struct span){p, (size_t)(stop - p)};
+			p = stop + 1;
+		}
+		if (f[0].n == 0 || f[2].n != 1 || (f[2].p[0] != '0' && f[2].p[0] != '1') || f[3].n == 0)
+			return -1;
+		if (r->n == r->cap) {
+			r->cap = r->cap ? 2 * r->cap : 256;
+			r->entries = xreallocarray(r->entries, r->cap, sizeof(*r->entries));
+		}
+		r->entries[r->n++] = (struct entry){f[0], f[1], f[3], f[4], f[2].p[0] == '1'};
+		text = nl + 1;
+	}
+	if (r->n > UINT32_MAX - 1)
+		return -1;
+	index_init(&r->by_key, r->n);
+	index_init(&r->by_state, r->n);
+	for (size_t k = 0; k < r->n; k++) {
+		const struct entry *e = &r->entries[k];
+		if (!e->edited)
+			*index_slot(r, &r->by_key, e->key, 0) = (uint32_t)k + 1;
+		if (e->state.n)
+			*index_slot(r, &r->by_state, e->state, 1) = (uint32_t)k + 1;
+	}
+	return 0;
+}
+
+static void unindex(struct replay *r)
+{
+	free(r->entries);
+	free(r->by_key.slots);
+	free(r->by_state.slots);
+	r->entries = NULL;
+	r->n = r->cap = 0;
+	r->by_key.slots = r->by_state.slots = NULL;
+}
+
+/* ---------------------------------------------------------------- loading */
+
+/* The header line of the compact text of the file resolved (a real path) with st: what tells
+ * a cache of it from a stale one. */
+static char *header_of(const char *resolved, const struct stat *st)
+{
+	return xasprintf("%s %s %ju %ju %jd %jd.%09ld\n", REPLAY_FORMAT, resolved, (uintmax_t)st->st_dev,
+			 (uintmax_t)st->st_ino, (intmax_t)st->st_size, (intmax_t)st->st_mtim.tv_sec,
+			 st->st_mtim.tv_nsec);
+}
+
+/* The cache file of the file resolved: $XDG_CACHE_HOME/kernelgraph/replay/HASH.txt (the
+ * header tells two paths of one hash apart). NULL without a cache directory. */
+static char *cache_path(const char *resolved)
+{
+	char *root = kg_cache_dir();
+	if (!root)
+		return NULL;
+	char *path = xasprintf("%s/replay/%016llx.txt", root, (unsigned long long)fnv1a64(resolved, strlen(resolved)));
+	free(root);
+	return path;
+}
+
+/* Takes the cached text at cache when its header is header. Returns 0, or -1 (a miss). */
+static int load_cached(struct replay *r, const char *cache, const char *header)
+{
+	size_t len, hlen = strlen(header);
+	const char *map = file_map(cache, &len);
+	if (!map)
+		return -1;
+	if (len > hlen && memcmp(map, header, hlen) == 0 && index_text(r, map + hlen, len - hlen) == 0 && r->n > 0) {
+		r->mapped = map;
+		r->mapped_len = len;
+		return 0;
+	}
+	unindex(r);
+	file_unmap(map, len);
+	log_info("the replay cache '%s' is stale or damaged: made again", cache);
+	return -1;
+}
+
+/* Keeps text in the cache; a failure costs only the next load's time. */
+static void store_cached(const char *cache, const struct strbuf *text)
+{
+	char *dir = xstrndup(cache, (size_t)(strrchr(cache, '/') - cache));
+	if (dir_create(dir) != 0 || file_write_atomic(cache, text->buf, text->len) != 0)
+		log_info("cannot keep the replay table in '%s': %s", cache, strerror(errno));
+	else
+		log_info("replay table kept in the cache '%s'", cache);
+	free(dir);
 }
 
 struct replay *replay_load(const char *path)
 {
-	struct replay *r = xcalloc(1, sizeof(*r));
-	size_t len;
-	char *text = file_read_all(path, &len);
-	int rc;
-	if (!text) {
+	struct stat st;
+	if (stat(path, &st) != 0) {
 		log_error("cannot read '%s':", path);
-		rc = -1;
-	} else {
-		/* A T4 file is one JSON document; events.jsonl is one record per line. */
-		cJSON *doc = cJSON_ParseWithLength(text, len);
-		rc = cJSON_IsObject(doc) && cJSON_HasObjectItem(doc, "results") ? load_t4(r, doc, path) : load_events(r, path);
-		cJSON_Delete(doc);
+		return NULL;
 	}
-	free(text);
-	if (rc == 0 && r->n == 0)
+	struct replay *r = xcalloc(1, sizeof(*r));
+	char resolved[PATH_MAX], *header, *cache = NULL;
+	if (realpath(path, resolved)) {
+		header = header_of(resolved, &st);
+		if (st.st_size >= REPLAY_CACHE_MIN_BYTES)
+			cache = cache_path(resolved);
+	} else {
+		header = xstrdup(REPLAY_FORMAT "\n");
+	}
+	if (cache && load_cached(r, cache, header) == 0) {
+		log_info("%s: %zu measurements, read from the cache '%s'", path, r->n, cache);
+		r->cache = cache;
+		free(header);
+		return r;
+	}
+	struct strbuf text;
+	strbuf_init(&text);
+	strbuf_addstr(&text, header);
+	size_t hlen = text.len;
+	int rc = text_from_source(&text, path);
+	if (rc == 0 && text.len == hlen)
 		rc = log_error("%s: no measurements to replay", path);
+	if (rc == 0 && cache)
+		store_cached(cache, &text);
+	free(cache);
+	free(header);
+	size_t len = text.len;
+	r->owned = strbuf_detach(&text);
+	if (rc == 0 && index_text(r, r->owned + hlen, len - hlen) != 0)
+		rc = log_error("%s: cannot index its measurements", path); /* never expected */
 	if (rc) {
 		replay_free(r);
 		return NULL;
@@ -189,42 +509,52 @@ void replay_free(struct replay *r)
 {
 	if (!r)
 		return;
-	for (size_t k = 0; k < r->n; k++) {
-		free(r->entries[k].key);
-		cJSON_Delete(r->entries[k].bench);
-		cJSON_Delete(r->entries[k].runtimes);
-	}
-	free(r->entries);
+	unindex(r);
+	free(r->owned);
+	free(r->cache);
+	if (r->mapped)
+		file_unmap(r->mapped, r->mapped_len);
 	free(r);
 }
 
-/* The entry of config, or NULL. The last measurement of a configuration wins, as a later run
- * would. */
-static const struct entry *find_entry(const struct replay *r, const cJSON *config)
+/* ---------------------------------------------------------------- lookups */
+
+/* A field of an entry as JSON; NULL after reporting, when a cache file was damaged. */
+static cJSON *parse_span(const struct replay *r, struct span s)
 {
-	char *key = replay_key(config);
-	const struct entry *found = NULL;
-	for (size_t k = r->n; k-- > 0 && !found;)
-		if (strcmp(r->entries[k].key, key) == 0)
-			found = &r->entries[k];
-	free(key);
-	return found;
+	cJSON *json = cJSON_ParseWithLength(s.p, s.n);
+	if (!json)
+		log_error("%s: a damaged measurement (remove the file: it is only a cache)",
+			  r->cache ? r->cache : "the replay table");
+	return json;
 }
 
 int replay_has(const struct replay *r, const cJSON *config)
 {
-	return find_entry(r, config) != NULL;
+	char *key = replay_key(config);
+	int found = index_find(r, &r->by_key, key, 0) != NULL;
+	free(key);
+	return found;
 }
 
-cJSON *replay_lookup(const struct replay *r, const cJSON *config, const cJSON **runtimes)
+cJSON *replay_lookup(const struct replay *r, const cJSON *config, const char *state, int edited, cJSON **runtimes)
 {
-	const struct entry *e = find_entry(r, config);
-	cJSON *bench = e ? cJSON_Duplicate(e->bench, 1) : NULL;
-	*runtimes = e ? e->runtimes : NULL;
-	if (bench) {
-		cJSON_DeleteItemFromObjectCaseSensitive(bench, "replayed");
-		if (!cJSON_AddBoolToObject(bench, "replayed", 1))
-			xalloc_die();
+	const struct entry *e = state ? index_find(r, &r->by_state, state, 1) : NULL;
+	if (!e && !edited && cJSON_IsObject(config)) {
+		char *key = replay_key(config);
+		e = index_find(r, &r->by_key, key, 0);
+		free(key);
 	}
+	*runtimes = NULL;
+	if (!e)
+		return NULL;
+	cJSON *bench = parse_span(r, e->bench);
+	if (!bench)
+		return NULL;
+	cJSON_DeleteItemFromObjectCaseSensitive(bench, "replayed");
+	if (!cJSON_AddBoolToObject(bench, "replayed", 1))
+		xalloc_die();
+	if (e->runtimes.n)
+		*runtimes = parse_span(r, e->runtimes);
 	return bench;
 }

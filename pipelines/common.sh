@@ -2,10 +2,17 @@
 # as the C tools have them, finding the tools, and reading a spec's name.
 
 # The tools are found beside the script that runs (bin/), or in ../bin of its real path
-# (pipelines/ in a checkout), before anything else on PATH.
+# (pipelines/ in a checkout; $kg_real, which the script sets before sourcing this file),
+# before anything else on PATH; with no subprocess, since a search on replayed
+# measurements runs the scripts several times a second.
 KG_SELF=${0##*/}
-KG_HERE=$(cd "$(dirname "$0")" && pwd)
-KG_REAL=$(dirname "$(readlink -f "$0")")
+case $0 in
+*/*) KG_HERE=${0%/*} KG_HERE=${KG_HERE:-/} ;;
+*) KG_HERE=. ;;
+esac
+[[ $KG_HERE == /* ]] || KG_HERE=$PWD/$KG_HERE
+KG_REAL=${kg_real:-$(readlink -f "$0")}
+KG_REAL=${KG_REAL%/*}
 PATH="$KG_HERE:$KG_REAL/../bin:$PATH"
 
 KG_EXIT_INPUT=1

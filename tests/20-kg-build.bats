@@ -444,6 +444,75 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 	[ "$(jq -r .build.status <<<"$output")" = ok ]
 }
 
+@test "--no-compile: the state a compiled build gets, the variant's kernel.cu and build.json, no cubin, no NVRTC" {
+	new_run a '.KernelGraph.SharedMemory = "block_size_x * 8"'
+	new_run b '.KernelGraph.SharedMemory = "block_size_x * 8"'
+	# steps RUN CMD...: the baseline, a knob change and a diff, built by CMD
+	steps() {
+		local run=$1 base
+		shift
+		record "$run" "" '{"id":"baseline"}' | "$@" >"$run.base"
+		base=$(jq -r .build.state "$run.base")
+		{ record "$run" "$base" '{"id":"c1","config":{"items_per_thread":4}}'; patch_record "$run" "$base" p1 "$GOOD_DIFF"; } |
+			"$@" >"$run.children"
+		cat "$run.base" "$run.children"
+	}
+	compiled=$(steps a kg-build)
+	# no NVRTC is needed, and none is loaded; nor is the compile cache used
+	output=$(steps b env KG_NVRTC_LIBRARY=/nonexistent/libnvrtc.so XDG_CACHE_HOME="$PWD/nc-cache" kg-build --no-compile 2>err)
+	[ ! -s err ]
+	[ ! -e nc-cache ]
+	[ "$(jq -r .build.state <<<"$output")" = "$(jq -r .build.state <<<"$compiled")" ]
+	[ "$(jq -r .build.state <<<"$output" | sort -u | wc -l)" -eq 3 ]
+	[ "$(jq -c '.build | [.status, .compiled, .materialized, .edited, .shared_bytes]' <<<"$output" | paste -sd' ')" = \
+		'["ok",false,"parent",false,1024] ["ok",false,"parent",false,1024] ["ok",false,"patch",true,1024]' ]
+	# what the state is made of is the same; what NVRTC makes is not there
+	common='[.state, .dir, .arch, .config, .grid, .block, .shared_bytes, .options, .kernel_file, .baseline, .edited]'
+	[ "$(jq -c ".build | $common" <<<"$output")" = "$(jq -c ".build | $common" <<<"$compiled")" ]
+	[ "$(jq -sc 'map(.build | .cubin, .ptx, .log, .nvrtc, .function, .registers, .compile_ms, .cached, .ptx_profile) | unique' <<<"$output")" = '[null]' ]
+	for state in $(jq -r .build.state <<<"$output"); do
+		[ "$(ls "b/variants/$state" | paste -sd' ')" = "$(ls "a/variants/$state" | grep -x -e build.json -e kernel.cu -e candidate.diff | paste -sd' ')" ]
+		cmp "a/variants/$state/kernel.cu" "b/variants/$state/kernel.cu"
+		[ "$(jq -c .compiled "b/variants/$state/build.json")" = false ]
+	done
+	# --compile undoes an earlier --no-compile
+	new_run c
+	run_tool 0 kg-build --no-compile --compile < <(record c "" '{"id":"baseline"}')
+	[ -s "c/variants/$(jq -r .build.state <<<"$output")/kernel.cubin" ]
+	[ "$(jq -c .build.compiled <<<"$output")" = null ]
+}
+
+@test "a compiled build takes the place of a variant --no-compile made; --no-compile reuses a compiled one" {
+	new_run run
+	run_tool 0 kg-build --no-compile < <(record run "" '{"id":"baseline"}')
+	state=$(jq -r .build.state <<<"$output")
+	[ ! -e "run/variants/$state/kernel.cubin" ]
+	run_tool 0 kg-build < <(record run "" '{"id":"baseline"}')
+	[ "$(jq -c '.build | [.state, .status, .compiled, .reused, .cubin]' <<<"$output")" = \
+		"[\"$state\",\"ok\",null,false,\"variants/$state/kernel.cubin\"]" ]
+	[ -s "run/variants/$state/kernel.cubin" ]
+	[ "$(jq -c .compiled "run/variants/$state/build.json")" = null ]
+	[ "$(ls -A run/variants)" = "$state" ] # nothing left aside
+	run_tool 0 kg-build --no-compile < <(record run "" '{"id":"baseline"}')
+	[ "$(jq -c '.build | [.status, .compiled, .reused, .cubin]' <<<"$output")" = "[\"ok\",null,true,\"variants/$state/kernel.cubin\"]" ]
+}
+
+@test "build.edited: a code edit, and every variant below one, differs from the spec's kernel; the kernel given whole does not" {
+	new_run run
+	base=$(record run "" '{"id":"baseline"}' | kg-build --no-compile | jq -r .build.state)
+	patched=$(patch_record run "$base" p1 "$GOOD_DIFF" | kg-build --no-compile | jq -r .build.state)
+	crlf=$(sed 's/$/\r/' run/scale.cu)
+	run_tool 0 kg-build --no-compile < <(
+		record run "$base" '{"id":"knob","config":{"items_per_thread":2}}'
+		record run "$patched" '{"id":"below","config":{"items_per_thread":2}}'
+		jq -cn --arg s "$crlf" '{run: "run", candidate: {id: "whole", source: $s}}'
+		jq -cn --arg s "$crlf// a comment" '{run: "run", candidate: {id: "commented", source: $s}}')
+	[ "$(jq -c '.build | [.materialized, .edited]' <<<"$output" | paste -sd' ')" = \
+		'["parent",false] ["parent",true] ["source",false] ["source",true]' ]
+	# the kernel given whole, CRLF and all, is the baseline's state
+	[ "$(jq -r 'select(.candidate.id == "whole") | .build.state' <<<"$output")" = "$base" ]
+}
+
 @test "temporary directories of killed builds are removed" {
 	new_run run
 	mkdir -p run/variants/.tmp-999999-abcdef

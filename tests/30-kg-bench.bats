@@ -115,6 +115,115 @@ built() {
 	assert_stderr "kg-bench: bad_t4.json: results[0].times.runtimes: a correct result needs its runtimes"
 }
 
+@test "--replay: a code edit is an error record, never the unedited kernel's time; the records around it are answered; exit 1" {
+	c='{"block_size_x":256,"items_per_thread":1}'
+	edit() { # BUILD-FIELDS [CANDIDATE-FIELDS]: a built candidate of configuration $c
+		jq -cn --argjson c "$c" --argjson b "$1" --argjson k "${2:-"{}"}" \
+			'{run: "run", candidate: ({id: "e"} + $k), build: ({status: "ok", config: $c} + $b)}'
+	}
+	{
+		built "$c"
+		edit '{"state": "s1", "edited": true}' # as kg-build says it
+		# as records built before kg-build said so show it
+		edit '{"materialized": "patch"}' '{"patch": "--- a\n+++ b\n"}'
+		edit '{"materialized": "source"}' '{"source": "__global__ void k() {}"}'
+		edit '{"edited": false, "materialized": "source"}' # the spec's kernel given whole
+	} >input.jsonl
+	run_tool 1 kg-bench --replay "$REPLAY" input.jsonl
+	msg="the replay table $REPLAY holds configurations of the unedited kernel; this variant's source differs (a code edit) and the table has no measurement of its state"
+	assert_stderr "$(printf 'kg-bench: input.jsonl:%d: %s\n' 2 "$msg" 3 "$msg" 4 "$msg")"
+	[ "${#lines[@]}" -eq 5 ]
+	for i in 1 2 3; do
+		[ "$(jq -c .bench <<<"${lines[$i]}")" = "$(jq -cn --arg m "$msg" '{status: "error", error: $m, replayed: true}')" ]
+	done
+	for i in 0 4; do
+		[ "$(jq -c '.bench | [.status, .median_ms]' <<<"${lines[$i]}")" = '["ok",0.3]' ]
+	done
+}
+
+@test "--replay of an events.jsonl: measured code edits answer by their state only; configurations answer for the unedited kernel" {
+	{
+		echo '{"build":{"status":"ok","state":"u1","config":{"b":1},"edited":false},"bench":{"status":"ok","median_ms":2.0}}'
+		echo '{"build":{"status":"ok","state":"e1","config":{"b":1},"edited":true},"bench":{"status":"ok","median_ms":1.0}}'
+		# built before kg-build said "edited": a patch of its own, then a variant below it
+		echo '{"node":"u1","candidate":{"patch":"x"},"build":{"status":"ok","state":"e2","config":{"b":2},"materialized":"patch"},"bench":{"status":"ok","median_ms":0.5}}'
+		echo '{"node":"e2","candidate":{"config":{"b":3}},"build":{"status":"ok","state":"e3","config":{"b":3},"materialized":"parent"},"bench":{"status":"ok","median_ms":0.25}}'
+	} >events.jsonl
+	query() { # CONFIG [STATE EDITED]
+		jq -cn --argjson c "$1" --arg s "${2:-}" --argjson e "${3:-false}" \
+			'{candidate: {id: "q"}, build: ({status: "ok", config: $c, edited: $e} + if $s == "" then {} else {state: $s} end)}'
+	}
+	{
+		query '{"b":1}'              # the unedited kernel: not the edit measured after it
+		query '{"b":1}' e1 true      # the edit, by its state
+		query '{"b":1}' u1           # the unedited variant, by its state
+		query '{"b":3}' e3 true      # below an edit, by its state
+		query '{"b":1}' e9 true      # an edit the table never measured
+		query '{"b":2}'              # only an edit measured b=2
+		query '{"b":3}'
+	} >input.jsonl
+	run_tool 1 kg-bench --replay events.jsonl input.jsonl
+	[ "$(jq -c '[.bench.status, .bench.median_ms]' <<<"$output" | paste -sd' ')" = \
+		'["ok",2] ["ok",1] ["ok",2] ["ok",0.25] ["error",null] ["error",null] ["error",null]' ]
+	[[ "${lines[4]}" == *"this variant's source differs (a code edit)"* ]]
+	[[ "${lines[5]}" == *'configuration {\"b\":2} is not in the replay table events.jsonl'* ]]
+	# exported as T4 ("edited" among the measurements), it answers the same
+	kg-bench --t4 events.jsonl >t4.json
+	[ "$(jq -c '[.results[] | .measurements | map({(.name): .value}) | add | [.state, .edited]]' t4.json)" = \
+		'[["u1",0],["e1",1],["e2",1],["e3",1]]' ]
+	replayed=$output
+	run_tool 1 kg-bench --replay t4.json input.jsonl
+	[ "$(jq -c '[.bench.status, .bench.median_ms]' <<<"$output")" = "$(jq -c '[.bench.status, .bench.median_ms]' <<<"$replayed")" ]
+}
+
+@test "--replay keeps a large table in the cache, compact: the same answers, read again when the table changes" {
+	export XDG_CACHE_HOME="$PWD/cache"
+	# 3000 configurations of 20 samples: 600 KB of JSON, cached (a small table is not)
+	table() {
+		jq -n --argjson k "$1" '{schema_version: "1.0.0", results: [range(3000) as $i | {configuration: {a: $i, b: "x"},
+			times: {runtimes: [range(20) | $k * ($i + . / 100)]}, invalidity: (if $i == 7 then "runtime" else "correct" end),
+			measurements: [{name: "state", value: "s\($i)", unit: ""}]}]}'
+	}
+	table 1 >big.json
+	[ "$(stat -c %s big.json)" -gt 262144 ]
+	queries() {
+		for a in 0 7 2999 3000; do jq -cn --argjson a "$a" '{run: "run", candidate: {id: "q"}, build: {status: "ok", config: {b: "x", a: $a}}}'; done
+		jq -cn '{candidate: {id: "q"}, build: {status: "ok", state: "s5", edited: true, config: {a: 0, b: "x"}}}'
+	}
+	queries >input.jsonl
+	mkdir -p run/variants
+	run_tool 1 kg-bench -v --replay big.json input.jsonl
+	[[ "$stderr" == *"kg-bench: replay table kept in the cache '$PWD/cache/kernelgraph/replay/"*".txt'"* ]]
+	first=$output
+	[ "$(jq -c '[.bench.status, .bench.median_ms, .bench.samples]' <<<"$first" | paste -sd' ')" = \
+		'["ok",0.095,20] ["crashed",null,null] ["ok",2999.095,20] ["error",null,null] ["ok",5.095,20]' ]
+	run_tool 1 kg-bench -v --replay big.json input.jsonl
+	[[ "$stderr" == *"kg-bench: big.json: 3000 measurements, read from the cache '$PWD/cache/kernelgraph/replay/"*".txt'"* ]]
+	[ "$output" = "$first" ]
+	# kg-propose --within reads it too
+	run_tool 0 kg-propose -v --within big.json --help
+	[[ "$stderr" == "kg-propose: big.json: 3000 measurements, read from the cache '$PWD/cache/kernelgraph/replay/"*".txt'" ]]
+	# and without a cache directory the table is read as it is
+	run_tool 1 env -u XDG_CACHE_HOME -u HOME kg-bench --replay big.json input.jsonl
+	[ "$output" = "$first" ]
+	# a changed table is read again
+	table 2 >big.json
+	run_tool 1 kg-bench -v --replay big.json input.jsonl
+	[[ "$stderr" == *"kg-bench: the replay cache '$PWD/cache/kernelgraph/replay/"*".txt' is stale or damaged: made again"* ]]
+	[ "$(jq -c '.bench.median_ms' <<<"$output" | paste -sd' ')" = '0.19 null 5998.19 null 10.19' ]
+	# a cache cut short is made again
+	cache=$(ls cache/kernelgraph/replay/*.txt)
+	truncate -s -10 "$cache"
+	run_tool 1 kg-bench -v --replay big.json input.jsonl
+	[[ "$stderr" == *"is stale or damaged: made again"* ]]
+	[ "$(jq -c '.bench.median_ms' <<<"$output" | paste -sd' ')" = '0.19 null 5998.19 null 10.19' ]
+	[ "$(ls cache/kernelgraph/replay)" = "${cache##*/}" ]
+	table 1 >small.json
+	jq '.results |= .[:10]' small.json >small2.json
+	run_tool 0 kg-bench --replay small2.json </dev/null
+	[ "$(ls cache/kernelgraph/replay)" = "${cache##*/}" ]
+}
+
 @test "arguments: types, vector lanes, Size with tunables bound to their lists, fills, poison, tolerances" {
 	run_tool 0 "$LIBTEST" kargs "$FIXTURES/kargs/spec.json"
 	assert_stderr_empty

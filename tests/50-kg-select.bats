@@ -178,6 +178,51 @@ start() {
 	[ "$(jq -c '[.op, .node]' <<<"$output" | tr -d '\n')" = '["expand","S1"]["expand","S2"]' ]
 }
 
+@test "--fill N: at least --batch picks, ceil(N / c) with c the log's candidates per pick, at most 16" {
+	start --widen-k 3
+	run_tool 0 kg-select -v --fill 6 "$RUN" # the log has no picks yet: --batch alone
+	[ "${#lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"kg-select: $RUN: --fill 6: no picks in the log"* ]]
+	echo "${lines[0]}" >pick.jsonl
+	for s in S1 S2 S3; do # one pick, three candidates: c = 3
+		jq -c '. + {candidate: {id: "'$s'", method: "m'$s'"}}' pick.jsonl
+	done | kg-select --update "$RUN" >/dev/null
+	for fill in 3 4 6 7; do
+		run_tool 0 kg-select -v --fill "$fill" "$RUN"
+		echo "$output" >"picks.$fill"
+		[[ "$stderr" == *"--fill $fill: 3 candidates per pick in the log: $(((fill + 2) / 3)) picks"* ]]
+	done
+	[ "$(jq -c '[.op, .edge]' picks.3 picks.4 picks.6 picks.7 | tr -d '\n')" = \
+		'["evaluate",0]["evaluate",0]["evaluate",1]["evaluate",0]["evaluate",1]["evaluate",0]["evaluate",1]["evaluate",2]' ]
+	run_tool 0 kg-select --batch 3 --fill 1 "$RUN" # --batch is the least
+	[ "${#lines[@]}" -eq 3 ]
+	run_tool 0 kg-select -v --fill 100 "$RUN" # at most 16, of which there are 4: 3 edges, 1 expansion
+	[[ "$stderr" == *"--fill 100: 3 candidates per pick in the log: 16 picks"* ]]
+	[ "$(jq -c '[.op, .edge]' <<<"$output" | tr -d '\n')" = '["evaluate",0]["evaluate",1]["evaluate",2]["expand",null]' ]
+	# only the last 200 lines count: 50 picks of 4 candidates, after 300 picks of none (in a
+	# log of 250 KB: kg-select reads it back from the end)
+	pad=$(printf '%0500d' 0)
+	{
+		for i in $(seq 300); do printf '{"iter":%d,"op":"expand","node_id":0,"pad":"%s"}\n' "$i" "$pad"; done
+		for i in $(seq 200); do printf '{"iter":%d,"op":"expand","node_id":0,"candidate":{},"pad":"%s"}\n' "$((1000 + i % 50))" "$pad"; done
+	} >events
+	cp events "$RUN/events.jsonl"
+	run_tool 0 kg-select -v --fill 6 "$RUN"
+	[[ "$stderr" == *"--fill 6: 4 candidates per pick in the log: 2 picks"* ]]
+	head -n 300 events >"$RUN/events.jsonl"
+	run_tool 0 kg-select -v --fill 6 "$RUN"
+	[[ "$stderr" == *"--fill 6: 0 candidates per pick in the log: 16 picks"* ]]
+	# a line that is not JSON: --batch alone
+	{ cat events; echo 'not json'; } >"$RUN/events.jsonl"
+	run_tool 0 kg-select -v --fill 6 "$RUN"
+	[[ "$stderr" == *"--fill 6: no picks in the log (or a line that is not JSON)"* ]]
+	[ "${#lines[@]}" -eq 1 ]
+	run_tool 2 kg-select --update --fill 2 "$RUN"
+	assert_stderr "$(printf '%s\n' "kg-select: --fill goes with picking, not with --update" "Try 'kg-select --help' for more information.")"
+	run_tool 2 kg-select --fill 0 "$RUN"
+	assert_stderr "$(printf '%s\n' "kg-select: --fill: '0': out of range" "Try 'kg-select --help' for more information.")"
+}
+
 @test "--pending: picks in flight count as picks of the batch: their nodes and edges are not picked again" {
 	start --widen-k 3
 	kg-select "$RUN" >pick.jsonl

@@ -152,10 +152,10 @@ evaluated() {
 	jq '.KernelSpecification.KernelFile = "sub/scale.cu"' "$FIXTURES/build/spec.json" >k/spec.json
 	run_tool 1 kg-init k/spec.json out
 	assert_stderr "kg-init: k/sub/scale.cu includes \"../scale_helper.cuh\", outside the kernel's folder: put it beside the kernel so the run can hold a copy"
-	# a baseline that does not compile: NVRTC's message
+	# a baseline that does not compile: NVRTC's message (--replay compiles nothing unless asked)
 	cp "$FIXTURES/build/spec.json" k/
 	echo 'extern "C" __global__ void scale(float *y) { not cuda }' >k/scale.cu
-	run_tool 1 kg-init --replay "$TABLE" k/spec.json out
+	run_tool 1 kg-init --replay "$TABLE" --build-opt --compile k/spec.json out
 	[[ "${stderr%%$'\n'*}" == "kg-init: k/spec.json: the baseline did not build (compile_failed): NVRTC_ERROR_COMPILATION" ]]
 	[ ! -e out/kernels/scale/graph.bin ]
 	# a configuration the table lacks: the bench's error
@@ -301,6 +301,9 @@ same_search() {
 	# the log holds every finished record, as JSON lines
 	jq -e . log.jsonl >/dev/null
 	[ "$(jq -c 'select(.update.child != null)' log.jsonl | wc -l)" -eq 40 ]
+	# nothing was compiled, the baseline included
+	[ "$(jq -c 'select(.build.status == "ok") | .build.compiled' "$RUN/events.jsonl" | sort -u)" = false ]
+	[ -z "$(find "$RUN/variants" -name 'kernel.cubin' -o -name 'kernel.ptx')" ]
 	# an existing run without --resume is an error; with it, a larger budget carries on
 	run_tool 2 kg-tune --no-llm --replay "$TABLE" --outdir out "$VECTOR_ADD"
 	assert_stderr "$(printf '%s\n' "kg-tune: out/kernels/vector_add: a run exists already; --resume continues it" "Try 'kg-tune --help' for more information.")"
@@ -425,7 +428,8 @@ same_search() {
 	echo 'extern "C" __global__ void scale(float *y) { not cuda }' >scale.cu
 	run_tool 1 kg-tune -q --no-llm --gpus 0,1 --replay "$TABLE" --budget-builds 12 --outdir out "$VECTOR_ADD" spec.json
 	[ "$(evaluated "$RUN" | wc -l)" -eq 12 ]
-	[[ "$stderr" == "kg-init: spec.json: the baseline did not build (compile_failed): "* ]]
+	# not compiled (--replay): the table has no measurement of its configuration
+	[[ "$stderr" == *"kg-init: spec.json: the baseline error: configuration "*" is not in the replay table $TABLE"* ]]
 }
 
 @test "kg-nightly: two nights on two specs resume with each night's budget; valid JSONL logs; bad config fields named" {

@@ -141,6 +141,24 @@ candidate() {
 	[ "$(jq '.bench.pct_peak_bw > 0' <<<"$output")" = true ]
 }
 
+@test "a build kg-build --no-compile made is refused with an error record, exit 1; the records around it are benched" {
+	{
+		candidate before saxpy.cu '{"items_per_thread":2}' | timeout 120 kg-build
+		candidate uncompiled saxpy.cu '{"items_per_thread":4}' | timeout 120 kg-build --no-compile
+		candidate after saxpy.cu '{"block_size_x":128}' | timeout 120 kg-build
+	} >input.jsonl
+	[ "$(jq -c .build.compiled input.jsonl | paste -sd' ')" = 'null false null' ]
+	run_tool 1 kg-bench --budget 0.2 input.jsonl
+	msg="this variant was not compiled (kg-build --no-compile): only --replay can answer it; build it again without --no-compile to measure it"
+	[[ "$stderr" == *"kg-bench: input.jsonl:2: $msg"* ]]
+	[ "$(jq -c '.bench | [.status, .error]' <<<"${lines[1]}")" = "$(jq -cn --arg m "$msg" '["error", $m]')" ]
+	[ "$(jq -r .bench.status <<<"${lines[0]}")" = ok ]
+	[ "$(jq -r .bench.status <<<"${lines[2]}")" = ok ]
+	# compiled, it is measured
+	run_tool 0 kg-bench --budget 0.2 < <(candidate uncompiled saxpy.cu '{"items_per_thread":4}' | timeout 120 kg-build)
+	[ "$(jq -r .bench.status <<<"$output")" = ok ]
+}
+
 @test "a record without a run is reported and passed on (exit 1); one before the baseline is an error record" {
 	mkdir other
 	cp "$BENCH"/spec.json "$BENCH"/saxpy.cu other/

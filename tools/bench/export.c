@@ -9,6 +9,7 @@
 #include "export.h"
 #include "jsonl.h"
 #include "log.h"
+#include "replay.h"
 #include "t4.h"
 #include "xalloc.h"
 
@@ -47,7 +48,7 @@ static cJSON *kept_samples(const char *run, const cJSON *build)
 	return samples;
 }
 
-static void add_result(cJSON *doc, const cJSON *record, const char *run)
+static void add_result(cJSON *doc, const cJSON *record, const char *run, int edited)
 {
 	const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
 	const cJSON *bench = cJSON_GetObjectItemCaseSensitive(record, "bench");
@@ -63,8 +64,6 @@ static void add_result(cJSON *doc, const cJSON *record, const char *run)
 	if (n == 0 && inv == T4_CORRECT && !isnan(median))
 		runtimes[n++] = median; /* no raw samples kept: the median stands for them */
 
-	struct t4_measurement m[9];
-	size_t nm = 0;
 	static const struct {
 		const char *key, *name, *unit;
 	} figures[] = {
@@ -72,14 +71,18 @@ static void add_result(cJSON *doc, const cJSON *record, const char *run)
 		{"speedup", "speedup", ""}, {"gbps", "gbps", "GB/s"}, {"pct_peak_bw", "pct_peak_bw", "%"},
 		{"tflops", "tflops", "TFLOP/s"},
 	};
+	struct t4_measurement m[ARRAY_SIZE(figures) + 2];
+	size_t nm = 0;
 	for (size_t f = 0; f < ARRAY_SIZE(figures) && inv == T4_CORRECT; f++) {
 		double v = json_number(bench, figures[f].key, NAN);
 		if (!isnan(v))
 			m[nm++] = (struct t4_measurement){figures[f].name, v, figures[f].unit, NULL};
 	}
-	/* T4 keys results by configuration alone; the variant's state tells code edits apart. */
+	/* T4 keys results by configuration alone; the variant's state tells code edits apart,
+	 * and "edited" keeps kg-bench --replay from answering the unedited kernel with them. */
 	const char *state = json_string(build, "state");
 	m[nm++] = (struct t4_measurement){"state", NAN, "", state ? state : ""};
+	m[nm++] = (struct t4_measurement){"edited", edited ? 1 : 0, "", NULL};
 	static const char *const objectives[] = {"time"};
 	struct t4_result r = {
 		.timestamp = json_string(record, "t"),
@@ -120,6 +123,7 @@ static void describe(cJSON *doc, const cJSON *record)
 int export_t4(struct jsonl_reader *reader, const char *run_dir)
 {
 	cJSON *doc = t4_new(), *record;
+	struct replay_edits *edits = replay_edits_new();
 	json_add_string(cJSON_GetObjectItemCaseSensitive(doc, "metadata"), "generator", "kernelgraph " KG_VERSION);
 	int status = KG_EXIT_OK;
 	enum jsonl_status st;
@@ -138,10 +142,11 @@ int export_t4(struct jsonl_reader *reader, const char *run_dir)
 		/* Measured, or refused by the build: a result; anything else (a pick, a registered
 		 * candidate, a build not yet benched) is not. */
 		int measured = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(record, "bench"));
+		int edited = replay_edited(record, edits);
 		if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(build, "config")) && build_status &&
 		    (measured || strcmp(build_status, "ok") != 0)) {
 			describe(doc, record);
-			add_result(doc, record, run);
+			add_result(doc, record, run, edited);
 		}
 		cJSON_Delete(record);
 	}
@@ -154,5 +159,6 @@ int export_t4(struct jsonl_reader *reader, const char *run_dir)
 	}
 	cJSON_free(text);
 	cJSON_Delete(doc);
+	replay_edits_free(edits);
 	return status;
 }

@@ -67,7 +67,9 @@ static void usage(FILE *fp)
 	      "  -w, --watchdog SEC     a kernel silent this long is killed (default: the larger of\n"
 	      "                         10 s and 100 times the baseline's median)\n"
 	      "      --replay FILE      answer from recorded measurements (a T4 file, or an\n"
-	      "                         events.jsonl), without a GPU\n"
+	      "                         events.jsonl), without a GPU: by the build's state when\n"
+	      "                         the table measured it, else by its configuration when its\n"
+	      "                         source is the spec's kernel (build.edited false)\n"
 	      "      --calibrate        measure the GPU's copy bandwidth and keep it in the cache\n"
 	      "                         ($XDG_CACHE_HOME/kernelgraph/devices/), for pct_peak_bw\n"
 	      "      --t4               measure nothing: write the measured and refused records\n"
@@ -81,9 +83,11 @@ static void usage(FILE *fp)
 	      "bench.status is ok, incorrect (check.argument, first_bad, max_abs_err say where),\n"
 	      "crashed (the kernel faulted), timeout (the watchdog fired) or error.\n"
 	      "\n"
-	      "Exit status: 0 every record handled; 1 some record could not be (no run, a\n"
-	      "configuration missing from the replay table), reported and passed on; 2 usage\n"
-	      "error; 3 no GPU (and no --replay); 4 input or output failed.\n",
+	      "Exit status: 0 every record handled; 1 some record could not be, and was reported:\n"
+	      "one without a run (passed on as it is), or one given an error record (a variant the\n"
+	      "replay table cannot answer: a configuration it lacks, a code edit; without --replay,\n"
+	      "a build kg-build --no-compile made); 2 usage error; 3 no GPU (and no --replay);\n"
+	      "4 input or output failed.\n",
 	      fp);
 }
 
@@ -359,6 +363,7 @@ struct bencher {
 	const struct options *opt;
 	struct worker worker;
 	struct replay *replay;
+	struct replay_edits *edits; /* the code edits among the records read, for --replay */
 	const char *input_name;
 	int status;
 };
@@ -387,6 +392,39 @@ static void keep_recorded_samples(const char *run_dir, const cJSON *build, const
 	cJSON_Delete(doc);
 }
 
+/* The replayed answer for a record with a successful build: the table's measurement of its
+ * state, or of its configuration when its source is the spec's kernel; else an error record. */
+static cJSON *replay_bench(struct bencher *b, const cJSON *record, long line, const char *run_dir)
+{
+	const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
+	const cJSON *config = cJSON_GetObjectItemCaseSensitive(build, "config");
+	const char *state = json_string(build, "state");
+	int edited = replay_edited(record, b->edits);
+	cJSON *runtimes;
+	cJSON *bench = replay_lookup(b->replay, config, state, edited, &runtimes);
+	if (bench && runtimes && run_dir)
+		keep_recorded_samples(run_dir, build, bench, runtimes);
+	cJSON_Delete(runtimes);
+	if (bench)
+		return bench;
+	char *msg;
+	if (edited) {
+		msg = xasprintf("the replay table %s holds configurations of the unedited kernel; this variant's source "
+				"differs (a code edit) and the table has no measurement of its state",
+				b->opt->replay_path);
+	} else {
+		char *key = cJSON_IsObject(config) ? replay_key(config) : xstrdup("(none)");
+		msg = xasprintf("configuration %s is not in the replay table %s", key, b->opt->replay_path);
+		free(key);
+	}
+	record_error(b, line, msg);
+	bench = failure("error", msg, NULL);
+	if (!cJSON_AddBoolToObject(bench, "replayed", 1))
+		xalloc_die();
+	free(msg);
+	return bench;
+}
+
 /* Adds "bench" to a record that has a successful build; returns -1 when there is no GPU. */
 static int bench_record(struct bencher *b, cJSON *record, long line)
 {
@@ -400,20 +438,12 @@ static int bench_record(struct bencher *b, cJSON *record, long line)
 		return record_error(b, line, "run: missing (give the record a \"run\" or kg-bench --run DIR)"), 0;
 	cJSON *bench;
 	if (b->replay) {
-		const cJSON *config = cJSON_GetObjectItemCaseSensitive(build, "config"), *runtimes = NULL;
-		bench = cJSON_IsObject(config) ? replay_lookup(b->replay, config, &runtimes) : NULL;
-		if (bench && runtimes && run_dir)
-			keep_recorded_samples(run_dir, build, bench, runtimes);
-		if (!bench) {
-			char *key = cJSON_IsObject(config) ? replay_key(config) : xstrdup("(none)");
-			char *msg = xasprintf("configuration %s is not in the replay table %s", key, b->opt->replay_path);
-			record_error(b, line, msg);
-			bench = failure("error", msg, NULL);
-			if (!cJSON_AddBoolToObject(bench, "replayed", 1))
-				xalloc_die();
-			free(msg);
-			free(key);
-		}
+		bench = replay_bench(b, record, line, run_dir);
+	} else if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(build, "compiled"))) {
+		const char *msg = "this variant was not compiled (kg-build --no-compile): only --replay can answer it; "
+				  "build it again without --no-compile to measure it";
+		record_error(b, line, msg);
+		bench = failure("error", msg, NULL);
 	} else {
 		bench = bench_on_gpu(&b->worker, b->opt, run_dir, build);
 		if (!bench)
@@ -496,6 +526,8 @@ int main(int argc, char **argv)
 		return status;
 	}
 	b.input_name = reader.name;
+	if (b.replay)
+		b.edits = replay_edits_new();
 	bench_all(&b, &reader);
 
 	if (b.worker.pid)
@@ -503,6 +535,7 @@ int main(int argc, char **argv)
 	free(b.worker.device);
 	strbuf_release(&b.worker.unread);
 	replay_free(b.replay);
+	replay_edits_free(b.edits);
 	jsonl_reader_release(&reader);
 	free(cache);
 	return cli_finish(b.status);

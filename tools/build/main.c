@@ -34,6 +34,7 @@ struct options {
 	const char *arch;      /* --arch */
 	const char *cache_dir; /* --cache-dir */
 	int no_cache;	       /* --no-cache */
+	int no_compile;	       /* --no-compile: materialize and hash only, for replayed searches */
 	size_t jobs;	       /* -j */
 	double timeout_s;      /* --timeout */
 };
@@ -52,7 +53,13 @@ static void usage(FILE *fp)
 	      "  -j, --jobs N         compile up to N records at once (default 1)\n"
 	      "  -t, --timeout SEC    kill a compile that runs longer (default 600)\n"
 	      "      --cache-dir DIR  the compile cache (default $XDG_CACHE_HOME/kernelgraph)\n"
+	      "      --compile        compile (the default): undoes an earlier --no-compile, as in\n"
+	      "                       kg-iterate --replay FILE --build-opt --compile\n"
 	      "      --no-cache       neither read nor fill the compile cache\n"
+	      "      --no-compile     all but the compile: the variant (kernel.cu, build.json) and its\n"
+	      "                       state, the same as a compiled build's, without NVRTC, the\n"
+	      "                       compile cache, a cubin or a PTX (build.compiled: false), for\n"
+	      "                       searches on recorded measurements (kg-bench --replay)\n"
 	      "  -q, --quiet          print errors only\n"
 	      "  -v, --verbose        say more on stderr (twice: debug)\n"
 	      "  -h, --help           print this help and exit\n"
@@ -66,23 +73,26 @@ static void usage(FILE *fp)
 	      "The run directory holds spec.json and the kernel file it names.\n"
 	      "\n"
 	      "build.status is ok, invalid_config, patch_failed or compile_failed; paths in\n"
-	      "\"build\" are relative to the run directory.\n"
+	      "\"build\" are relative to the run directory. build.edited says whether the variant's\n"
+	      "source differs from the spec's kernel file (a code edit on its path).\n"
 	      "\n"
 	      "Exit status: 0 every record handled; 1 some record could not be (bad JSON, no run,\n"
-	      "a missing parent), reported and passed on unchanged; 2 usage error; 3 NVRTC or GNU\n"
-	      "patch cannot be run; 4 input or output failed.\n",
+	      "a missing parent), reported and passed on unchanged; 2 usage error; 3 NVRTC (unless\n"
+	      "--no-compile) or GNU patch cannot be run; 4 input or output failed.\n",
 	      fp);
 }
 
 static void parse_options(int argc, char **argv, struct options *opt)
 {
-	enum { OPT_CACHE_DIR = 256, OPT_NO_CACHE };
+	enum { OPT_CACHE_DIR = 256, OPT_COMPILE, OPT_NO_CACHE, OPT_NO_COMPILE };
 	static const struct option longopts[] = {
 		{"arch", required_argument, NULL, 'a'},
 		{"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
+		{"compile", no_argument, NULL, OPT_COMPILE},
 		{"help", no_argument, NULL, 'h'},
 		{"jobs", required_argument, NULL, 'j'},
 		{"no-cache", no_argument, NULL, OPT_NO_CACHE},
+		{"no-compile", no_argument, NULL, OPT_NO_COMPILE},
 		{"quiet", no_argument, NULL, 'q'},
 		{"run", required_argument, NULL, 'r'},
 		{"timeout", required_argument, NULL, 't'},
@@ -104,6 +114,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			opt->arch = optarg;
 			break;
 		case OPT_CACHE_DIR: opt->cache_dir = optarg; break;
+		case OPT_COMPILE: opt->no_compile = 0; break;
 		case 'h': usage(stdout); exit(cli_finish(KG_EXIT_OK));
 		case 'j':
 			if ((why = parse_uint64(optarg, 256, &jobs)) || jobs < 1)
@@ -111,6 +122,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			opt->jobs = (size_t)jobs;
 			break;
 		case OPT_NO_CACHE: opt->no_cache = 1; break;
+		case OPT_NO_COMPILE: opt->no_compile = 1; break;
 		case 'q': log_quieter(); break;
 		case 'r': opt->run_dir = optarg; break;
 		case 't':
@@ -172,7 +184,7 @@ static struct run *find_run(struct builder *b, const char *dir)
 	for (struct run *run = b->runs; run; run = run->next)
 		if (strcmp(run->dir, dir) == 0)
 			return run;
-	struct run *run = run_load(dir, b->opt->arch);
+	struct run *run = run_load(dir, b->opt->arch, !b->opt->no_compile);
 	run->next = b->runs;
 	b->runs = run;
 	return run;
@@ -444,8 +456,34 @@ static void describe_compile(struct entry *e, const struct compile_result *res, 
 	free(dir);
 }
 
+/* Whether a variant's build object was compiled: only kg-build --no-compile makes variants
+ * without a cubin, and says so with "compiled": false. */
+static int variant_compiled(const cJSON *variant)
+{
+	return !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(variant, "compiled"));
+}
+
+/* Puts the assembled variant in the place of final, a variant that was not compiled: final
+ * is moved aside (renames are atomic, so a reader sees one variant or the other), the new
+ * one renamed into place, the old one removed. Returns 0, or -1 when another process put
+ * its own variant there first. */
+static int replace_variant(struct entry *e, const char *final)
+{
+	char *old = xasprintf("%s/variants/.tmp-%ld-XXXXXX", e->run->dir, (long)getpid());
+	int rc = -1;
+	if (mkdtemp(old)) {
+		/* rename replaces the empty directory mkdtemp made */
+		if (rename(final, old) == 0 && rename(e->tmp_dir, final) == 0)
+			rc = 0;
+		dir_remove_tree(old);
+	}
+	free(old);
+	return rc;
+}
+
 /* Moves the assembled variant to variants/STATE. When another process got there first, its
- * variant (the same state) is taken instead. Returns 0, or -1 after reporting. */
+ * variant (the same state) is taken instead, unless it was not compiled and this one was.
+ * Returns 0, or -1 after reporting. */
 static int publish_variant(struct entry *e)
 {
 	char *json = cJSON_PrintUnformatted(e->variant);
@@ -461,7 +499,16 @@ static int publish_variant(struct entry *e)
 		e->tmp_dir = NULL;
 	} else if (errno == EEXIST || errno == ENOTEMPTY) {
 		cJSON *theirs = read_variant(e->run, e->state);
-		if (theirs) {
+		int replaced = 0;
+		if (theirs && !variant_compiled(theirs) && variant_compiled(e->variant)) {
+			replaced = replace_variant(e, final) == 0;
+			cJSON_Delete(theirs);
+			theirs = replaced ? NULL : read_variant(e->run, e->state);
+		}
+		if (replaced) {
+			free(e->tmp_dir);
+			e->tmp_dir = NULL;
+		} else if (theirs) {
 			cJSON_Delete(e->variant);
 			e->variant = theirs;
 			e->reused = 1;
@@ -595,16 +642,18 @@ static char *materialize(struct builder *b, struct entry *e, const char *parent_
 }
 
 /* Takes the variant over from an existing build.json or compile cache entry, or submits
- * the compile. */
+ * the compile; with --no-compile, publishes the variant as it is. A variant that was not
+ * compiled is taken over only by a build that does not compile either. */
 static void schedule(struct builder *b, struct entry *e, const char *source, const struct build_plan *plan)
 {
 	cJSON *existing = read_variant(e->run, e->state);
-	if (existing) {
+	if (existing && (b->opt->no_compile || variant_compiled(existing))) {
 		e->variant = existing;
 		e->reused = 1;
 		drop_tmp_dir(e);
 		return;
 	}
+	cJSON_Delete(existing);
 	for (size_t k = 0; k < b->nwindow; k++) {
 		struct entry *other = b->window[k];
 		if (other->stage == STAGE_COMPILING && other->run == e->run && strcmp(other->state, e->state) == 0) {
@@ -637,6 +686,17 @@ static void schedule(struct builder *b, struct entry *e, const char *source, con
 		cJSON_AddNumberToObject(e->variant, "shared_bytes", (double)plan->launch.shared_bytes);
 	cJSON *options = cJSON_CreateStringArray((const char *const *)plan->options, (int)plan->noptions);
 	json_add(e->variant, "options", options);
+	if (b->opt->no_compile) {
+		cJSON_ReplaceItemInObjectCaseSensitive(e->variant, "status", cJSON_CreateString("ok"));
+		if (!cJSON_AddBoolToObject(e->variant, "compiled", 0))
+			xalloc_die();
+		char *kernel_file = xasprintf("variants/%s/kernel.cu", e->state);
+		json_add_string(e->variant, "kernel_file", kernel_file);
+		free(kernel_file);
+		if (publish_variant(e))
+			set_status(b, KG_EXIT_IO);
+		return;
+	}
 	json_add_string(e->variant, "nvrtc", nvrtc_version());
 
 	char key[SHA256_HEX_SIZE];
@@ -735,6 +795,10 @@ static int prepare(struct builder *b, struct entry *e, long line)
 				state_hash(e->run, text, &plan, e->state);
 				if (is_baseline(e->run, node, patch, source, plan.config) &&
 				    !cJSON_AddBoolToObject(e->own, "baseline", 1))
+					xalloc_die();
+				/* What kg-bench --replay needs to know: a table keyed by configuration
+				 * measured the spec's own kernel, not this source. */
+				if (!cJSON_AddBoolToObject(e->own, "edited", strcmp(text, e->run->baseline_source) != 0))
 					xalloc_die();
 				schedule(b, e, text, &plan);
 				free(text);
@@ -882,7 +946,7 @@ int main(int argc, char **argv)
 
 	struct strbuf why;
 	strbuf_init(&why);
-	if (nvrtc_open(&why) != 0) {
+	if (!opt.no_compile && nvrtc_open(&why) != 0) {
 		log_error("%s", why.buf);
 		strbuf_release(&why);
 		return KG_EXIT_ENV;
@@ -893,7 +957,7 @@ int main(int argc, char **argv)
 	if (jsonl_reader_open(&reader, optind < argc ? argv[optind] : "-") != 0)
 		return KG_EXIT_USAGE;
 	struct builder b = {.opt = &opt, .input_name = reader.name};
-	cache_init(&b.cache, opt.cache_dir, opt.no_cache);
+	cache_init(&b.cache, opt.cache_dir, opt.no_cache || opt.no_compile);
 	b.pool = compile_pool_new(opt.jobs, opt.timeout_s);
 
 	build_all(&b, &reader);

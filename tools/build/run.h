@@ -31,9 +31,10 @@ struct run {
 
 /* Loads dir. The architecture is arch_option (--arch) when given, else the spec's
  * (KernelGraph.Arch, or an architecture option in CompilerOptions), else the GPU's, else
- * RUN_DEFAULT_ARCH. Never fails: a run that cannot be used has error set. Also creates
+ * RUN_DEFAULT_ARCH; with check_nvrtc, one NVRTC cannot generate code for is an error (NVRTC
+ * must be open). Never fails: a run that cannot be used has error set. Also creates
  * dir/variants and removes what killed builds left there. */
-struct run *run_load(const char *dir, const char *arch_option);
+struct run *run_load(const char *dir, const char *arch_option, int check_nvrtc);
 /* Frees run and every run linked after it. */
 void run_free_all(struct run *run);
 

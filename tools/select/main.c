@@ -49,6 +49,7 @@ struct options {
 	int update;
 	int export_json;
 	long batch;
+	long fill;	 /* --fill N: candidates the batch should make, judged by the log; 0: off */
 	int seed_given;
 	uint64_t seed;
 	struct search_params params;
@@ -85,6 +86,11 @@ static void usage(FILE *fp)
 	      "  -e, --export                write the graph as one JSON document (graph.json's\n"
 	      "                              form, version 1) and change nothing\n"
 	      "  -b, --batch K               pick K distinct things at once (virtual loss)\n"
+	      "      --fill N                pick more than --batch when the picks are expected to\n"
+	      "                              make fewer than N candidates: ceil(N / c) picks, at\n"
+	      "                              most 16, c the mean candidates per pick in the last\n"
+	      "                              200 records of RUN/events.jsonl (kg-iterate gives the\n"
+	      "                              compile slots; with no picks logged, --batch alone)\n"
 	      "      --pending FILE          FILE holds the records of picks made earlier and not\n"
 	      "                              learned yet (kg-propose's output, say): they count as\n"
 	      "                              picks of this batch, and their candidates count against\n"
@@ -137,7 +143,7 @@ static void usage(FILE *fp)
 enum {
 	OPT_C_PUCT = 256, OPT_C_BASE, OPT_FPU, OPT_ROOT_FPU, OPT_WIDEN_K, OPT_WIDEN_ALPHA, OPT_CLIP, OPT_FAILURE,
 	OPT_BACKUP, OPT_CYCLE, OPT_NOISE, OPT_NOISE_ALPHA, OPT_IMPROVE, OPT_CONVERGE, OPT_BUDGET, OPT_ROLLOUT_DEPTH,
-	OPT_ROLLOUT_EPSILON, OPT_ROLLOUT_LAMBDA, OPT_REGRAPH, OPT_PENDING,
+	OPT_ROLLOUT_EPSILON, OPT_ROLLOUT_LAMBDA, OPT_REGRAPH, OPT_PENDING, OPT_FILL,
 };
 
 static double *param_slot(struct search_params *p, int opt)
@@ -183,6 +189,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{"cycle-penalty", required_argument, NULL, OPT_CYCLE},
 		{"export", no_argument, NULL, 'e'},
 		{"failure-reward", required_argument, NULL, OPT_FAILURE},
+		{"fill", required_argument, NULL, OPT_FILL},
 		{"fpu-reduction", required_argument, NULL, OPT_FPU},
 		{"help", no_argument, NULL, 'h'},
 		{"improve-pct", required_argument, NULL, OPT_IMPROVE},
@@ -240,6 +247,11 @@ static void parse_options(int argc, char **argv, struct options *opt)
 				cli_usage_error("--batch: '%s': %s", optarg, why);
 			opt->batch = (long)i64;
 			break;
+		case OPT_FILL:
+			if ((why = parse_int64(optarg, 1, 1024, &i64)))
+				cli_usage_error("--fill: '%s': %s", optarg, why);
+			opt->fill = (long)i64;
+			break;
 		case 'h': usage(stdout); exit(cli_finish(KG_EXIT_OK));
 		case 'q': log_quieter(); break;
 		case 's':
@@ -262,6 +274,8 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		cli_usage_error("--export and --update do not go together");
 	if (opt->pending && (opt->update || opt->export_json))
 		cli_usage_error("--pending goes with picking, not with %s", opt->update ? "--update" : "--export");
+	if (opt->fill && (opt->update || opt->export_json))
+		cli_usage_error("--fill goes with picking, not with %s", opt->update ? "--update" : "--export");
 	if (optind < argc && !opt->update)
 		cli_usage_error("unexpected argument '%s' (only --update reads a file)", argv[optind]);
 	if (argc - optind > 1)
@@ -789,6 +803,111 @@ static size_t pick_batch(struct graph *g, struct picks *pk, const struct pending
 	return n;
 }
 
+/* --fill: the most picks it asks for, and the log records it learns from. */
+#define FILL_MAX_BATCH 16
+#define FILL_WINDOW 200
+
+/* Where the last n lines of text start (as tail -n counts them: a last line without "\n" is
+ * one too), or -1 when text holds fewer. */
+static long last_lines_start(const char *text, size_t len, size_t n)
+{
+	size_t end = len > 0 && text[len - 1] == '\n' ? len - 1 : len, lines = 0;
+	for (size_t i = end; i-- > 0;)
+		if (text[i] == '\n' && ++lines == n)
+			return (long)(i + 1);
+	return -1;
+}
+
+/* The last n lines of the file at path, in a buffer the caller frees (*len: their length);
+ * NULL when it cannot be read. Reads back from the end, not the whole log. */
+static char *tail_lines(const char *path, size_t n, size_t *len)
+{
+	FILE *fp = fopen(path, "rb");
+	if (!fp)
+		return NULL;
+	char *buf = NULL;
+	off_t size = fseeko(fp, 0, SEEK_END) == 0 ? ftello(fp) : -1;
+	for (off_t want = 64 * 1024; size >= 0; want *= 2) {
+		off_t from = size > want ? size - want : 0;
+		buf = xrealloc(buf, (size_t)(size - from) + 1);
+		if (fseeko(fp, from, SEEK_SET) != 0 || fread(buf, 1, (size_t)(size - from), fp) != (size_t)(size - from)) {
+			free(buf);
+			buf = NULL;
+			break;
+		}
+		*len = (size_t)(size - from);
+		buf[*len] = '\0';
+		long start = last_lines_start(buf, *len, n);
+		if (start >= 0 || from == 0) {
+			if (start > 0) {
+				*len -= (size_t)start;
+				memmove(buf, buf + start, *len + 1);
+			}
+			break;
+		}
+	}
+	fclose(fp);
+	return buf;
+}
+
+static int compare_strings(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The batch --fill asks for: ceil(fill / c) picks, at most FILL_MAX_BATCH, c the mean
+ * number of candidates per pick in the last FILL_WINDOW records of the run's log (a pick is
+ * an iteration's expand or evaluate of a node or edge, however many records it made; picks
+ * that made none ask for the most). 0 when the log has no picks or cannot be read whole. */
+static long fill_batch(const struct graph *g, long fill)
+{
+	char *path = xasprintf("%s/events.jsonl", g->run);
+	size_t len = 0, npicks = 0, candidates = 0;
+	char *text = tail_lines(path, FILL_WINDOW, &len);
+	free(path);
+	char **picks = xcalloc(FILL_WINDOW + 1, sizeof(*picks));
+	int ok = text != NULL;
+	for (char *line = text, *end; ok && line && line < text + len; line = end ? end + 1 : NULL) {
+		end = memchr(line, '\n', (size_t)(text + len - line));
+		size_t n = end ? (size_t)(end - line) : strlen(line);
+		if (strspn(line, " \t\r") >= n)
+			continue; /* a blank line */
+		cJSON *r = cJSON_ParseWithLength(line, n);
+		const char *op = json_string(r, "op");
+		ok = r != NULL;
+		if (op && (strcmp(op, "expand") == 0 || strcmp(op, "evaluate") == 0) && npicks < FILL_WINDOW) {
+			static const char *const keys[] = {"iter", "op", "node_id", "edge"};
+			cJSON *key = cJSON_CreateArray();
+			for (size_t k = 0; k < ARRAY_SIZE(keys); k++) {
+				const cJSON *v = cJSON_GetObjectItemCaseSensitive(r, keys[k]);
+				json_append(key, v ? cJSON_Duplicate(v, 1) : cJSON_CreateNull());
+			}
+			picks[npicks++] = json_text(key);
+			cJSON_Delete(key);
+			const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(r, "candidate");
+			candidates += candidate && !cJSON_IsNull(candidate) && !cJSON_IsFalse(candidate);
+		}
+		cJSON_Delete(r);
+	}
+	qsort(picks, npicks, sizeof(*picks), compare_strings);
+	size_t distinct = 0;
+	for (size_t k = 0; k < npicks; k++)
+		distinct += k == 0 || strcmp(picks[k], picks[k - 1]) != 0;
+	for (size_t k = 0; k < npicks; k++)
+		free(picks[k]);
+	free(picks);
+	free(text);
+	if (!ok || distinct == 0) {
+		log_info("%s: --fill %ld: no picks in the log%s", g->run, fill, ok ? "" : " (or a line that is not JSON)");
+		return 0;
+	}
+	double c = (double)candidates / (double)distinct;
+	double b = c > 0 ? ceil((double)fill / c) : FILL_MAX_BATCH;
+	long batch = b > FILL_MAX_BATCH ? FILL_MAX_BATCH : (long)b;
+	log_info("%s: --fill %ld: %.4g candidates per pick in the log: %ld picks", g->run, fill, c, batch);
+	return batch;
+}
+
 static int run_select(struct graph *g, const struct options *opt)
 {
 	const char *reason;
@@ -812,7 +931,14 @@ static int run_select(struct graph *g, const struct options *opt)
 		return KG_EXIT_OK;
 	}
 	g->iter++;
-	long batch = left >= 0 && left < opt->batch ? (long)left : opt->batch;
+	long batch = opt->batch;
+	if (opt->fill) {
+		long filled = fill_batch(g, opt->fill);
+		if (filled > batch)
+			batch = filled;
+	}
+	if (left >= 0 && left < batch)
+		batch = (long)left;
 	cJSON **records = xcalloc((size_t)batch, sizeof(*records));
 	size_t n = pick_batch(g, &pk, &pd, batch, records);
 	picks_release(g, &pk);
