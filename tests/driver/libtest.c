@@ -15,6 +15,7 @@
 #include "log.h"
 #include "mcgs.h"
 #include "parse.h"
+#include "gp.h"
 #include "nvrtc_dl.h"
 #include "pyexpr.h"
 #include "pyexpr_cuda.h"
@@ -40,6 +41,7 @@ static int usage(void)
 	      "       kg-libtest philox C0 C1 C2 C3 K0 K1\n"
 	      "       kg-libtest fill SPEC ARGUMENT SET\n"
 	      "       kg-libtest harness ARCH\n"
+	      "       kg-libtest gp FILE\n"
 	      "       kg-libtest mcgs T1|T1b|T2|T3|T4|T4c|T4d|T4e|T5|T7d|T8|T8b|T8c|T8d\n"
 	      "       kg-libtest cuda function|refuse|program|eval|nvrtc [--index NAME] [--let NAME=EXPR]... [EXPR|FILE|ARCH]\n",
 	      stderr);
@@ -292,6 +294,84 @@ static int cuda_nvrtc(const struct cuda_lines *cl, const char *arch)
 	nvrtc_output_release(&out);
 	strbuf_release(&src);
 	return status;
+}
+
+/* kg-libtest gp FILE: a Gaussian process on the points of FILE ("d D", "categorical F...",
+ * then rows "x_1 ... x_D y"; rows "? x_1 ... x_D" are queries): the objective and its
+ * gradient at the prior's mode, the largest gap between that gradient and central finite
+ * differences, the fitted theta, and the prediction at each query. */
+static int cmd_gp(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	if (!fp)
+		log_die(KG_EXIT_USAGE, "cannot open '%s':", path);
+	size_t d = 0, n = 0, q = 0;
+	unsigned char categorical[GP_THETA_MAX] = {0};
+	double *x = NULL, *y = NULL, *query = NULL;
+	char line[4096];
+	while (fgets(line, sizeof(line), fp)) {
+		char *p = line, *end;
+		if (strncmp(p, "d ", 2) == 0) {
+			d = strtoul(p + 2, NULL, 10);
+		} else if (strncmp(p, "categorical", 11) == 0) {
+			p += 11;
+			for (size_t k = 0; k < d; k++)
+				categorical[k] = (unsigned char)strtoul(p, &p, 10);
+		} else if (*p == '?') {
+			query = xreallocarray(query, (q + 1) * d, sizeof(*query));
+			p++;
+			for (size_t k = 0; k < d; k++)
+				query[q * d + k] = strtod(p, &p);
+			q++;
+		} else if (strtod(p, &end), end != p) {
+			x = xreallocarray(x, (n + 1) * d, sizeof(*x));
+			y = xreallocarray(y, n + 1, sizeof(*y));
+			for (size_t k = 0; k < d; k++)
+				x[n * d + k] = strtod(p, &p);
+			y[n++] = strtod(p, &p);
+		}
+	}
+	fclose(fp);
+	struct gp gp;
+	double theta[GP_THETA_MAX], grad[GP_THETA_MAX], h = 1e-6, worst = 0;
+	if (gp_fit(&gp, x, y, n, d, categorical, NULL, 0) != 0)
+		log_die(KG_EXIT_INPUT, "%s: the covariance cannot be factored", path);
+	gp_theta_mode(d, theta);
+	printf("objective at the mode %.10f\ngradient", gp_objective(&gp, theta, grad));
+	for (size_t j = 0; j < d + 2; j++) {
+		double up[GP_THETA_MAX], down[GP_THETA_MAX];
+		memcpy(up, theta, sizeof(up));
+		memcpy(down, theta, sizeof(down));
+		up[j] += h;
+		down[j] -= h;
+		double numeric = (gp_objective(&gp, up, NULL) - gp_objective(&gp, down, NULL)) / (2 * h);
+		worst = fmax(worst, fabs(numeric - grad[j]));
+		printf(" %.8f", grad[j]);
+	}
+	printf("\nfinite differences within %s\n", worst < 1e-5 ? "1e-5" : "NOT 1e-5");
+	gp_release(&gp);
+	if (gp_fit(&gp, x, y, n, d, categorical, NULL, 60) != 0)
+		log_die(KG_EXIT_INPUT, "%s: the fit failed", path);
+	printf("fitted objective %.6f (at the mode %.6f)\ntheta", gp.nll, gp_objective(&gp, theta, NULL));
+	gp_release(&gp);
+	gp_fit(&gp, x, y, n, d, categorical, NULL, 60);
+	for (size_t j = 0; j < d + 2; j++)
+		printf(" %.4f", gp.theta[j]);
+	printf("\n");
+	for (size_t i = 0; i < q; i++) {
+		double mu, var;
+		gp_predict(&gp, query + i * d, &mu, &var, NULL);
+		printf("at");
+		for (size_t k = 0; k < d; k++)
+			printf(" %g", query[i * d + k]);
+		printf(": mean %.6f sd %.6f (y %.6f +- %.6f) EI below the best %.6f\n", mu, sqrt(var), gp.mean + gp.sd * mu,
+		       gp.sd * sqrt(var), gp_expected_improvement(mu, sqrt(var), -1.0));
+	}
+	gp_release(&gp);
+	free(x);
+	free(y);
+	free(query);
+	return KG_EXIT_OK;
 }
 
 /* kg-bench's own device code (lib/karg_elem.h and tools/bench/harness.cu) compiled with
@@ -1069,6 +1149,8 @@ int main(int argc, char **argv)
 		status = cmd_parse(argc - 2, argv + 2);
 	else if (strcmp(cmd, "kargs") == 0 && (argc == 3 || argc == 4))
 		status = cmd_kargs(argv[2], argc == 4 ? argv[3] : NULL);
+	else if (strcmp(cmd, "gp") == 0 && argc == 3)
+		status = cmd_gp(argv[2]);
 	else if (strcmp(cmd, "harness") == 0 && argc == 3)
 		status = cmd_harness(argv[2]);
 	else if (strcmp(cmd, "fill") == 0 && argc == 5)
