@@ -44,6 +44,8 @@ SPACES = [
     ("matmul_4096", "examples/matmul/matmul.json", "benchmarks/data/matmul_H100/matmul_4096_H100_T4.json"),
     ("matmul_2048", "benchmarks/data/matmul_H100/matmul_2048.json", "benchmarks/data/matmul_H100/matmul_2048_H100_T4.json"),
     ("matmul_1024", "benchmarks/data/matmul_H100/matmul_1024.json", "benchmarks/data/matmul_H100/matmul_1024_H100_T4.json"),
+    ("matmul_4096_sub", "benchmarks/data/matmul_H100/matmul_4096_sub.json",
+     "benchmarks/data/matmul_H100/matmul_4096_H100_T4.json"),
     ("fused_matmul_act_4096", "examples/fused_matmul_act/fused_matmul_act.json",
      "benchmarks/data/matmul_H100/fused_matmul_act_4096_H100_T4.json"),
 ]
@@ -416,8 +418,10 @@ def main():
     ap.add_argument("--no-kg", action="store_true", help="leave kg-tune out")
     ap.add_argument("--jobs", type=int, default=os.cpu_count(), help="runs at once (default: the CPUs)")
     ap.add_argument("--kg-tune-opts", default="", help="more kg-tune options, split at spaces")
-    ap.add_argument("--kg-jobs", type=int, default=2,
-                    help="kg-tune --jobs (default 2): it sets kg-tune's default batch, so it is fixed, not the CPUs")
+    ap.add_argument("--kg-jobs", type=int, default=1,
+                    help="kg-tune --jobs (default 1): it sets kg-tune's default batch (1: each pick sees every "
+                         "result before it, as Kernel Tuner's strategies do; more: staler picks, as on a GPU "
+                         "with that many compile slots), so it is fixed, not the CPUs")
     ap.add_argument("--fresh-cache", action="store_true",
                     help="an empty compile cache per kg-tune run (wall times of cold compiles; slow)")
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "kg-search-work"),

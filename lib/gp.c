@@ -33,17 +33,17 @@ void gp_theta_mode(size_t d, double *theta)
 	}
 }
 
-/* r, the scaled distance between a and b; diff2[k] gets each dimension's squared difference
- * (unscaled) when not NULL. */
-static double distance(const struct gp *gp, const double *theta, const double *a, const double *b, double *diff2)
+/* r, the distance between a and b scaled by the length scales (inv_ell2: 1 / l^2 per
+ * dimension, computed once per theta, as exp is the cost here); diff2[k] gets each
+ * dimension's squared difference (unscaled) when not NULL. */
+static double distance(const struct gp *gp, const double *inv_ell2, const double *a, const double *b, double *diff2)
 {
 	double r2 = 0;
 	for (size_t k = 0; k < gp->d; k++) {
 		double delta = gp->categorical[k] ? (a[k] != b[k]) : a[k] - b[k];
-		double ell = exp(theta[k]);
 		if (diff2)
 			diff2[k] = delta * delta;
-		r2 += delta * delta / (ell * ell);
+		r2 += delta * delta * inv_ell2[k];
 	}
 	return sqrt(r2);
 }
@@ -55,7 +55,24 @@ static double matern52(double r)
 
 double gp_kernel(const struct gp *gp, const double *a, const double *b)
 {
-	return exp(gp->theta[gp->d]) * matern52(distance(gp, gp->theta, a, b, NULL));
+	return gp->sf2 * matern52(distance(gp, gp->inv_ell2, a, b, NULL));
+}
+
+/* The dot product of a and b (n values), in four partial sums: the loops of the fit and of
+ * the predictions are these, and one sum would wait on each addition. */
+static double dot(const double *a, const double *b, size_t n)
+{
+	double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+	size_t k = 0;
+	for (; k + 4 <= n; k += 4) {
+		s0 += a[k] * b[k];
+		s1 += a[k + 1] * b[k + 1];
+		s2 += a[k + 2] * b[k + 2];
+		s3 += a[k + 3] * b[k + 3];
+	}
+	for (; k < n; k++)
+		s0 += a[k] * b[k];
+	return (s0 + s1) + (s2 + s3);
 }
 
 /* In-place Cholesky factorization of the n x n symmetric matrix a (its lower triangle is
@@ -63,19 +80,13 @@ double gp_kernel(const struct gp *gp, const double *a, const double *b)
 static int cholesky(double *a, size_t n)
 {
 	for (size_t j = 0; j < n; j++) {
-		double s = a[j * n + j];
-		for (size_t k = 0; k < j; k++)
-			s -= a[j * n + k] * a[j * n + k];
+		double s = a[j * n + j] - dot(a + j * n, a + j * n, j);
 		if (!(s > 0))
 			return -1;
 		double l = sqrt(s);
 		a[j * n + j] = l;
-		for (size_t i = j + 1; i < n; i++) {
-			double t = a[i * n + j];
-			for (size_t k = 0; k < j; k++)
-				t -= a[i * n + k] * a[j * n + k];
-			a[i * n + j] = t / l;
-		}
+		for (size_t i = j + 1; i < n; i++)
+			a[i * n + j] = (a[i * n + j] - dot(a + i * n, a + j * n, j)) / l;
 		for (size_t i = 0; i < j; i++)
 			a[i * n + j] = 0;
 	}
@@ -85,12 +96,8 @@ static int cholesky(double *a, size_t n)
 /* Solves L v = b in place (L lower triangular, n x n). */
 static void forward(const double *l, size_t n, double *v)
 {
-	for (size_t i = 0; i < n; i++) {
-		double s = v[i];
-		for (size_t k = 0; k < i; k++)
-			s -= l[i * n + k] * v[k];
-		v[i] = s / l[i * n + i];
-	}
+	for (size_t i = 0; i < n; i++)
+		v[i] = (v[i] - dot(l + i * n, v, i)) / l[i * n + i];
 }
 
 /* Solves L^T v = b in place. */
@@ -109,10 +116,13 @@ static void backward(const double *l, size_t n, double *v)
 static int factor(struct gp *gp, const double *theta)
 {
 	size_t n = gp->n;
-	double sf2 = exp(theta[gp->d]), sn2 = exp(theta[gp->d + 1]);
+	double sn2 = exp(theta[gp->d + 1]);
+	for (size_t k = 0; k < gp->d; k++)
+		gp->inv_ell2[k] = exp(-2 * theta[k]);
+	gp->sf2 = exp(theta[gp->d]);
 	for (size_t i = 0; i < n; i++) {
 		for (size_t j = 0; j <= i; j++) {
-			double k = sf2 * matern52(distance(gp, theta, gp->x + i * gp->d, gp->x + j * gp->d, NULL));
+			double k = gp_kernel(gp, gp->x + i * gp->d, gp->x + j * gp->d);
 			gp->chol[i * n + j] = k + (i == j ? sn2 + JITTER : 0);
 		}
 	}
@@ -141,16 +151,17 @@ double gp_objective(struct gp *gp, const double *theta, double *grad)
 	}
 	if (!grad)
 		return nll;
-	/* W = alpha alpha^T - A^-1, with A^-1 = L^-T L^-1 from the columns of L^-1. */
-	double *inv = xcalloc(n * n + 1, sizeof(*inv)), *col = xcalloc(n + 1, sizeof(*col));
-	for (size_t c = 0; c < n; c++) {
-		memset(col, 0, n * sizeof(*col));
-		col[c] = 1;
-		forward(gp->chol, n, col);
-		backward(gp->chol, n, col);
-		for (size_t i = 0; i < n; i++)
-			inv[i * n + c] = col[i];
-	}
+	/* W = alpha alpha^T - A^-1, with A^-1 = M^T M for M = L^-1 (lower triangular, so each
+	 * of its columns starts at the diagonal): a third of the work of solving for each column.
+	 * mt holds M's columns as rows, so that every sum runs over contiguous memory. */
+	double *mt = xcalloc(n * n + 1, sizeof(*mt)), *inv = xcalloc(n * n + 1, sizeof(*inv));
+	for (size_t c = 0; c < n; c++)
+		for (size_t i = c; i < n; i++)
+			mt[c * n + i] = ((i == c ? 1 : 0) - dot(gp->chol + i * n + c, mt + c * n + c, i - c)) / gp->chol[i * n + i];
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j <= i; j++)
+			inv[i * n + j] = dot(mt + i * n + i, mt + j * n + i, n - i);
+	free(mt);
 	double sf2 = exp(theta[d]), sn2 = exp(theta[d + 1]);
 	double *diff2 = xcalloc(d + 1, sizeof(*diff2)), *acc = xcalloc(d + 1, sizeof(*acc));
 	double trace = 0, ksum = 0;
@@ -159,7 +170,7 @@ double gp_objective(struct gp *gp, const double *theta, double *grad)
 		ksum += (gp->alpha[i] * gp->alpha[i] - inv[i * n + i]) * sf2; /* K_ii = sf2 */
 		for (size_t j = 0; j < i; j++) {
 			double w = gp->alpha[i] * gp->alpha[j] - inv[i * n + j];
-			double r = distance(gp, theta, gp->x + i * d, gp->x + j * d, diff2);
+			double r = distance(gp, gp->inv_ell2, gp->x + i * d, gp->x + j * d, diff2);
 			double e = exp(-SQRT5 * r);
 			ksum += 2 * w * sf2 * (1 + SQRT5 * r + 5.0 / 3.0 * r * r) * e;
 			double f = 2 * w * sf2 * (5.0 / 3.0) * (1 + SQRT5 * r) * e; /* both (i,j) and (j,i) */
@@ -167,14 +178,11 @@ double gp_objective(struct gp *gp, const double *theta, double *grad)
 				acc[k] += f * diff2[k];
 		}
 	}
-	for (size_t k = 0; k < d; k++) {
-		double ell2 = exp(2 * theta[k]);
-		grad[k] += -0.5 * acc[k] / ell2;
-	}
+	for (size_t k = 0; k < d; k++)
+		grad[k] += -0.5 * acc[k] * gp->inv_ell2[k];
 	grad[d] += -0.5 * ksum;
 	grad[d + 1] += -0.5 * sn2 * trace;
 	free(inv);
-	free(col);
 	free(diff2);
 	free(acc);
 	return nll;
@@ -272,7 +280,7 @@ void gp_predict(const struct gp *gp, const double *x, double *mu, double *var, d
 		m += k[i] * gp->alpha[i];
 	}
 	forward(gp->chol, n, k);
-	double s = exp(gp->theta[gp->d]);
+	double s = gp->sf2;
 	for (size_t i = 0; i < n; i++)
 		s -= k[i] * k[i];
 	*mu = m;

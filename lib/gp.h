@@ -21,6 +21,7 @@ struct gp {
 	double mean, sd;	    /* of the raw targets; z = (y - mean) / sd */
 	double *z;		    /* n standardized targets */
 	double theta[GP_THETA_MAX]; /* ln l_1..d, ln sf2, ln sn2 */
+	double inv_ell2[GP_THETA_MAX], sf2; /* 1 / l^2 and sf2 of the theta last factored */
 	double *chol;		    /* n x n lower Cholesky factor of K + (sn2 + 1e-8) I */
 	double *alpha;		    /* n: (K + sn2 I)^-1 z */
 	double nll;		    /* at theta, prior included */
@@ -43,7 +44,8 @@ void gp_release(struct gp *gp);
  * covariance cannot be factored. Exposed for tests. */
 double gp_objective(struct gp *gp, const double *theta, double *grad);
 
-/* The covariance of two points under gp's theta (no noise). */
+/* The covariance of two points (no noise) under the theta last factored: gp->theta after
+ * gp_fit, the argument of the last gp_objective after that. */
 double gp_kernel(const struct gp *gp, const double *a, const double *b);
 
 /* Prediction at x in standardized units: *mu, *var (of the latent function, >= 1e-12), and

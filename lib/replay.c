@@ -558,3 +558,19 @@ cJSON *replay_lookup(const struct replay *r, const cJSON *config, const char *st
 		*runtimes = parse_span(r, e->runtimes);
 	return bench;
 }
+
+int replay_each(const struct replay *r, replay_each_fn fn, void *ctx)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		const struct entry *e = &r->entries[i];
+		if (e->edited)
+			continue;
+		cJSON *config = parse_span(r, e->key), *bench = parse_span(r, e->bench);
+		int rc = config && bench ? fn(ctx, config, bench) : -1;
+		cJSON_Delete(config);
+		cJSON_Delete(bench);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}

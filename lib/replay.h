@@ -36,6 +36,12 @@ void replay_free(struct replay *replay);
 cJSON *replay_lookup(const struct replay *replay, const cJSON *config, const char *state, int edited,
 		     cJSON **runtimes);
 
+/* Calls fn with each measurement of the spec's own kernel (edits left out), in the table's
+ * order: its configuration and "bench" object, which fn must not keep. Stops at the first
+ * nonzero return, and returns it; -1 for a damaged cache (reported); else 0. */
+typedef int (*replay_each_fn)(void *ctx, const cJSON *config, const cJSON *bench);
+int replay_each(const struct replay *replay, replay_each_fn fn, void *ctx);
+
 /* Whether the table answers config for the spec's own kernel. */
 int replay_has(const struct replay *replay, const cJSON *config);
 

@@ -144,6 +144,12 @@ fresh_run() {
 	cp -r "$BATS_FILE_TMPDIR/template/out" .
 }
 
+# expansion: kg-select's next expand record, without the cap its widening puts on the children
+# (the tests below look at every candidate of an expansion).
+expansion() {
+	kg-select "$RUN" | jq -c 'del(.children)'
+}
+
 # measure: builds the candidates on stdin, gives each a measurement and updates the graph.
 measure() {
 	kg-build | jq -c '. + {bench: {status: "ok", median_ms: 0.9, speedup: 1.1, speedup_ci: [1.05, 1.15]}}' |
@@ -152,9 +158,9 @@ measure() {
 
 @test "--rules answers an expand record with the neighbours and random configurations; other records pass" {
 	fresh_run
-	kg-select "$RUN" > pick.jsonl
+	expansion > pick.jsonl
 	{ echo '{"op":"stop","reason":"x"}'; cat pick.jsonl; echo '{"other":1}'; } > in.jsonl
-	run_tool 0 kg-propose --rules in.jsonl
+	run_tool 0 kg-propose --rules --model-picks 0 in.jsonl
 	assert_stderr_empty
 	[ "${#lines[@]}" -eq 8 ]
 	assert_line --index 0 '{"op":"stop","reason":"x"}'
@@ -173,38 +179,43 @@ measure() {
 	# a random move is named by what it changed: one kind of parameter, or several
 	sed -n 5,6p got | jq -r '.[2]' | grep -qxE 'change_block_sizes|change_work_per_thread|switch_algorithm|retune_configuration'
 	# without a key the rules are the default; --rules-random 0 leaves the neighbours alone
-	run_tool 0 env -u OPENAI_API_KEY kg-propose -v --rules-random 0 pick.jsonl
+	run_tool 0 env -u OPENAI_API_KEY kg-propose -v --model-picks 0 --rules-random 0 pick.jsonl
 	assert_line --partial --index 0 '"candidate":{"id":"c1-n0-1","proposer":"rules:neighbour"'
 	[ "${#lines[@]}" -eq 4 ]
 	[ "$(head -1 <<<"$stderr")" = "kg-propose: proposing with the rules" ]
 	# kg-select's "budget_left" caps the expansion: the first candidates are kept
 	jq -c '. + {budget_left: 2}' pick.jsonl >budget.jsonl
-	run_tool 0 kg-propose -v --rules budget.jsonl
+	run_tool 0 kg-propose -v --rules --model-picks 0 budget.jsonl
 	[ "$(jq -r .candidate.id <<<"$output" | tr '\n' ' ')" = "c1-n0-1 c1-n0-2 " ]
-	[[ "$stderr" == *": 2 candidates (0 dropped, 4 left out by the build budget)"* ]]
+	[[ "$stderr" == *": 2 candidates (0 dropped, 4 left out by the build budget, 0 by the widening)"* ]]
+	# its "children" (what the widening allows now) caps the rules' candidates too
+	jq -c '. + {children: 3}' pick.jsonl >widening.jsonl
+	run_tool 0 kg-propose -v --rules --model-picks 0 widening.jsonl
+	[ "$(jq -r .candidate.id <<<"$output" | tr '\n' ' ')" = "c1-n0-1 c1-n0-2 c1-n0-3 " ]
+	[[ "$stderr" == *": 3 candidates (0 dropped, 0 left out by the build budget, 3 by the widening)"* ]]
 }
 
 @test "a configuration move is named by the spec's KernelGraph.Methods, else by the parameter's name and values" {
 	fresh_run
 	jq '.KernelGraph.Methods = {"block_size_x": "change_occupancy"}' "$RUN/spec.json" >spec.json && mv spec.json "$RUN/spec.json"
-	kg-select "$RUN" >pick.jsonl
-	run_tool 0 kg-propose --rules --rules-random 0 pick.jsonl
+	expansion > pick.jsonl
+	run_tool 0 kg-propose --rules --model-picks 0 --rules-random 0 pick.jsonl
 	[ "$(jq -r .candidate.method <<<"$output" | paste -sd' ')" = \
 		'change_occupancy change_occupancy change_work_per_thread switch_algorithm' ]
 }
 
 @test "--within: the rules propose only configurations the table measured (a replay can answer)" {
 	fresh_run
-	kg-select "$RUN" > pick.jsonl
+	expansion > pick.jsonl
 	jq -n '{results: [[128, 1, false], [256, 1, false], [64, 4, true]] | map({configuration: {block_size_x: .[0],
 		items_per_thread: .[1], use_fma: .[2]}, times: {runtimes: [1.0]}, invalidity: "correct", correctness: 1,
 		measurements: []})}' > t4.json
-	run_tool 0 kg-propose --rules --within t4.json pick.jsonl
+	run_tool 0 kg-propose --rules --model-picks 0 --within t4.json pick.jsonl
 	# the one neighbour the table holds, then the one recorded configuration left, drawn at random
 	[ "$(jq -c '.candidate | [.proposer, .config]' <<<"$output" | paste -sd' ')" = \
 		'["rules:neighbour",{"block_size_x":256,"items_per_thread":1,"use_fma":false}] ["rules:random",{"block_size_x":64,"items_per_thread":4,"use_fma":true}]' ]
 	# an events.jsonl is a table too: here it holds the root alone, so nothing is left to propose
-	run_tool 0 kg-propose --rules --within "$RUN/events.jsonl" pick.jsonl
+	run_tool 0 kg-propose --rules --model-picks 0 --within "$RUN/events.jsonl" pick.jsonl
 	[ "$(jq -r .propose.status <<<"$output")" = empty ]
 	run_tool 2 kg-propose --within /nonexistent.json pick.jsonl
 	assert_stderr "$(printf '%s\n' "kg-propose: cannot read '/nonexistent.json': No such file or directory" \
@@ -215,27 +226,27 @@ measure() {
 
 @test "--pending: candidates in flight are not proposed again; the same seed and file give the same candidates" {
 	fresh_run
-	kg-select "$RUN" > pick.jsonl
-	kg-propose --rules --seed 3 pick.jsonl > first.jsonl
+	expansion > pick.jsonl
+	kg-propose --rules --model-picks 0 --seed 3 pick.jsonl > first.jsonl
 	[ "$(wc -l < first.jsonl)" -eq 6 ]
 	# the same expansion asked again while the first answer is in flight: nothing of it again
-	run_tool 0 kg-propose --rules --seed 3 --pending first.jsonl pick.jsonl
+	run_tool 0 kg-propose --rules --model-picks 0 --seed 3 --pending first.jsonl pick.jsonl
 	assert_stderr_empty
 	[ "${#lines[@]}" -ge 1 ]
 	jq -c .candidate.config first.jsonl | sort > flying
 	[ "$(jq -c 'select(.candidate) | .candidate.config' <<<"$output" | sort | comm -12 - flying)" = "" ]
 	echo "$output" > again.jsonl
-	kg-propose --rules --seed 3 --pending first.jsonl pick.jsonl | cmp - again.jsonl
+	kg-propose --rules --model-picks 0 --seed 3 --pending first.jsonl pick.jsonl | cmp - again.jsonl
 	# without --pending, or with records of another run, the first answer again
-	kg-propose --rules --seed 3 pick.jsonl | cmp - first.jsonl
+	kg-propose --rules --model-picks 0 --seed 3 pick.jsonl | cmp - first.jsonl
 	jq -c '.run = "elsewhere"' first.jsonl > other.jsonl
-	kg-propose --rules --seed 3 --pending other.jsonl pick.jsonl | cmp - first.jsonl
+	kg-propose --rules --model-picks 0 --seed 3 --pending other.jsonl pick.jsonl | cmp - first.jsonl
 	# a bad line is named and the rest still counts; an unreadable file is a usage error
 	{ echo 'not json'; head -3 first.jsonl; } > bad.jsonl
-	run_tool 1 kg-propose --rules --seed 3 --pending bad.jsonl pick.jsonl
+	run_tool 1 kg-propose --rules --model-picks 0 --seed 3 --pending bad.jsonl pick.jsonl
 	assert_stderr "kg-propose: bad.jsonl:1: invalid JSON at column 1"
 	[ "$(jq -c 'select(.candidate) | .candidate.config' <<<"$output" | sort | comm -12 - <(head -3 first.jsonl | jq -c .candidate.config | sort))" = "" ]
-	run_tool 2 kg-propose --rules --pending missing.jsonl pick.jsonl
+	run_tool 2 kg-propose --rules --model-picks 0 --pending missing.jsonl pick.jsonl
 	assert_stderr "kg-propose: cannot open 'missing.jsonl': No such file or directory"
 	run_tool 2 kg-propose --pending first.jsonl --random 2 --spec "$RUN/spec.json"
 	assert_stderr "$(printf '%s\n' "kg-propose: --pending goes with the proposers, not with --random" "Try 'kg-propose --help' for more information.")"
@@ -246,9 +257,9 @@ measure() {
 	kg-propose -x -s "$RUN/spec.json" | jq -c .candidate.config | sort > valid
 	: > proposed
 	for i in $(seq 12); do
-		kg-select "$RUN" > pick.jsonl
-		kg-propose --rules --seed 3 pick.jsonl > c.jsonl
-		kg-propose --rules --seed 3 pick.jsonl | cmp c.jsonl -
+		expansion > pick.jsonl
+		kg-propose --rules --model-picks 0 --seed 3 pick.jsonl > c.jsonl
+		kg-propose --rules --model-picks 0 --seed 3 pick.jsonl | cmp c.jsonl -
 		if jq -e .propose c.jsonl >/dev/null; then break; fi
 		jq -c .candidate.config c.jsonl | sort | comm -23 - valid > outside
 		[ ! -s outside ]
@@ -273,16 +284,16 @@ measure() {
 	# a patch file that is not there, and a library that is not a list, are warned about and skipped
 	jq '.KernelGraph.Patches += [{Name: "gone", PatchFile: "gone.diff"}]' "$RUN/spec.json" > s
 	cp -r out keep && mv s "$RUN/spec.json"
-	kg-select "$RUN" > pick.jsonl
-	run_tool 0 kg-propose --rules --rules-random 0 pick.jsonl
+	expansion > pick.jsonl
+	run_tool 0 kg-propose --rules --model-picks 0 --rules-random 0 pick.jsonl
 	[[ "$stderr" == *"kg-propose: warning: $RUN/spec.json: KernelGraph.Patches[2].PatchFile: cannot read '$RUN/gone.diff': No such file or directory"* ]]
 	jq '.KernelGraph.Patches = {}' "$RUN/spec.json" > s && mv s "$RUN/spec.json"
-	run_tool 0 kg-propose --rules --rules-random 0 pick.jsonl
+	run_tool 0 kg-propose --rules --model-picks 0 --rules-random 0 pick.jsonl
 	assert_stderr "kg-propose: warning: $RUN/spec.json: KernelGraph.Patches: must be an array of patches; ignored"
 	[ "${#lines[@]}" -eq 4 ]
 	rm -rf out && mv keep out
-	kg-select "$RUN" > pick.jsonl
-	run_tool 0 kg-propose --rules --rules-random 0 pick.jsonl
+	expansion > pick.jsonl
+	run_tool 0 kg-propose --rules --model-picks 0 --rules-random 0 pick.jsonl
 	assert_stderr "kg-propose: warning: $RUN/spec.json: KernelGraph.Patches[1]: needs a Name, a Patch or PatchFile, and Config (if any) an object; ignored"
 	[ "$(jq -c 'select(.candidate.library) | .candidate | [.id, .proposer, .method, .detail, .library, .prior, .config]' <<<"$output")" = \
 		'["c1-n0-5","rules:library","read_only_cache","loads through the read-only cache","ldg",1,{"block_size_x":128,"items_per_thread":1,"use_fma":false}]' ]
@@ -294,18 +305,90 @@ measure() {
 	child=$(jq -r 'select(.candidate.library) | .update.child' "$RUN/events.jsonl")
 	root=$(jq -r .node pick.jsonl)
 	jq -c --arg c "$child" --arg r "$root" '.node = $c | .node_id = 1 | .path = [$r, $c]' pick.jsonl > child.jsonl
-	run_tool 0 kg-propose --rules --rules-random 0 child.jsonl
+	run_tool 0 kg-propose --rules --model-picks 0 --rules-random 0 child.jsonl
 	[ "$(jq -c 'select(.candidate.library)' <<<"$output")" = "" ]
 	[ "${#lines[@]}" -eq 4 ]
 	# nor the root twice
-	run_tool 0 kg-propose -v --rules --rules-random 0 pick.jsonl
+	run_tool 0 kg-propose -v --rules --model-picks 0 --rules-random 0 pick.jsonl
 	[ "$(jq -c 'select(.candidate.library)' <<<"$output")" = "" ]
 	[[ "$stderr" == *"rules:library: loads through the read-only cache: dropped: already proposed"* ]]
 }
 
+# measure_by_formula: like measure, with a time that depends on the configuration (fastest at
+# block_size_x 256, items_per_thread 4) and a failure for one configuration.
+measure_by_formula() {
+	kg-build | jq -c '.build.config as $c | . + {bench: (if $c == {block_size_x: 64, items_per_thread: 4, use_fma: true}
+		then {status: "incorrect"} else {status: "ok", median_ms: (1.0 * 128 / $c.block_size_x + 1.0 / $c.items_per_thread
+		+ (if $c.use_fma then 0.1 else 0 end))} end)}' | kg-select --update "$RUN" >/dev/null
+}
+
+@test "--rules: random configurations first, then a Gaussian process proposes and prices the moves" {
+	fresh_run
+	expansion > pick.jsonl
+	# the initial design: random configurations (4: with the default, the 5 the model needs)
+	run_tool 0 kg-propose -v --rules pick.jsonl
+	[ "$(jq -r .candidate.proposer <<<"$output" | sort | uniq -c | tr -s ' ')" = " 4 rules:random" ]
+	[[ "$stderr" == *"no model yet (1 configurations measured, 1 correct; 5 needed)"* ]]
+	# it goes out whole, whatever the widening allows (the model waits for all of it)
+	run_tool 0 kg-propose --rules <(jq -c '. + {children: 1}' pick.jsonl)
+	[ "$(jq -r .candidate.proposer <<<"$output" | sort | uniq -c | tr -s ' ')" = " 4 rules:random" ]
+	measure_by_formula <<<"$output"
+	expansion > pick.jsonl
+	run_tool 0 kg-propose -v --rules pick.jsonl
+	[[ "$stderr" == *": model of 5 configurations ("*" correct, 0 measurements from --model-history) over 3 parameters, best "* ]]
+	[[ "$stderr" == *": the model proposes 4 of 11 configurations (0 in flight, 0 too weak, --min-pred-gain 0.02)"* ]]
+	echo "$output" > first.jsonl
+	# its four picks, none measured, each with a prediction; every move priced by the model,
+	# the most promising first (the order kg-select widens in)
+	[ "$(jq -r 'select(.candidate.proposer == "rules:model") | .candidate.id' first.jsonl | wc -l)" -eq 4 ]
+	jq -r '.candidate.detail' first.jsonl | grep -q ': predicted [0-9.]* ms ([0-9.]* to [0-9.]*)$'
+	[ "$(jq -s 'map(.candidate.prior) | . == (sort | reverse) and all(. >= 0.001 and . != 1 and . != 0.5)' first.jsonl)" = true ]
+	jq -c '.candidate.config' first.jsonl | sort > picked
+	jq -c '.build.config // empty' "$RUN/events.jsonl" | sort -u | comm -12 - picked > again
+	[ ! -s again ]
+	# the same seed and run give the same candidates; with them in flight (--pending), the
+	# model believes them at their predicted times and picks others
+	kg-propose --rules pick.jsonl | cmp - first.jsonl
+	jq -c 'select(.candidate.proposer == "rules:model")' first.jsonl > flying.jsonl
+	run_tool 0 kg-propose -v --rules --pending flying.jsonl pick.jsonl
+	[[ "$stderr" == *": the model proposes 2 of 11 configurations (4 in flight, 0 too weak, --min-pred-gain 0.02)"* ]]
+	[ "$(jq -c 'select(.candidate.proposer == "rules:model") | .candidate.config' <<<"$output" | sort | comm -12 - picked)" = "" ]
+	# the whole answer in flight: nothing is left that the model would pick
+	run_tool 0 kg-propose -v --rules --pending first.jsonl pick.jsonl
+	[[ "$stderr" == *": the model proposes 0 of 11 configurations (9 in flight, 0 too weak, --min-pred-gain 0.02)"* ]]
+	# --model-picks 0 turns the model off
+	run_tool 0 kg-propose --rules --model-picks 0 pick.jsonl
+	[ "$(jq -r .candidate.proposer <<<"$output" | sort -u | paste -sd' ')" = "rules:neighbour rules:random" ]
+	[ "$(jq -r .candidate.prior <<<"$output" | sort -u | paste -sd' ')" = "0.5 1" ]
+	# --min-pred-gain: a move that even an optimistic prediction makes too little faster goes
+	run_tool 0 kg-propose -v --rules --min-pred-gain 100 pick.jsonl
+	[ "$(jq -c .propose <<<"$output")" = '{"status":"empty","dropped":'"$(grep -c 'dropped: the model expects too little gain' <<<"$stderr")"',"errors":[]}' ]
+	[[ "$stderr" == *"the model proposes 0 of 11 configurations (0 in flight, 11 too weak, --min-pred-gain 100)"* ]]
+	run_tool 2 kg-propose --min-pred-gain -1 pick.jsonl
+	assert_stderr "$(printf '%s\n' "kg-propose: --min-pred-gain: '-1': out of range" "Try 'kg-propose --help' for more information.")"
+	run_tool 2 kg-propose --model-picks x pick.jsonl
+	assert_stderr "$(printf '%s\n' "kg-propose: --model-picks: 'x' is not a whole number from 0 to 1000" "Try 'kg-propose --help' for more information.")"
+}
+
+@test "--model-history: earlier measurements train the model at once; their best is measured again first" {
+	fresh_run
+	expansion > pick.jsonl
+	# yesterday's table of the same kernel: every configuration, half of today's formula
+	kg-propose -x -s "$RUN/spec.json" | jq -s '{results: map(.candidate.config | {configuration: ., times: {runtimes:
+		[0.5 * (128 / .block_size_x + 1 / .items_per_thread + (if .use_fma then 0.1 else 0 end))]},
+		invalidity: "correct", correctness: 1, measurements: []})}' > yesterday.json
+	run_tool 0 kg-propose -v --rules --model-history yesterday.json pick.jsonl
+	[[ "$stderr" == *": model of 16 configurations (16 correct, 16 measurements from --model-history) over 3 parameters, best 0.5 ms"* ]]
+	[ "$(head -1 <<<"$output" | jq -c '.candidate | [.proposer, .config]')" = \
+		'["rules:model",{"block_size_x":256,"items_per_thread":2,"use_fma":false}]' ]
+	run_tool 2 kg-propose --model-history missing.json pick.jsonl
+	assert_stderr "$(printf '%s\n' "kg-propose: cannot read 'missing.json': No such file or directory" \
+		"kg-propose: --model-history: 'missing.json' is not a table of measurements" "Try 'kg-propose --help' for more information.")"
+}
+
 @test "expand records that cannot be answered are reported, passed through, and exit 1" {
 	fresh_run
-	kg-select "$RUN" > pick.jsonl
+	expansion > pick.jsonl
 	jq -c 'del(.run)' pick.jsonl > no-run.jsonl
 	jq -c '.run = "elsewhere"' pick.jsonl > bad-run.jsonl
 	jq -c '.node = "f00d"' pick.jsonl > bad-node.jsonl

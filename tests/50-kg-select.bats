@@ -94,6 +94,16 @@ start() {
 	[ "$(jq .params.failure_reward g.json)" = -1 ]
 }
 
+@test "an expansion says how many new children the widening allows the node now" {
+	start --widen-k 3
+	kg-select "$RUN" >pick.jsonl
+	[ "$(jq -c '[.op, .node, .children]' pick.jsonl)" = '["expand","S0",3]' ]
+	evaluated pick.jsonl S1 2.0 | kg-select --update "$RUN" >/dev/null
+	# two visits: fewer than ceil(3 * 2^0.5) = 5 children, one of which it has
+	run_tool 0 kg-select "$RUN"
+	[ "$(jq -c '[.op, .node, .children]' <<<"$output")" = '["expand","S0",4]' ]
+}
+
 @test "PUCT descends to the best child, which is expanded, and skips dead ends" {
 	start
 	kg-select "$RUN" >pick.jsonl

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <libgen.h>
+#include <math.h>
 #include <string.h>
 
 #include "context.h"
@@ -256,6 +257,7 @@ static void run_load(struct run_info *run, const cJSON *pending)
 	free(path);
 	remember_events(run);
 	remember_changes(run, pending, run->dir);
+	run->pending = pending;
 }
 
 struct run_info *runs_get(struct runs *runs, const char *dir)
@@ -283,6 +285,8 @@ void runs_release(struct runs *runs)
 		cJSON_Delete(run->events);
 		cJSON_Delete(run->best);
 		cJSON_Delete(run->baseline);
+		cJSON_Delete(run->accepted);
+		free(run->listing);
 		for (size_t k = 0; k < run->nseen; k++)
 			free(run->seen[k]);
 		free(run->seen);
@@ -386,6 +390,128 @@ int context_within(const struct run_info *run, const size_t *indices)
 	return found;
 }
 
+size_t context_observations(struct run_info *run, const struct node_info *node, size_t **indices, double **log_ms)
+{
+	const struct t1_spec *spec = run->spec;
+	size_t n = 0, *at = xcalloc(spec->nparams + 1, sizeof(*at));
+	const cJSON *e;
+	*indices = NULL;
+	*log_ms = NULL;
+	cJSON_ArrayForEach(e, run->events) {
+		const cJSON *build = cJSON_GetObjectItemCaseSensitive(e, "build"), *bench = cJSON_GetObjectItemCaseSensitive(e, "bench");
+		const cJSON *config = cJSON_GetObjectItemCaseSensitive(build, "config");
+		const char *status = json_string(build, "status"), *state = json_string(build, "state");
+		if (!status || !cJSON_IsObject(config) || strcmp(status, "invalid_config") == 0 || strcmp(status, "patch_failed") == 0)
+			continue; /* never a point of the space, or not one of this source */
+		const char *digest = state ? source_digest(run, state) : "";
+		if (!digest[0]) { /* no variant kept (a failed compile): a configuration change keeps its parent's source */
+			const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(e, "candidate");
+			const char *parent = json_string(e, "node");
+			if (!parent || nonempty(json_string(candidate, "patch")) || nonempty(json_string(candidate, "source")))
+				continue;
+			digest = source_digest(run, parent);
+		}
+		if (strcmp(digest, node->digest) != 0)
+			continue;
+		size_t k;
+		for (k = 0; k < spec->nparams; k++)
+			if (t1_value_index(spec, k, cJSON_GetObjectItemCaseSensitive(config, spec->params[k].name), &at[k]) != 0)
+				break;
+		if (k < spec->nparams)
+			continue;
+		double median = json_number(bench, "median_ms", NAN);
+		int ok = strcmp(status, "ok") == 0 && json_string(bench, "status") && strcmp(json_string(bench, "status"), "ok") == 0 &&
+			 median > 0;
+		*indices = xreallocarray(*indices, (n + 1) * (spec->nparams + 1), sizeof(**indices));
+		*log_ms = xreallocarray(*log_ms, n + 1, sizeof(**log_ms));
+		memcpy(*indices + n * spec->nparams, at, spec->nparams * sizeof(*at));
+		(*log_ms)[n] = ok ? log(median) : NAN;
+		n++;
+	}
+	free(at);
+	return n;
+}
+
+/* The configuration of an in-flight record e into at, when it is one of node's source: 0, else -1. */
+static int in_flight_config(struct run_info *run, const struct node_info *node, const cJSON *e, size_t *at)
+{
+	const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(e, "candidate");
+	const char *parent = json_string(e, "node"), *in = json_string(e, "run");
+	if (!cJSON_IsObject(candidate) || !parent || (in && strcmp(in, run->dir) != 0) ||
+	    nonempty(json_string(candidate, "patch")) || nonempty(json_string(candidate, "source")))
+		return -1; /* another run's, or a code edit: another space */
+	if (strcmp(source_digest(run, parent), node->digest) != 0)
+		return -1;
+	const cJSON *wanted = cJSON_GetObjectItemCaseSensitive(candidate, "config"), *base = cJSON_GetObjectItemCaseSensitive(e, "config");
+	cJSON *merged = json_object();
+	struct strbuf why;
+	strbuf_init(&why);
+	int rc = t1_resolve_config(run->spec, cJSON_IsObject(wanted) ? wanted : NULL, cJSON_IsObject(base) ? base : NULL, at,
+				   merged, &why);
+	strbuf_release(&why);
+	cJSON_Delete(merged);
+	return rc == 0 ? 0 : -1;
+}
+
+size_t context_in_flight(struct run_info *run, const struct node_info *node, size_t **indices)
+{
+	size_t n = 0, np = run->spec->nparams, *at = xcalloc(np + 1, sizeof(*at));
+	const cJSON *lists[] = {run->pending, run->accepted}, *e;
+	*indices = NULL;
+	for (size_t l = 0; l < sizeof(lists) / sizeof(*lists); l++)
+		cJSON_ArrayForEach(e, lists[l]) {
+			if (in_flight_config(run, node, e, at) != 0)
+				continue;
+			*indices = xreallocarray(*indices, (n + 1) * (np + 1), sizeof(**indices));
+			memcpy(*indices + n++ * np, at, np * sizeof(*at));
+		}
+	free(at);
+	return n;
+}
+
+struct history {
+	const struct t1_spec *spec;
+	size_t n, *indices;
+	double *log_ms;
+};
+
+static int add_history(void *ctx, const cJSON *config, const cJSON *bench)
+{
+	struct history *h = ctx;
+	size_t np = h->spec->nparams;
+	h->indices = xreallocarray(h->indices, (h->n + 1) * (np + 1), sizeof(*h->indices));
+	size_t *at = h->indices + h->n * np;
+	for (size_t k = 0; k < np; k++)
+		if (t1_value_index(h->spec, k, cJSON_GetObjectItemCaseSensitive(config, h->spec->params[k].name), &at[k]) != 0)
+			return 0; /* not a configuration of this space */
+	const char *status = json_string(bench, "status");
+	double median = json_number(bench, "median_ms", NAN);
+	h->log_ms = xreallocarray(h->log_ms, h->n + 1, sizeof(*h->log_ms));
+	h->log_ms[h->n++] = status && strcmp(status, "ok") == 0 && median > 0 ? log(median) : NAN;
+	return 0;
+}
+
+size_t context_history(struct run_info *run, const struct node_info *node, size_t **indices, double **log_ms)
+{
+	struct history h = {.spec = run->spec};
+	const char *base = json_string(run->baseline, "state");
+	const cJSON *e;
+	cJSON_ArrayForEach(e, run->events) { /* a run kg-init did not make has no baseline.json */
+		const cJSON *build = cJSON_GetObjectItemCaseSensitive(e, "build");
+		if (!base && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(build, "baseline")))
+			base = json_string(build, "state");
+	}
+	*indices = NULL;
+	*log_ms = NULL;
+	if (!run->history || !base || strcmp(source_digest(run, base), node->digest) != 0)
+		return 0; /* a table of configurations measured the spec's kernel, not an edit of it */
+	if (replay_each(run->history, add_history, &h) != 0)
+		h.n = 0;
+	*indices = h.indices;
+	*log_ms = h.log_ms;
+	return h.n;
+}
+
 int context_accept(struct run_info *run, const struct node_info *node, struct proposal *p, struct strbuf *why)
 {
 	const char *patch = nonempty(p->patch), *source = nonempty(p->source);
@@ -420,6 +546,20 @@ int context_accept(struct run_info *run, const struct node_info *node, struct pr
 	}
 	remember(run, key);
 	return 0;
+}
+
+void context_sent(struct run_info *run, const struct node_info *node, const struct proposal *p)
+{
+	if (nonempty(p->patch) || (nonempty(p->source) && strcmp(p->source, node->source) != 0) || !p->full_config)
+		return; /* a code edit: another space */
+	cJSON *r = json_object(), *candidate = json_object();
+	json_add_string(r, "node", node->state);
+	json_add(r, "config", cJSON_Duplicate(node->config, 1));
+	json_add(candidate, "config", cJSON_Duplicate(p->full_config, 1));
+	json_add(r, "candidate", candidate);
+	if (!run->accepted)
+		run->accepted = cJSON_CreateArray();
+	cJSON_AddItemToArray(run->accepted, r);
 }
 
 static int by_promise(const void *a, const void *b)

@@ -42,6 +42,12 @@ struct run_info {
 	struct digest *digests; /* the sources' digests, by state */
 	size_t ndigests;
 	const struct replay *within; /* --within: only configurations this table measured */
+	const struct replay *history; /* --model-history: earlier measurements for the model */
+	const cJSON *pending;	     /* --pending's records (the runs'), or NULL */
+	cJSON *accepted;	     /* configuration changes this process sent out, as such records */
+	size_t *listing;	     /* rules.c's run_listing, made once */
+	long nlisting;
+	int listing_made;
 };
 
 /* The node an expand record asks to expand. */
@@ -79,6 +85,25 @@ void node_release(struct node_info *node);
  * run->within measured, when set), it changes something, and neither this expansion nor the
  * run has it already. Returns 0 and sets p->full_config (and remembers p), or 1 with why set. */
 int context_accept(struct run_info *run, const struct node_info *node, struct proposal *p, struct strbuf *why);
+
+/* The run's measured configurations whose source is node's (the configurations of one kernel;
+ * a code edit makes another space): *indices gets n x nparams indices into the spec's values,
+ * *log_ms ln of each one's median time (NAN for a failure: a failed compile, a wrong result, a
+ * crash or timeout). Returns n; the arrays are the caller's to free. */
+size_t context_observations(struct run_info *run, const struct node_info *node, size_t **indices, double **log_ms);
+
+/* p, accepted, goes out as a candidate of node: in flight from now on. */
+void context_sent(struct run_info *run, const struct node_info *node, const struct proposal *p);
+
+/* The measurements of --model-history (run->history) of configurations of the space, when
+ * node's source is the spec's kernel (the table's configurations measured it): n x nparams
+ * indices into *indices, ln of each median into *log_ms (NAN for a failure). Returns n; the
+ * arrays are the caller's to free. */
+size_t context_history(struct run_info *run, const struct node_info *node, size_t **indices, double **log_ms);
+
+/* The configurations of node's source in flight (--pending records of run, and those this
+ * process sent out: none is measured yet) into *indices (n x nparams, the caller's to free). Returns n. */
+size_t context_in_flight(struct run_info *run, const struct node_info *node, size_t **indices);
 
 /* Whether the configuration at indices is one run->within measured (always, without it). */
 int context_within(const struct run_info *run, const size_t *indices);

@@ -28,8 +28,9 @@ struct options {
 	int count_only;	       /* --count */
 	enum source source;    /* --rules, --llm */
 	uint64_t seed;	       /* --seed */
-	long rules_random;     /* --rules-random */
+	struct rules_settings rules; /* --rules-random, --model-picks, --min-pred-gain */
 	struct replay *within; /* --within FILE */
+	struct replay *history; /* --model-history FILE */
 	const char *pending;   /* --pending FILE: candidates in flight, not yet in events.jsonl */
 	const char *input;     /* FILE, or stdin */
 	struct experts ex;
@@ -49,6 +50,18 @@ static void usage(FILE *fp)
 	      "                          ready patches (KernelGraph.Patches) not applied on the path, and random\n"
 	      "                          valid configurations\n"
 	      "      --rules-random N    random configurations per expansion with --rules (default 2)\n"
+	      "      --model-picks N     with --rules, a Gaussian process fitted on every measured configuration\n"
+	      "                          of the node's source (failures as the worst time) proposes the N\n"
+	      "                          of largest expected improvement (default 4; 0: no model); once it\n"
+	      "                          has 5 configurations, one correct, it prices every configuration\n"
+	      "                          move (prior: expected improvement of ln time over the run's\n"
+	      "                          best); before, the rules draw at least 4 random configurations\n"
+	      "      --min-pred-gain G   drop a configuration move that even an optimistic prediction (two\n"
+	      "                          standard deviations) makes less than G faster than the node\n"
+	      "                          (default 0.02)\n"
+	      "      --model-history FILE  earlier measurements of this kernel on this device (a T4 table\n"
+	      "                          or an earlier run's events.jsonl): the model learns from them\n"
+	      "                          too, and proposes again those it expects to beat the run's best\n"
 	      "      --within FILE       propose only configurations that FILE (a T4 table or an\n"
 	      "                          events.jsonl, as for kg-bench --replay) measured\n"
 	      "      --pending FILE      FILE holds candidate records in flight (proposed, not yet\n"
@@ -97,7 +110,8 @@ static void usage(FILE *fp)
 	      "A candidate record is the expand record with \"candidate\": {\"id\", \"proposer\", \"method\",\n"
 	      "\"detail\", \"think\", \"patch\", \"source\", \"config\" (complete), \"prior\", \"library\"}. An expansion\n"
 	      "left without candidates is written once with \"propose\": {\"status\": \"error\" or \"empty\", ...}.\n"
-	      "An expand record's \"budget_left\" (kg-select's share of the build budget) caps its candidates.\n"
+	      "An expand record's \"budget_left\" (kg-select's share of the build budget) caps its candidates;\n"
+	      "its \"children\" (what the widening allows now) caps the rules' candidates, best prior first.\n"
 	      "Every call and answer is kept in RUN/llm/ (calls.jsonl: tokens and estimated cost); the API key\n"
 	      "is never written.\n"
 	      "\n"
@@ -113,7 +127,7 @@ enum {
 	OPT_RANDOM = 256, OPT_RULES_RANDOM, OPT_SEED, OPT_API, OPT_BASE_URL, OPT_CANDIDATES, OPT_HISTORY, OPT_FORMAT,
 	OPT_TEMPERATURE, OPT_MAX_OUTPUT, OPT_EFFORT, OPT_TIMEOUT, OPT_RETRIES, OPT_BACKOFF, OPT_BACKOFF_MAX,
 	OPT_RETRY_AFTER_MAX, OPT_NO_CACHE, OPT_MAX_CALLS, OPT_MAX_TOKENS, OPT_PRICE_IN, OPT_PRICE_OUT, OPT_CATALOG,
-	OPT_REGRAPH, OPT_REGRAPH_FILTER, OPT_REGRAPH_TOP, OPT_WITHIN, OPT_PENDING,
+	OPT_REGRAPH, OPT_REGRAPH_FILTER, OPT_REGRAPH_TOP, OPT_WITHIN, OPT_PENDING, OPT_MODEL_PICKS, OPT_MIN_PRED_GAIN, OPT_MODEL_HISTORY,
 };
 
 static double number_arg(const char *name, const char *arg)
@@ -125,12 +139,17 @@ static double number_arg(const char *name, const char *arg)
 	return v;
 }
 
-static long count_arg(const char *name, const char *arg, long min)
+static long bounded_arg(const char *name, const char *arg, long min, long max)
 {
 	int64_t v;
-	if (parse_int64(arg, min, INT32_MAX, &v))
-		cli_usage_error("%s: '%s' is not a whole number from %ld to %d", name, arg, min, INT32_MAX);
+	if (parse_int64(arg, min, max, &v))
+		cli_usage_error("%s: '%s' is not a whole number from %ld to %ld", name, arg, min, max);
 	return (long)v;
+}
+
+static long count_arg(const char *name, const char *arg, long min)
+{
+	return bounded_arg(name, arg, min, INT32_MAX);
 }
 
 static void parse_options(int argc, char **argv, struct options *opt)
@@ -151,7 +170,10 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{"max-calls", required_argument, NULL, OPT_MAX_CALLS},
 		{"max-output-tokens", required_argument, NULL, OPT_MAX_OUTPUT},
 		{"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
+		{"min-pred-gain", required_argument, NULL, OPT_MIN_PRED_GAIN},
+		{"model-history", required_argument, NULL, OPT_MODEL_HISTORY},
 		{"model", required_argument, NULL, 'm'},
+		{"model-picks", required_argument, NULL, OPT_MODEL_PICKS},
 		{"no-cache", no_argument, NULL, OPT_NO_CACHE},
 		{"pending", required_argument, NULL, OPT_PENDING},
 		{"persona", required_argument, NULL, 'p'},
@@ -196,12 +218,19 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		case 'V': cli_print_version(); exit(cli_finish(KG_EXIT_OK));
 		case 'x': opt->exhaustive = 1; break;
 		case OPT_RANDOM: opt->random = count_arg("--random", optarg, 1); break;
-		case OPT_RULES_RANDOM: opt->rules_random = count_arg("--rules-random", optarg, 0); break;
+		case OPT_RULES_RANDOM: opt->rules.random = (size_t)count_arg("--rules-random", optarg, 0); break;
+		case OPT_MODEL_PICKS: opt->rules.model.picks = (size_t)bounded_arg("--model-picks", optarg, 0, 1000); break;
+		case OPT_MIN_PRED_GAIN: opt->rules.model.min_pred_gain = number_arg("--min-pred-gain", optarg); break;
 		case OPT_PENDING: opt->pending = optarg; break;
 		case OPT_WITHIN:
 			replay_free(opt->within);
 			if (!(opt->within = replay_load(optarg)))
 				cli_usage_error("--within: '%s' is not a table of measurements", optarg);
+			break;
+		case OPT_MODEL_HISTORY:
+			replay_free(opt->history);
+			if (!(opt->history = replay_load(optarg)))
+				cli_usage_error("--model-history: '%s' is not a table of measurements", optarg);
 			break;
 		case OPT_SEED: {
 			const char *why = parse_uint64(optarg, UINT64_MAX, &opt->seed);
@@ -362,8 +391,15 @@ static int write_space(const struct options *opt)
 	} else {
 		struct emitter em = {.spec = spec, .proposer = opt->exhaustive ? "exhaustive" : "random"};
 		uint64_t rng = opt->seed;
-		long rc = opt->exhaustive ? t1_enumerate(spec, emit_enumerated, &em)
-					  : random_configs(spec, &rng, (size_t)opt->random, emit_random, &em);
+		long rc;
+		if (opt->exhaustive) {
+			rc = t1_enumerate(spec, emit_enumerated, &em);
+		} else {
+			size_t *listed;
+			long nlisted = listed_configs(spec, &listed);
+			rc = random_configs(spec, listed, nlisted, &rng, (size_t)opt->random, emit_random, &em);
+			free(listed);
+		}
 		status = rc < 0 ? KG_EXIT_INPUT : opt->exhaustive && rc ? (int)rc : KG_EXIT_OK;
 		if (status == KG_EXIT_OK && em.emitted == 0)
 			status = empty_space(spec);
@@ -452,14 +488,24 @@ static int method_allowed(const cJSON *allowed, const cJSON *catalog, const stru
 static int expand(const struct options *opt, struct run_info *run, const cJSON *record, const struct node_info *node)
 {
 	struct proposal *list = NULL;
-	size_t n = 0, dropped = 0, out = 0, over_budget = 0;
-	/* kg-select's share of the build budget left for this expansion. */
+	size_t n = 0, dropped = 0, out = 0, over_budget = 0, over_widening = 0;
+	/* kg-select's share of the build budget left for this expansion, and the children its
+	 * widening allows now. Rules come back next time with the rest (they are cheap to
+	 * propose again); an LLM's answers are all kept, as asking again costs a call. */
 	double budget_left = json_number(record, "budget_left", NAN);
+	double children = opt->source == FROM_LLM ? NAN : json_number(record, "children", NAN);
 	cJSON *errors = cJSON_CreateArray();
 	if (opt->source == FROM_LLM)
 		experts_propose(&opt->ex, run, node, &list, &n, errors);
-	else
-		rules_propose(run, node, opt->seed, (size_t)opt->rules_random, &list, &n, &dropped);
+	else {
+		struct rules_settings rules = opt->rules;
+		if (children >= 1) {
+			rules.children = (size_t)children;
+			if (rules.model.picks > rules.children)
+				rules.model.picks = rules.children; /* more would not go out */
+		}
+		rules_propose(run, node, &rules, &list, &n, &dropped, &over_widening);
+	}
 	int status = KG_EXIT_OK;
 	cJSON *allowed = allowed_methods(opt, run, node), *catalog = NULL;
 	if (allowed) {
@@ -484,6 +530,7 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 				xalloc_die();
 			json_add(r, "candidate", candidate_json(p, id));
 			status = write_record(r);
+			context_sent(run, node, p);
 			free(id);
 		}
 		strbuf_release(&why);
@@ -509,8 +556,8 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 		if (!failed)
 			log_warn("%s: node %s: no new candidate (%zu dropped)", run->dir, node->state, dropped);
 	} else {
-		log_info("%s: node %s: %zu candidates (%zu dropped, %zu left out by the build budget)", run->dir,
-			 node->state, out, dropped, over_budget);
+		log_info("%s: node %s: %zu candidates (%zu dropped, %zu left out by the build budget, %zu by the widening)",
+			 run->dir, node->state, out, dropped, over_budget, over_widening);
 	}
 	cJSON_Delete(errors);
 	return status;
@@ -576,8 +623,10 @@ static int propose_stream(const struct options *opt)
 		strbuf_init(&why);
 		struct node_info node = {0};
 		struct run_info *run = dir ? runs_get(&runs, dir) : NULL;
-		if (run)
+		if (run) {
 			run->within = opt->within;
+			run->history = opt->history;
+		}
 		int handled = 0;
 		if (!dir)
 			log_at(reader.name, reader.line, "run: missing (an expand record names its run directory)");
@@ -607,7 +656,7 @@ static int propose_stream(const struct options *opt)
 int main(int argc, char **argv)
 {
 	struct options opt = {
-		.rules_random = 2,
+		.rules = {.random = 2, .model = {.picks = 4, .initial = 5, .min_pred_gain = 0.02, .iterations = 60}},
 		.ex = {.candidates = 3, .history = 8, .allowed_top = 5},
 	};
 	llm_settings_init(&opt.ex.llm);
@@ -619,9 +668,11 @@ int main(int argc, char **argv)
 	} else {
 		settle_source(&opt);
 		opt.ex.llm.jitter_seed = opt.seed;
+		opt.rules.seed = opt.seed;
 		status = propose_stream(&opt);
 	}
 	experts_release(&opt.ex);
 	replay_free(opt.within);
+	replay_free(opt.history);
 	return cli_finish(status);
 }

@@ -10,6 +10,7 @@
 #include "fnv1a.h"
 #include "jsonl.h"
 #include "log.h"
+#include "model.h"
 #include "moves.h"
 #include "rng.h"
 #include "rules.h"
@@ -41,7 +42,7 @@ static void offer(struct run_info *run, const struct node_info *node, struct pro
 	strbuf_release(&why);
 }
 
-static int valid_indices(const struct t1_spec *spec, const size_t *indices)
+int config_valid(const struct t1_spec *spec, const size_t *indices)
 {
 	struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
 	struct strbuf why;
@@ -68,7 +69,7 @@ static void neighbours(struct run_info *run, const struct node_info *node, struc
 			memcpy(try, at, spec->nparams * sizeof(*try));
 			for (long j = (long)at[k] + dir; j >= 0 && j < (long)param->nvalues; j += dir) {
 				try[k] = (size_t)j;
-				if (!valid_indices(spec, try) || !context_within(run, try))
+				if (!config_valid(spec, try) || !context_within(run, try))
 					continue;
 				struct proposal p = {.proposer = xstrdup("rules:neighbour"), .method = xstrdup(param_method(spec, k)),
 						     .prior = PRIOR_STEP};
@@ -152,34 +153,65 @@ static int list_config(void *ctx, const struct pyval *values, const size_t *indi
 	return 0;
 }
 
-long random_configs(const struct t1_spec *spec, uint64_t *rng, size_t want, random_config_fn fn, void *ctx)
+/* Every valid configuration of spec, n x nparams value indices into *indices (the caller's to
+ * free), in t1_enumerate's order. Returns n, or -1 after reporting a condition that cannot be
+ * evaluated. */
+static long valid_configs(const struct t1_spec *spec, size_t **indices)
+{
+	struct listing l = {.nparams = spec->nparams};
+	if (t1_enumerate(spec, list_config, &l) < 0) {
+		free(l.indices);
+		*indices = NULL;
+		return -1;
+	}
+	*indices = l.indices;
+	return (long)l.count;
+}
+
+long listed_configs(const struct t1_spec *spec, size_t **indices)
 {
 	uint64_t count;
 	int saturated;
+	*indices = NULL;
 	if (t1_count(spec, &count, &saturated) != 0)
 		return -1;
+	return !saturated && count <= LISTED_MAX ? valid_configs(spec, indices) : -2;
+}
+
+long run_listing(struct run_info *run, const size_t **indices)
+{
+	if (!run->listing_made) {
+		run->nlisting = listed_configs(run->spec, &run->listing);
+		run->listing_made = 1;
+	}
+	*indices = run->listing;
+	return run->nlisting;
+}
+
+long random_configs(const struct t1_spec *spec, const size_t *listed, long nlisted, uint64_t *rng, size_t want,
+		    random_config_fn fn, void *ctx)
+{
 	long accepted = 0;
-	if (!saturated && count <= LISTED_MAX) {
-		struct listing l = {.nparams = spec->nparams};
-		if (t1_enumerate(spec, list_config, &l) < 0) {
-			free(l.indices);
-			return -1;
-		}
+	if (nlisted == -1)
+		return -1;
+	if (nlisted >= 0) {
+		size_t np = spec->nparams, *all = xcalloc((size_t)nlisted * np + 1, sizeof(*all));
+		memcpy(all, listed, (size_t)nlisted * np * sizeof(*all));
 		/* Fisher-Yates, drawn as it goes: each prefix is a uniform sample without repeats. */
-		for (size_t i = 0; i < l.count && (size_t)accepted < want; i++) {
-			size_t j = i + (size_t)(rng_uniform(rng) * (double)(l.count - i));
-			for (size_t k = 0; k < l.nparams; k++) {
-				size_t t = l.indices[i * l.nparams + k];
-				l.indices[i * l.nparams + k] = l.indices[j * l.nparams + k];
-				l.indices[j * l.nparams + k] = t;
+		for (size_t i = 0; i < (size_t)nlisted && (size_t)accepted < want; i++) {
+			size_t j = i + (size_t)(rng_uniform(rng) * (double)((size_t)nlisted - i));
+			for (size_t k = 0; k < np; k++) {
+				size_t t = all[i * np + k];
+				all[i * np + k] = all[j * np + k];
+				all[j * np + k] = t;
 			}
-			int rc = fn(ctx, l.indices + i * l.nparams);
+			int rc = fn(ctx, all + i * np);
 			if (rc == 0)
 				accepted++;
 			else if (rc > 0)
 				break;
 		}
-		free(l.indices);
+		free(all);
 		return accepted;
 	}
 	/* A large space: uniform points of the Cartesian product, kept when valid. */
@@ -187,7 +219,7 @@ long random_configs(const struct t1_spec *spec, uint64_t *rng, size_t want, rand
 	for (size_t tries = 0; tries < 1000 * want && (size_t)accepted < want; tries++) {
 		for (size_t k = 0; k < spec->nparams; k++)
 			indices[k] = (size_t)(rng_uniform(rng) * (double)spec->params[k].nvalues);
-		if (!valid_indices(spec, indices))
+		if (!config_valid(spec, indices))
 			continue;
 		int rc = fn(ctx, indices);
 		if (rc == 0)
@@ -226,14 +258,75 @@ static int offer_random(void *ctx, const size_t *indices)
 	return rc;
 }
 
-void rules_propose(struct run_info *run, const struct node_info *node, uint64_t seed, size_t random,
-		   struct proposal **list, size_t *n, size_t *dropped)
+/* With a model, every configuration move is priced by it (fixed priors would swamp its
+ * figures once kg-select normalizes them) and the weak ones go. */
+static void price(const struct model *m, struct run_info *run, const struct node_info *node, struct proposal *list,
+		  size_t *n, size_t *dropped)
 {
-	neighbours(run, node, list, n, dropped);
-	library(run, node, list, n, dropped);
-	if (random) {
-		uint64_t rng = seed ^ fnv1a64(node->state, strlen(node->state));
-		struct random_offer ro = {run, node, list, n};
-		random_configs(run->spec, &rng, random, offer_random, &ro);
+	size_t kept = 0;
+	for (size_t i = 0; i < *n; i++) {
+		struct proposal *p = &list[i];
+		int weak = 0;
+		if (!p->patch && !p->source && p->full_config && strcmp(p->proposer, "rules:model") != 0)
+			p->prior = model_prior(m, p->full_config, &weak);
+		if (weak) {
+			log_info("%s: node %s: %s: %s: dropped: the model expects too little gain (--min-pred-gain)",
+				 run->dir, node->state, p->proposer, p->detail);
+			proposal_release(p);
+			(*dropped)++;
+		} else {
+			list[kept++] = *p;
+		}
 	}
+	*n = kept;
+}
+
+/* Most promising first, so that a build budget keeps the best and the search widens in this
+ * order; a stable insertion sort, since ties keep the order the rules made them in. */
+static void sort_by_prior(struct proposal *list, size_t n)
+{
+	for (size_t i = 1; i < n; i++) {
+		struct proposal p = list[i];
+		size_t j = i;
+		for (; j > 0 && list[j - 1].prior < p.prior; j--)
+			list[j] = list[j - 1];
+		list[j] = p;
+	}
+}
+
+void rules_propose(struct run_info *run, const struct node_info *node, const struct rules_settings *settings,
+		   struct proposal **list, size_t *n, size_t *dropped, size_t *left_out)
+{
+	size_t first = *n, random = settings->random;
+	int waiting;
+	struct model *m = model_fit(run, node, &settings->model, &waiting);
+	/* The initial design: the default and random draws, spread over the space so that the
+	 * model's first fit sees more than the default's neighbourhood. */
+	if (waiting && random + 1 < settings->model.initial)
+		random = settings->model.initial - 1;
+	if (!waiting)
+		neighbours(run, node, list, n, dropped);
+	library(run, node, list, n, dropped);
+	uint64_t rng = settings->seed ^ fnv1a64(node->state, strlen(node->state));
+	if (random) {
+		struct random_offer ro = {run, node, list, n};
+		const size_t *listed;
+		long nlisted = run_listing(run, &listed);
+		random_configs(run->spec, listed, nlisted, &rng, random, offer_random, &ro);
+	}
+	if (m) {
+		model_propose(m, run, node, rng_next(&rng), list, n);
+		size_t mine = *n - first;
+		price(m, run, node, *list + first, &mine, dropped);
+		*n = first + mine;
+		model_free(m);
+	}
+	sort_by_prior(*list + first, *n - first);
+	/* The widening's share, most promising first; the initial design goes out whole, as
+	 * the model waits for all of it (and its compiles run side by side). */
+	size_t keep = settings->children ? settings->children : SIZE_MAX;
+	if (waiting && keep < random)
+		keep = random;
+	for (; *n - first > keep; (*left_out)++)
+		proposal_release(&(*list)[--*n]);
 }

@@ -64,8 +64,9 @@ static void usage(FILE *fp)
 	      "Monte-Carlo Graph Search over the variants of a run (RUN/graph.bin).\n"
 	      "\n"
 	      "Without --update, writes what to try next: {\"op\": \"expand\"} for a node that may get\n"
-	      "new children (progressive widening: fewer than ceil(k N^alpha)), or {\"op\": \"evaluate\"}\n"
-	      "with the candidate of a registered edge not yet measured. The path from the root is\n"
+	      "new children (progressive widening: fewer than ceil(k N^alpha); its \"children\" says how\n"
+	      "many it may get now), or {\"op\": \"evaluate\"} with the candidate of a registered edge\n"
+	      "not yet measured. The path from the root is\n"
 	      "chosen by PUCT on Q normalized over each node and its visited children, with\n"
 	      "first-play urgency for unvisited edges. When the search is over it writes\n"
 	      "{\"op\": \"stop\", \"reason\": \"budget\"|\"converged\"|\"exhausted\"} and exits with\n"
@@ -446,6 +447,15 @@ static size_t choose_edge(struct graph *g, size_t node, const size_t *path, size
 	return best;
 }
 
+/* An expansion of node: "children", the new children the widening allows it now, which
+ * kg-propose keeps to (the most promising first), so that they arrive a few at a time. */
+static cJSON *expand_record(const struct graph *g, size_t node, const size_t *path, size_t len, size_t children)
+{
+	cJSON *r = pick_record(g, "expand", node, path, len);
+	json_add_number(r, "children", (double)children);
+	return r;
+}
+
 /* An exhausted node whose every edge is evaluated and leads to a failed or spent node has
  * nothing left below it; its edges never change again, so it stays spent. */
 static int spent(const struct graph *g, size_t node)
@@ -477,14 +487,14 @@ static cJSON *select_one(struct graph *g, struct picks *pk)
 			size_t limit = widening_limit(n->n > 1 ? n->n : 1, p->widen_k, p->widen_alpha);
 			int may_expand = !g->nodes[node].exhausted && !contains(pk->expanded, pk->nexpanded, node);
 			if (n->nout < limit && may_expand) {
-				record = pick_record(g, "expand", node, path, len);
+				record = expand_record(g, node, path, len, limit - n->nout);
 				push(&pk->expanded, &pk->nexpanded, node);
 				break;
 			}
 			size_t e = choose_edge(g, node, path, len, pk);
 			if (e == MCGS_NONE) {
 				if (may_expand) {
-					record = pick_record(g, "expand", node, path, len);
+					record = expand_record(g, node, path, len, 1);
 					push(&pk->expanded, &pk->nexpanded, node);
 				} else if (spent(g, node)) {
 					g->nodes[node].exhausted = NODE_SPENT; /* the next attempt goes elsewhere */

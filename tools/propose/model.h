@@ -1,0 +1,45 @@
+/* model.h (kg-propose): the model-guided rule: a Gaussian process (lib/gp.h) fitted on every
+ * measured configuration of the run proposes where the expected improvement is largest. */
+#ifndef KG_PROPOSE_MODEL_H
+#define KG_PROPOSE_MODEL_H
+
+#include "common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "context.h"
+
+struct model_settings {
+	size_t picks;	      /* --model-picks: the model's configurations per expansion; 0, no model */
+	size_t initial;	      /* observations (one correct at least) before the model starts */
+	double min_pred_gain; /* --min-pred-gain: a move whose optimistic gain is below it is weak */
+	int iterations;	      /* steps of the hyperparameter fit */
+};
+
+/* The model of node's space, or NULL (reported at info level) when settings->picks is 0, the
+ * space has no parameter to model, or the fit failed; also while the run has fewer than
+ * settings->initial measurements of node's source or none correct, and then *waiting is set:
+ * the rules draw the initial design. */
+struct model *model_fit(struct run_info *run, const struct node_info *node, const struct model_settings *settings,
+			int *waiting);
+void model_free(struct model *m);
+
+/* Appends to *list up to settings->picks configurations of the space, one at a time by
+ * largest expected improvement over the run's best (each later pick conditioned on the
+ * earlier ones at their predicted time: a kriging believer), each accepted by context_accept
+ * and not weak (model_prior): a refused or weak one gives way to the next best. The pool:
+ * every valid configuration the run has not measured when the space has at most 8,192, else
+ * 2,048 random ones, the one-parameter moves of the 5 best measured and hill-climbs on the
+ * expected improvement from the 10 best of them; seed draws the random ones. */
+void model_propose(struct model *m, struct run_info *run, const struct node_info *node, uint64_t seed,
+		   struct proposal **list, size_t *n);
+
+/* A configuration move's prior: its expected improvement of ln time over the run's best
+ * (floored at 1e-3), which kg-select normalizes over siblings: the same order as the model's
+ * own picks, wherever the node is; *weak set when even an optimistic
+ * outcome (the predicted ln time less two standard deviations) would not be min_pred_gain
+ * faster than the node. full is a complete configuration. */
+double model_prior(const struct model *m, const cJSON *full, int *weak);
+
+#endif
