@@ -346,6 +346,12 @@ measure_by_formula() {
 	jq -c '.candidate.config' first.jsonl | sort > picked
 	jq -c '.build.config // empty' "$RUN/events.jsonl" | sort -u | comm -12 - picked > again
 	[ ! -s again ]
+	# at the incumbent, its most promising neighbour goes first (the best region refined)
+	jq -c --arg s "$(jq -r .state "$RUN/best.json")" --argjson c "$(jq -c .config "$RUN/best.json")" \
+		'.node = $s | .config = $c' pick.jsonl > incumbent.jsonl
+	run_tool 0 kg-propose --rules incumbent.jsonl
+	[ "$(head -1 <<<"$output" | jq -r .candidate.proposer)" = rules:neighbour ]
+	[ "$(jq -r .candidate.proposer <<<"$output" | grep -c rules:model)" -ge 1 ]
 	# the same seed and run give the same candidates; with them in flight (--pending), the
 	# model believes them at their predicted times and picks others
 	kg-propose --rules pick.jsonl | cmp - first.jsonl

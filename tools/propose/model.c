@@ -251,6 +251,11 @@ off:
 	return NULL;
 }
 
+size_t model_measured(const struct model *m)
+{
+	return m->nmeasured;
+}
+
 void model_free(struct model *m)
 {
 	if (!m)

@@ -25,6 +25,10 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 			int *waiting);
 void model_free(struct model *m);
 
+/* How many distinct configurations of the space the run itself measured (--model-history's
+ * left out). */
+size_t model_measured(const struct model *m);
+
 /* Appends to *list up to settings->picks configurations of the space, one at a time by
  * largest expected improvement over the run's best (each later pick conditioned on the
  * earlier ones at their predicted time: a kriging believer), each accepted by context_accept

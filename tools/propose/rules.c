@@ -300,6 +300,9 @@ void rules_propose(struct run_info *run, const struct node_info *node, const str
 	size_t first = *n, random = settings->random;
 	int waiting;
 	struct model *m = model_fit(run, node, &settings->model, &waiting);
+	/* refining starts once the run has explored on its own (--model-history may have put
+	 * better configurations than the incumbent's neighbours on the table) */
+	int refine = m && model_measured(m) >= settings->model.initial;
 	/* The initial design: the default and random draws, spread over the space so that the
 	 * model's first fit sees more than the default's neighbourhood. */
 	if (waiting && random + 1 < settings->model.initial)
@@ -322,6 +325,17 @@ void rules_propose(struct run_info *run, const struct node_info *node, const str
 		model_free(m);
 	}
 	sort_by_prior(*list + first, *n - first);
+	/* At the incumbent, its most promising neighbour goes first: the best region is
+	 * refined step by step while the model's picks explore from the other nodes. */
+	const char *incumbent = json_string(run->best, "state");
+	if (refine && incumbent && strcmp(incumbent, node->state) == 0)
+		for (size_t i = first; i < *n; i++)
+			if (strcmp((*list)[i].proposer, "rules:neighbour") == 0) {
+				struct proposal p = (*list)[i];
+				memmove(*list + first + 1, *list + first, (i - first) * sizeof(**list));
+				(*list)[first] = p;
+				break;
+			}
 	/* The widening's share, most promising first; the initial design goes out whole, as
 	 * the model waits for all of it (and its compiles run side by side). */
 	size_t keep = settings->children ? settings->children : SIZE_MAX;

@@ -25,8 +25,10 @@ struct rules_settings {
  * configurations (a draw it refuses is drawn again), then the model's picks (model.h). With
  * a model, every configuration move gets the model's prior and a weak one is dropped (counted
  * in *dropped); without one yet, at least settings->model.initial - 1 random ones are drawn
- * (the initial design). The proposals come most promising first, at most settings->children
- * of them when it is set (but the whole initial design); *left_out counts those that go. */
+ * (the initial design). The proposals come most promising first (at the run's incumbent,
+ * once the run measured model.initial configurations, its best neighbour first), at most
+ * settings->children of them when it is set (but the whole initial design); *left_out counts
+ * those that go. */
 void rules_propose(struct run_info *run, const struct node_info *node, const struct rules_settings *settings,
 		   struct proposal **list, size_t *n, size_t *dropped, size_t *left_out);
 
