@@ -479,9 +479,10 @@ static void store_in_cache(const struct call *c)
 {
 	if (!c->s->cache_dir || !c->req->ok || c->req->cached)
 		return;
-	char *path = cache_path(c);
-	if (dir_create(c->s->cache_dir) != 0 || file_write_atomic(path, c->response.buf, c->response.len) != 0)
+	char *path = cache_path(c), *text = redacted(c->s, xstrdup(c->response.buf));
+	if (dir_create(c->s->cache_dir) != 0 || file_write_atomic(path, text, strlen(text)) != 0)
 		log_warn("cannot write '%s':", path);
+	free(text);
 	free(path);
 }
 

@@ -202,8 +202,9 @@ rule() {
 	run_tool 0 kg-propose -vv --llm --persona throughput --persona memory pick.jsonl
 	[[ "$stderr" == *"expert throughput: HTTP 403 from $OPENAI_BASE_URL/chat/completions: key Bearer [redacted] is not allowed (1 attempt)"* ]]
 	[ "$(jq -r .candidate.proposer <<<"$output")" = llm:gpt-5-mini/memory ]
-	! grep -r -- "$KEY" out
-	! grep -- "$KEY" <<<"$output$stderr"
+	said="$output$stderr"
+	run ! grep -r -- "$KEY" out
+	run ! grep -- "$KEY" <<<"$said"
 	grep -rl -- '[redacted]' "$RUN/llm" > /dev/null
 }
 

@@ -47,7 +47,7 @@ baseline() {
 	base=$(jq -r .build.state <<<"$output")
 	# a variant that keeps its ones in the extra bytes, past the 64 KB Local argument
 	sed 's/stage\[16383 - threadIdx.x\]/stage[16384 + block_size_x * 16 - 1 - threadIdx.x]/g' "$FEATURES/features.cu" >extra.cu
-	! cmp -s extra.cu "$FEATURES/features.cu"
+	run ! cmp -s extra.cu "$FEATURES/features.cu"
 	jq -cn --arg b "$base" --rawfile s extra.cu '{run: "run", node: $b, candidate: {id: "extra", source: $s, config: {block_size_x: 128}}}' |
 		timeout 120 kg-build >built.jsonl
 	[ "$(jq -r .build.shared_bytes built.jsonl)" = 8192 ]
