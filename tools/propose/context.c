@@ -57,6 +57,14 @@ static char *config_key_text(const struct t1_spec *spec, const size_t *indices)
 	return text;
 }
 
+int config_indices(const struct t1_spec *spec, const cJSON *config, size_t *indices)
+{
+	for (size_t k = 0; k < spec->nparams; k++)
+		if (t1_value_index(spec, k, cJSON_GetObjectItemCaseSensitive(config, spec->params[k].name), &indices[k]) != 0)
+			return -1;
+	return 0;
+}
+
 cJSON *config_object(const struct t1_spec *spec, const size_t *indices)
 {
 	char *text = config_key_text(spec, indices);
@@ -285,7 +293,9 @@ void runs_release(struct runs *runs)
 		cJSON_Delete(run->events);
 		cJSON_Delete(run->best);
 		cJSON_Delete(run->baseline);
-		cJSON_Delete(run->accepted);
+		for (size_t k = 0; k < run->nsent; k++)
+			free(run->sent[k].indices);
+		free(run->sent);
 		free(run->listing);
 		for (size_t k = 0; k < run->nseen; k++)
 			free(run->seen[k]);
@@ -413,11 +423,7 @@ size_t context_observations(struct run_info *run, const struct node_info *node, 
 		}
 		if (strcmp(digest, node->digest) != 0)
 			continue;
-		size_t k;
-		for (k = 0; k < spec->nparams; k++)
-			if (t1_value_index(spec, k, cJSON_GetObjectItemCaseSensitive(config, spec->params[k].name), &at[k]) != 0)
-				break;
-		if (k < spec->nparams)
+		if (config_indices(spec, config, at) != 0)
 			continue;
 		double median = json_number(bench, "median_ms", NAN);
 		int ok = strcmp(status, "ok") == 0 && json_string(bench, "status") && strcmp(json_string(bench, "status"), "ok") == 0 &&
@@ -456,15 +462,18 @@ static int in_flight_config(struct run_info *run, const struct node_info *node, 
 size_t context_in_flight(struct run_info *run, const struct node_info *node, size_t **indices)
 {
 	size_t n = 0, np = run->spec->nparams, *at = xcalloc(np + 1, sizeof(*at));
-	const cJSON *lists[] = {run->pending, run->accepted}, *e;
+	const cJSON *e;
 	*indices = NULL;
-	for (size_t l = 0; l < sizeof(lists) / sizeof(*lists); l++)
-		cJSON_ArrayForEach(e, lists[l]) {
-			if (in_flight_config(run, node, e, at) != 0)
-				continue;
-			*indices = xreallocarray(*indices, (n + 1) * (np + 1), sizeof(**indices));
-			memcpy(*indices + n++ * np, at, np * sizeof(*at));
-		}
+	cJSON_ArrayForEach(e, run->pending) {
+		if (in_flight_config(run, node, e, at) != 0)
+			continue;
+		*indices = xreallocarray(*indices, (n + 1) * (np + 1), sizeof(**indices));
+		memcpy(*indices + n++ * np, at, np * sizeof(*at));
+	}
+	*indices = xreallocarray(*indices, (n + run->nsent) * np + 1, sizeof(**indices));
+	for (size_t i = 0; i < run->nsent; i++)
+		if (strcmp(run->sent[i].digest, node->digest) == 0)
+			memcpy(*indices + n++ * np, run->sent[i].indices, np * sizeof(*at));
 	free(at);
 	return n;
 }
@@ -480,10 +489,8 @@ static int add_history(void *ctx, const cJSON *config, const cJSON *bench)
 	struct history *h = ctx;
 	size_t np = h->spec->nparams;
 	h->indices = xreallocarray(h->indices, (h->n + 1) * (np + 1), sizeof(*h->indices));
-	size_t *at = h->indices + h->n * np;
-	for (size_t k = 0; k < np; k++)
-		if (t1_value_index(h->spec, k, cJSON_GetObjectItemCaseSensitive(config, h->spec->params[k].name), &at[k]) != 0)
-			return 0; /* not a configuration of this space */
+	if (config_indices(h->spec, config, h->indices + h->n * np) != 0)
+		return 0; /* not a configuration of this space */
 	const char *status = json_string(bench, "status");
 	double median = json_number(bench, "median_ms", NAN);
 	h->log_ms = xreallocarray(h->log_ms, h->n + 1, sizeof(*h->log_ms));
@@ -550,16 +557,15 @@ int context_accept(struct run_info *run, const struct node_info *node, struct pr
 
 void context_sent(struct run_info *run, const struct node_info *node, const struct proposal *p)
 {
-	if (nonempty(p->patch) || (nonempty(p->source) && strcmp(p->source, node->source) != 0) || !p->full_config)
-		return; /* a code edit: another space */
-	cJSON *r = json_object(), *candidate = json_object();
-	json_add_string(r, "node", node->state);
-	json_add(r, "config", cJSON_Duplicate(node->config, 1));
-	json_add(candidate, "config", cJSON_Duplicate(p->full_config, 1));
-	json_add(r, "candidate", candidate);
-	if (!run->accepted)
-		run->accepted = cJSON_CreateArray();
-	cJSON_AddItemToArray(run->accepted, r);
+	size_t np = run->spec->nparams, *at = xcalloc(np + 1, sizeof(*at));
+	if (nonempty(p->patch) || (nonempty(p->source) && strcmp(p->source, node->source) != 0) || !p->full_config ||
+	    config_indices(run->spec, p->full_config, at) != 0) {
+		free(at); /* a code edit: another space */
+		return;
+	}
+	run->sent = xreallocarray(run->sent, run->nsent + 1, sizeof(*run->sent));
+	memcpy(run->sent[run->nsent].digest, node->digest, sizeof(node->digest));
+	run->sent[run->nsent++].indices = at;
 }
 
 static int by_promise(const void *a, const void *b)

@@ -44,7 +44,11 @@ struct run_info {
 	const struct replay *within; /* --within: only configurations this table measured */
 	const struct replay *history; /* --model-history: earlier measurements for the model */
 	const cJSON *pending;	     /* --pending's records (the runs'), or NULL */
-	cJSON *accepted;	     /* configuration changes this process sent out, as such records */
+	struct sent {		     /* configuration changes this process sent out */
+		char digest[SHA256_HEX_SIZE]; /* of the source they apply to */
+		size_t *indices;
+	} *sent;
+	size_t nsent;
 	size_t *listing;	     /* rules.c's run_listing, made once */
 	long nlisting;
 	int listing_made;
@@ -107,6 +111,10 @@ size_t context_in_flight(struct run_info *run, const struct node_info *node, siz
 
 /* Whether the configuration at indices is one run->within measured (always, without it). */
 int context_within(const struct run_info *run, const size_t *indices);
+
+/* A complete configuration as value indices into the spec's values; -1 when a parameter is
+ * missing or a value is not one of its Values. */
+int config_indices(const struct t1_spec *spec, const cJSON *config, size_t *indices);
 
 /* The complete configuration of indices as an object of plain values (t1_config_to_json
  * splices raw text, which cJSON's comparisons do not read). */

@@ -51,15 +51,6 @@ static void encode(const struct model *m, const size_t *indices, double *x)
 	}
 }
 
-/* The complete configuration full as value indices; -1 when a value is not of the space. */
-static int config_indices(const struct t1_spec *spec, const cJSON *full, size_t *indices)
-{
-	for (size_t k = 0; k < spec->nparams; k++)
-		if (t1_value_index(spec, k, cJSON_GetObjectItemCaseSensitive(full, spec->params[k].name), &indices[k]) != 0)
-			return -1;
-	return 0;
-}
-
 /* A move's prior (its expected improvement of ln time over the run's best) from a prediction
  * in standardized units; *weak when even an optimistic outcome gains less than min_pred_gain
  * over the node. */

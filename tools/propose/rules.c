@@ -61,8 +61,7 @@ static void neighbours(struct run_info *run, const struct node_info *node, struc
 {
 	const struct t1_spec *spec = run->spec;
 	size_t *at = xcalloc(spec->nparams + 1, sizeof(*at)), *try = xcalloc(spec->nparams + 1, sizeof(*try));
-	for (size_t k = 0; k < spec->nparams; k++)
-		t1_value_index(spec, k, cJSON_GetObjectItemCaseSensitive(node->config, spec->params[k].name), &at[k]);
+	config_indices(spec, node->config, at); /* node_load checked it is of the space */
 	for (size_t k = 0; k < spec->nparams; k++) {
 		const struct t1_param *param = &spec->params[k];
 		for (int dir = -1; dir <= 1; dir += 2) {
