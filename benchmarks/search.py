@@ -419,9 +419,10 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count(), help="runs at once (default: the CPUs)")
     ap.add_argument("--kg-tune-opts", default="", help="more kg-tune options, split at spaces")
     ap.add_argument("--kg-jobs", type=int, default=1,
-                    help="kg-tune --jobs (default 1): it sets kg-tune's default batch (1: each pick sees every "
-                         "result before it, as Kernel Tuner's strategies do; more: staler picks, as on a GPU "
-                         "with that many compile slots), so it is fixed, not the CPUs")
+                    help="kg-tune --jobs (default 1): it sets kg-tune's default batch, so it is fixed, not the "
+                         "CPUs. 1: one candidate per iteration, each pick seeing every result before it (a replay "
+                         "runs one iteration after the other), as Kernel Tuner's strategies do; more: batches, "
+                         "staler picks, as on a GPU with that many compile slots")
     ap.add_argument("--fresh-cache", action="store_true",
                     help="an empty compile cache per kg-tune run (wall times of cold compiles; slow)")
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "kg-search-work"),

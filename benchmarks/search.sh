@@ -6,8 +6,8 @@
 # 5 %); every result goes to $OUT/search.json when OUT is set, else to WORK/search.json.
 # Settings from the environment (an option given on the command line wins): SPACES, BUDGETS,
 # STRATEGIES (comma-separated), SEEDS (seeds 1..N, default 20), JOBS (runs at once, default the
-# CPUs), KG_TUNE_OPTS (more kg-tune options, e.g. "--batch 1 --no-overlap"), KG_JOBS (kg-tune
-# --jobs, default 1: one candidate per iteration, as Kernel Tuner evaluates), WORK (where runs
+# CPUs), KG_TUNE_OPTS (more kg-tune options, e.g. "--batch 2"), KG_JOBS (kg-tune --jobs,
+# default 1: one candidate at a time, as Kernel Tuner evaluates), WORK (where runs
 # are kept, so a rerun computes only what is missing; default /tmp/kg-search-work), KT_VENV
 # (default /tmp/kg-search-venv), KT_VERSION (1.5.0).
 # `benchmarks/search.py --help` lists the spaces, strategies and options.

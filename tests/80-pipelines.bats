@@ -344,7 +344,7 @@ same_search() {
 @test "kg-tune overlaps iterations on one GPU: the same seed gives the same search twice, exactly the budget" {
 	for d in a b; do
 		mkdir "$d"
-		(cd "$d" && kg-tune -q --no-llm --replay "$TABLE" --budget-builds 23 --seed 5 --jobs 4 --outdir out "$VECTOR_ADD")
+		(cd "$d" && kg-tune -q --overlap --no-llm --replay "$TABLE" --budget-builds 23 --seed 5 --jobs 4 --outdir out "$VECTOR_ADD")
 		[ "$(evaluated "$d/$RUN" | wc -l)" -eq 23 ]
 		[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .build.config | tojson' "$d/$RUN/events.jsonl" | sort | uniq -d)" = "" ]
 	done
@@ -365,6 +365,15 @@ same_search() {
 	(cd c && kg-tune -q --no-overlap --no-llm --replay "$TABLE" --budget-builds 23 --seed 5 --jobs 4 --outdir out "$VECTOR_ADD")
 	[ "$(evaluated "c/$RUN" | wc -l)" -eq 23 ]
 	[ "$(picked_learned c | awk '$2 != $1' | wc -l)" -eq 0 ]
+	# a replay has no GPU time to hide compiles behind: one iteration after the other unless
+	# --overlap; --overlap with several GPUs is a usage error
+	mkdir e
+	(cd e && kg-tune -q --no-llm --replay "$TABLE" --budget-builds 23 --seed 5 --jobs 4 --outdir out "$VECTOR_ADD")
+	[ "$(picked_learned e | awk '$2 != $1' | wc -l)" -eq 0 ]
+	same_search c e
+	run_tool 2 kg-tune --overlap --gpus 0,1 --no-llm --replay "$TABLE" --outdir f "$VECTOR_ADD"
+	assert_output ""
+	assert_stderr "$(printf '%s\n' "kg-tune: --overlap needs one GPU (--gpus names several)" "Try 'kg-tune --help' for more information.")"
 	# kg-bench fails in every iteration (the table it answers from has the baseline alone):
 	# given up after --max-failures iterations, the one picked meanwhile never measured
 	jq '.results |= map(select(.configuration == {block_size_x: 256, items_per_thread: 1}))' "$TABLE" >baseline.json
@@ -403,7 +412,7 @@ same_search() {
 	exec "$KG_BIN_DIR/kg-iterate" "\$@"
 	EOF
 	chmod +x slow/kg-iterate
-	setsid slow/kg-tune -q --no-llm --replay "$TABLE" --budget-builds 40 --outdir out "$VECTOR_ADD" >/dev/null 2>err &
+	setsid slow/kg-tune -q --overlap --no-llm --replay "$TABLE" --budget-builds 40 --outdir out "$VECTOR_ADD" >/dev/null 2>err &
 	pid=$!
 	for _ in $(seq 600); do
 		[ "$(evaluated "$RUN" 2>/dev/null | wc -l)" -ge 8 ] && break

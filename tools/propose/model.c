@@ -35,6 +35,7 @@ struct model {
 	size_t d;		    /* coordinates: the parameters with two values or more */
 	size_t *param_of;	    /* d: each coordinate's parameter */
 	unsigned char *categorical; /* d: compared as same or different */
+	double **position;	    /* d: each ordinal value's place in [0,1] (NULL: categorical) */
 	struct gp gp;
 	size_t *measured; /* nmeasured x nparams: the configurations the run measured, distinct */
 	size_t nmeasured;
@@ -45,9 +46,8 @@ struct model {
 static void encode(const struct model *m, const size_t *indices, double *x)
 {
 	for (size_t j = 0; j < m->d; j++) {
-		const struct t1_param *p = &m->spec->params[m->param_of[j]];
 		size_t i = indices[m->param_of[j]];
-		x[j] = m->categorical[j] ? (double)i : (double)i / (double)(p->nvalues - 1);
+		x[j] = m->categorical[j] ? (double)i : m->position[j][i];
 	}
 }
 
@@ -130,16 +130,42 @@ static size_t distinct_observations(size_t nparams, const size_t *indices, const
 	return count;
 }
 
+static double numeric_value(const struct pyval *v)
+{
+	return v->kind == PY_INT ? (double)v->u.i : v->kind == PY_FLOAT ? v->u.f : NAN;
+}
+
+/* Where each value of an ordinal parameter lies in [0,1]: by the logarithm of its value when
+ * every value is a positive number (sizes act by ratios: 32 to 64 threads is a larger step
+ * than 992 to 1024), else by its index. */
+static double *ordinal_positions(const struct t1_param *p)
+{
+	double *pos = xcalloc(p->nvalues, sizeof(*pos)), lo = INFINITY, hi = -INFINITY;
+	int by_log = 1;
+	for (size_t i = 0; i < p->nvalues && by_log; i++) {
+		double v = numeric_value(&p->values[i]);
+		by_log = v > 0;
+		lo = fmin(lo, v), hi = fmax(hi, v);
+	}
+	by_log = by_log && hi > lo;
+	for (size_t i = 0; i < p->nvalues; i++)
+		pos[i] = by_log ? (log(numeric_value(&p->values[i])) - log(lo)) / (log(hi) - log(lo))
+				: (double)i / (double)(p->nvalues - 1);
+	return pos;
+}
+
 static void choose_coordinates(struct model *m)
 {
 	const struct t1_spec *spec = m->spec;
 	m->param_of = xcalloc(spec->nparams + 1, sizeof(*m->param_of));
 	m->categorical = xcalloc(spec->nparams + 1, sizeof(*m->categorical));
+	m->position = xcalloc(spec->nparams + 1, sizeof(*m->position));
 	for (size_t k = 0; k < spec->nparams; k++) {
 		if (spec->params[k].nvalues < 2)
 			continue; /* a constant tells the model nothing */
 		enum t1_param_type t = spec->params[k].type;
 		m->categorical[m->d] = t == T1_BOOL || t == T1_STRING;
+		m->position[m->d] = m->categorical[m->d] ? NULL : ordinal_positions(&spec->params[k]);
 		m->param_of[m->d++] = k;
 	}
 }
@@ -252,6 +278,9 @@ void model_free(struct model *m)
 	if (!m)
 		return;
 	gp_release(&m->gp);
+	for (size_t j = 0; j < m->d; j++)
+		free(m->position[j]);
+	free(m->position);
 	free(m->param_of);
 	free(m->categorical);
 	free(m->measured);
