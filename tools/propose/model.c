@@ -524,7 +524,7 @@ void model_propose(struct model *m, struct run_info *run, const struct node_info
 		   struct proposal **list, size_t *n)
 {
 	const struct t1_spec *spec = m->spec;
-	size_t np = spec->nparams, picked = 0, weak_skipped = 0, *flying, nflying = context_in_flight(run, node, &flying);
+	size_t np = spec->nparams, picked = 0, *flying, nflying = context_in_flight(run, node, &flying);
 	struct pool pool = {.m = m, .stride = m->gp.n + nflying + m->settings.picks};
 	size_t *from = xcalloc(np + 1, sizeof(*from)), believed = 0;
 	if (config_indices(spec, node->config, from) != 0 || pool_fill(&pool, run, seed) != 0) {
@@ -545,14 +545,11 @@ void model_propose(struct model *m, struct run_info *run, const struct node_info
 	free(flying);
 	for (long best; picked < m->settings.picks && (best = pool_best(&pool)) >= 0;) {
 		size_t i = (size_t)best;
-		int weak;
+		int weak; /* a move's verdict (price in rules.c): the largest expected improvement is
+			     worth its build by the model's own measure, near the best as far from it */
 		double prior = gain_prior(m, pool.mu[i], pool.var0[i], &weak);
 		const size_t *at = pool.indices + i * np;
 		pool.out[i] = 1;
-		if (weak) {
-			weak_skipped++;
-			continue;
-		}
 		if (!context_within(run, at))
 			continue; /* asked for here only: a replay key per point of the pool costs */
 		double mu_y = m->gp.mean + m->gp.sd * pool.mu[i], sd_y = m->gp.sd * sqrt(pool.var0[i]);
@@ -574,8 +571,8 @@ void model_propose(struct model *m, struct run_info *run, const struct node_info
 		}
 		strbuf_release(&why);
 	}
-	log_info("%s: node %s: the model proposes %zu of %zu configurations (%zu in flight, %zu too weak, --min-pred-gain %g)",
-		 run->dir, node->state, picked, pool.n, believed - picked, weak_skipped, m->settings.min_pred_gain);
+	log_info("%s: node %s: the model proposes %zu of %zu configurations (%zu in flight)", run->dir, node->state,
+		 picked, pool.n, believed - picked);
 	free(from);
 	pool_release(&pool);
 }

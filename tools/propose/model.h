@@ -31,8 +31,9 @@ size_t model_measured(const struct model *m);
 
 /* Appends to *list up to settings->picks configurations of the space, one at a time by
  * largest expected improvement over the run's best (each later pick conditioned on the
- * earlier ones at their predicted time: a kriging believer), each accepted by context_accept
- * and not weak (model_prior): a refused or weak one gives way to the next best. The pool:
+ * earlier ones at their predicted time: a kriging believer), each accepted by context_accept:
+ * a refused one gives way to the next best. --min-pred-gain does not prune them: the largest
+ * expected improvement is worth its build by the model's own measure. The pool:
  * every valid configuration the run has not measured when the space has at most 8,192, else
  * 2,048 random ones, the one-parameter moves of the 5 best measured and hill-climbs on the
  * expected improvement from the 10 best of them; seed draws the random ones. */
