@@ -52,12 +52,13 @@ static void encode(const struct model *m, const size_t *indices, double *x)
 }
 
 /* A move's prior (its expected improvement of ln time over the run's best) from a prediction
- * in standardized units; *weak when even an optimistic outcome gains less than min_pred_gain
- * over the node. */
+ * in standardized units; *weak (unless NULL) when even an optimistic outcome gains less than
+ * min_pred_gain over the node. */
 static double gain_prior(const struct model *m, double mu, double var, int *weak)
 {
 	double mu_y = m->gp.mean + m->gp.sd * mu, sd_y = m->gp.sd * sqrt(var);
-	*weak = exp(m->y_node - (mu_y - KAPPA * sd_y)) - 1 < m->settings.min_pred_gain;
+	if (weak)
+		*weak = exp(m->y_node - (mu_y - KAPPA * sd_y)) - 1 < m->settings.min_pred_gain;
 	return fmax(gp_expected_improvement(mu_y, sd_y, m->gp.mean + m->gp.sd * m->best_z), PRIOR_FLOOR);
 }
 
@@ -144,7 +145,7 @@ static double *ordinal_positions(const struct t1_param *p)
 	int by_log = 1;
 	for (size_t i = 0; i < p->nvalues && by_log; i++) {
 		double v = numeric_value(&p->values[i]);
-		by_log = v > 0;
+		by_log = v > 0 && isfinite(v);
 		lo = fmin(lo, v), hi = fmax(hi, v);
 	}
 	by_log = by_log && hi > lo;
@@ -545,9 +546,9 @@ void model_propose(struct model *m, struct run_info *run, const struct node_info
 	free(flying);
 	for (long best; picked < m->settings.picks && (best = pool_best(&pool)) >= 0;) {
 		size_t i = (size_t)best;
-		int weak; /* a move's verdict (price in rules.c): the largest expected improvement is
-			     worth its build by the model's own measure, near the best as far from it */
-		double prior = gain_prior(m, pool.mu[i], pool.var0[i], &weak);
+		/* never weak: the largest expected improvement is worth its build by the model's
+		 * own measure, near the best as far from it (--min-pred-gain prunes the rules') */
+		double prior = gain_prior(m, pool.mu[i], pool.var0[i], NULL);
 		const size_t *at = pool.indices + i * np;
 		pool.out[i] = 1;
 		if (!context_within(run, at))
