@@ -503,14 +503,16 @@ size_t context_history(struct run_info *run, const struct node_info *node, size_
 	struct history h = {.spec = run->spec};
 	const char *base = json_string(run->baseline, "state");
 	const cJSON *e;
+	*indices = NULL;
+	*log_ms = NULL;
+	if (!run->history)
+		return 0;
 	cJSON_ArrayForEach(e, run->events) { /* a run kg-init did not make has no baseline.json */
 		const cJSON *build = cJSON_GetObjectItemCaseSensitive(e, "build");
 		if (!base && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(build, "baseline")))
 			base = json_string(build, "state");
 	}
-	*indices = NULL;
-	*log_ms = NULL;
-	if (!run->history || !base || strcmp(source_digest(run, base), node->digest) != 0)
+	if (!base || strcmp(source_digest(run, base), node->digest) != 0)
 		return 0; /* a table of configurations measured the spec's kernel, not an edit of it */
 	if (replay_each(run->history, add_history, &h) != 0)
 		h.n = 0;

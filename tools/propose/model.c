@@ -366,11 +366,6 @@ static long pool_point(struct pool *pool, const size_t *indices)
 	return i;
 }
 
-static double pool_ei(const struct pool *pool, size_t i)
-{
-	return pool->ei[i];
-}
-
 static void pool_release(struct pool *pool)
 {
 	free(pool->indices);
@@ -407,8 +402,8 @@ static void add_moves(struct pool *pool, const size_t *at, long *best)
 			if (!config_valid(spec, try))
 				continue;
 			long i = pool_point(pool, try);
-			if (i >= 0 && pool_ei(pool, (size_t)i) > best_ei)
-				best_ei = pool_ei(pool, (size_t)i), *best = i;
+			if (i >= 0 && pool->ei[i] > best_ei)
+				best_ei = pool->ei[i], *best = i;
 		}
 	free(try);
 }
@@ -432,7 +427,7 @@ static size_t pool_order(const struct pool *pool, struct ranked *order)
 	size_t n = 0;
 	for (size_t i = 0; i < pool->n; i++)
 		if (!pool->out[i])
-			order[n++] = (struct ranked){pool_ei(pool, i), i};
+			order[n++] = (struct ranked){pool->ei[i], i};
 	qsort(order, n, sizeof(*order), by_ei_desc);
 	return n;
 }
@@ -443,7 +438,7 @@ static long pool_best(const struct pool *pool)
 	long best = -1;
 	double best_ei = 0;
 	for (size_t i = 0; i < pool->n; i++) {
-		double ei = pool_ei(pool, i);
+		double ei = pool->ei[i];
 		if (!pool->out[i] && (best < 0 || ei > best_ei))
 			best = (long)i, best_ei = ei;
 	}
@@ -475,7 +470,7 @@ static int pool_fill(struct pool *pool, struct run_info *run, uint64_t seed)
 		for (int step = 0; step < CLIMB_STEPS; step++) {
 			memcpy(at, pool->indices + (size_t)here * np, np * sizeof(*at));
 			add_moves(pool, at, &next);
-			if (next < 0 || pool_ei(pool, (size_t)next) <= pool_ei(pool, (size_t)here))
+			if (next < 0 || pool->ei[next] <= pool->ei[here])
 				break;
 			here = next;
 		}

@@ -194,23 +194,22 @@ long random_configs(const struct t1_spec *spec, const size_t *listed, long nlist
 	if (nlisted == -1)
 		return -1;
 	if (nlisted >= 0) {
-		size_t np = spec->nparams, *all = xcalloc((size_t)nlisted * np + 1, sizeof(*all));
-		memcpy(all, listed, (size_t)nlisted * np * sizeof(*all));
-		/* Fisher-Yates, drawn as it goes: each prefix is a uniform sample without repeats. */
+		size_t *order = xcalloc((size_t)nlisted + 1, sizeof(*order));
+		for (size_t i = 0; i < (size_t)nlisted; i++)
+			order[i] = i;
+		/* Fisher-Yates on the configurations' numbers, drawn as it goes: each prefix is a
+		 * uniform sample without repeats. */
 		for (size_t i = 0; i < (size_t)nlisted && (size_t)accepted < want; i++) {
-			size_t j = i + (size_t)(rng_uniform(rng) * (double)((size_t)nlisted - i));
-			for (size_t k = 0; k < np; k++) {
-				size_t t = all[i * np + k];
-				all[i * np + k] = all[j * np + k];
-				all[j * np + k] = t;
-			}
-			int rc = fn(ctx, all + i * np);
+			size_t j = i + (size_t)(rng_uniform(rng) * (double)((size_t)nlisted - i)), t = order[i];
+			order[i] = order[j];
+			order[j] = t;
+			int rc = fn(ctx, listed + order[i] * spec->nparams);
 			if (rc == 0)
 				accepted++;
 			else if (rc > 0)
 				break;
 		}
-		free(all);
+		free(order);
 		return accepted;
 	}
 	/* A large space: uniform points of the Cartesian product, kept when valid. */
