@@ -335,7 +335,7 @@ measure_by_formula() {
 	measure_by_formula <<<"$output"
 	expansion > pick.jsonl
 	run_tool 0 kg-propose -v --rules pick.jsonl
-	[[ "$stderr" == *": model of 5 configurations ("*" correct, 0 measurements from --model-history) over 3 parameters, best "* ]]
+	[[ "$stderr" == *": model of 5 configurations ("*" correct, 0 measurements from --model-history) over 3 parameters and 2 launch figures, best "* ]]
 	[[ "$stderr" == *": the model proposes 4 of 11 configurations (0 in flight)"* ]]
 	echo "$output" > first.jsonl
 	# its four picks, none measured, each with a prediction; every move priced by the model,
@@ -386,7 +386,7 @@ measure_by_formula() {
 		[0.5 * (128 / .block_size_x + 1 / .items_per_thread + (if .use_fma then 0.1 else 0 end))]},
 		invalidity: "correct", correctness: 1, measurements: []})}' > yesterday.json
 	run_tool 0 kg-propose -v --rules --model-history yesterday.json pick.jsonl
-	[[ "$stderr" == *": model of 16 configurations (16 correct, 16 measurements from --model-history) over 3 parameters, best 0.5 ms"* ]]
+	[[ "$stderr" == *": model of 16 configurations (16 correct, 16 measurements from --model-history) over 3 parameters and 2 launch figures, best 0.5 ms"* ]]
 	[ "$(head -1 <<<"$output" | jq -c '.candidate | [.proposer, .config]')" = \
 		'["rules:model",{"block_size_x":256,"items_per_thread":2,"use_fma":false}]' ]
 	run_tool 2 kg-propose --model-history missing.json pick.jsonl

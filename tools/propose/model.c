@@ -29,10 +29,24 @@
 /* The smallest prior, so that kg-select's normalization never divides by zero. */
 #define PRIOR_FLOOR 1e-3
 
+/* The launch's figures that become coordinates of their own when they vary: the blocks of
+ * the grid and the threads of a block. Time follows them across parameters (a tile's two
+ * sides set the waves of blocks together), which the parameters' own coordinates, one
+ * length scale each, cannot express. (The dynamic shared memory as a third did no better
+ * on the convolution and worse on the 1024^3 matmul: BENCHMARKS.md.) */
+enum { LAUNCH_BLOCKS, LAUNCH_THREADS, LAUNCH_FIGURES };
+/* The spread of each figure is read from this many configurations at most. */
+#define LAUNCH_SAMPLE 512
+
 struct model {
 	const struct t1_spec *spec;
 	struct model_settings settings;
-	size_t d;		    /* coordinates: the parameters with two values or more */
+	size_t d;		    /* coordinates: the parameters with two values or more, then the
+				       launch figures that vary */
+	size_t nparam_coords;	    /* the first of them */
+	int launch_of[LAUNCH_FIGURES]; /* each launch coordinate's figure */
+	double launch_lo[LAUNCH_FIGURES], launch_span[LAUNCH_FIGURES]; /* of ln figure */
+	struct pyval *values;	    /* scratch for t1_bind */
 	size_t *param_of;	    /* d: each coordinate's parameter */
 	unsigned char *categorical; /* d: compared as same or different */
 	double **position;	    /* d: each ordinal value's place in [0,1] (NULL: categorical) */
@@ -43,11 +57,35 @@ struct model {
 	double y_node;	  /* ln ms of the node: measured, or else predicted */
 };
 
+/* ln of the launch figures of the configuration at indices; -1 when its launch cannot be
+ * computed. */
+static int launch_figures(const struct t1_spec *spec, struct pyval *values, const size_t *indices, double *f)
+{
+	struct t1_launch launch;
+	struct strbuf why;
+	strbuf_init(&why);
+	t1_bind(spec, indices, values);
+	int rc = t1_launch_geometry(spec, values, &launch, &why);
+	strbuf_release(&why);
+	if (rc != 0)
+		return -1;
+	f[LAUNCH_BLOCKS] = log((double)launch.grid[0]) + log((double)launch.grid[1]) + log((double)launch.grid[2]);
+	f[LAUNCH_THREADS] = log((double)launch.block[0]) + log((double)launch.block[1]) + log((double)launch.block[2]);
+	return 0;
+}
+
 static void encode(const struct model *m, const size_t *indices, double *x)
 {
-	for (size_t j = 0; j < m->d; j++) {
+	size_t j = 0;
+	for (; j < m->nparam_coords; j++) {
 		size_t i = indices[m->param_of[j]];
 		x[j] = m->categorical[j] ? (double)i : m->position[j][i];
+	}
+	double f[LAUNCH_FIGURES];
+	int known = j < m->d && launch_figures(m->spec, m->values, indices, f) == 0;
+	for (; j < m->d; j++) { /* a launch that fails (then so does the build) sits mid-range */
+		int k = m->launch_of[j - m->nparam_coords];
+		x[j] = known ? (f[k] - m->launch_lo[k]) / m->launch_span[k] : 0.5;
 	}
 }
 
@@ -158,9 +196,9 @@ static double *ordinal_positions(const struct t1_param *p)
 static void choose_coordinates(struct model *m)
 {
 	const struct t1_spec *spec = m->spec;
-	m->param_of = xcalloc(spec->nparams + 1, sizeof(*m->param_of));
-	m->categorical = xcalloc(spec->nparams + 1, sizeof(*m->categorical));
-	m->position = xcalloc(spec->nparams + 1, sizeof(*m->position));
+	m->param_of = xcalloc(spec->nparams + LAUNCH_FIGURES, sizeof(*m->param_of));
+	m->categorical = xcalloc(spec->nparams + LAUNCH_FIGURES, sizeof(*m->categorical));
+	m->position = xcalloc(spec->nparams + LAUNCH_FIGURES, sizeof(*m->position));
 	for (size_t k = 0; k < spec->nparams; k++) {
 		if (spec->params[k].nvalues < 2)
 			continue; /* a constant tells the model nothing */
@@ -169,6 +207,45 @@ static void choose_coordinates(struct model *m)
 		m->position[m->d] = m->categorical[m->d] ? NULL : ordinal_positions(&spec->params[k]);
 		m->param_of[m->d++] = k;
 	}
+	m->nparam_coords = m->d;
+}
+
+struct spread {
+	const struct model *m;
+	double lo[LAUNCH_FIGURES], hi[LAUNCH_FIGURES];
+	size_t seen;
+};
+
+static int spread_add(void *ctx, const size_t *indices)
+{
+	struct spread *sp = ctx;
+	double f[LAUNCH_FIGURES];
+	if (launch_figures(sp->m->spec, sp->m->values, indices, f) != 0)
+		return 0;
+	for (int k = 0; k < LAUNCH_FIGURES; k++)
+		sp->lo[k] = fmin(sp->lo[k], f[k]), sp->hi[k] = fmax(sp->hi[k], f[k]);
+	sp->seen++;
+	return 0;
+}
+
+/* The launch figures that vary over (a uniform sample of) the space become coordinates, each
+ * scaled to [0,1] over that sample. */
+static void choose_launch_coordinates(struct model *m, struct run_info *run)
+{
+	struct spread sp = {.m = m};
+	for (int k = 0; k < LAUNCH_FIGURES; k++)
+		sp.lo[k] = INFINITY, sp.hi[k] = -INFINITY;
+	const size_t *listed;
+	long nlisted = run_listing(run, &listed);
+	uint64_t rng = 0x6c61756e6368; /* the same sample every time: the model's coordinates stay put */
+	random_configs(m->spec, listed, nlisted, &rng, LAUNCH_SAMPLE, spread_add, &sp);
+	for (int k = 0; sp.seen && k < LAUNCH_FIGURES && m->d < GP_THETA_MAX - 2; k++)
+		if (sp.hi[k] - sp.lo[k] > 1e-9) {
+			m->launch_of[m->d - m->nparam_coords] = k;
+			m->launch_lo[k] = sp.lo[k];
+			m->launch_span[k] = sp.hi[k] - sp.lo[k];
+			m->categorical[m->d++] = 0;
+		}
 }
 
 struct model *model_fit(struct run_info *run, const struct node_info *node, const struct model_settings *settings,
@@ -198,7 +275,9 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 	struct model *m = xcalloc(1, sizeof(*m));
 	m->spec = spec;
 	m->settings = *settings;
+	m->values = xcalloc(spec->nnames, sizeof(*m->values));
 	choose_coordinates(m);
+	choose_launch_coordinates(m, run);
 	if (m->d == 0 || m->d + 2 > GP_THETA_MAX) {
 		log_info("%s: node %s: no model (%zu parameters to model, at most %d)", run->dir, node->state, m->d,
 			 GP_THETA_MAX - 2);
@@ -255,8 +334,9 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 	free(at);
 	free(y);
 	log_info("%s: node %s: model of %zu configurations (%zu correct, %zu measurements from --model-history) over %zu "
-		 "parameters, best %.4g ms",
-		 run->dir, node->state, count, ncorrect, history, m->d, exp(obs[0].y));
+		 "parameters and %zu launch figures, best %.4g ms",
+		 run->dir, node->state, count, ncorrect, history, m->nparam_coords, m->d - m->nparam_coords,
+		 exp(obs[0].y));
 	free(obs);
 	free(indices);
 	free(log_ms);
@@ -285,6 +365,7 @@ void model_free(struct model *m)
 	free(m->param_of);
 	free(m->categorical);
 	free(m->measured);
+	free(m->values);
 	free(m);
 }
 
