@@ -655,3 +655,24 @@ start() {
 	rm copy/kernels/k/graph.json
 	[ "$(kg-select --export copy/kernels/k | jq -c 'del(.iter)')" = "$(jq -c 'del(.iter)' exported.json)" ]
 }
+
+@test "a full disk: the log is cut back to its last whole line, the record is not learned and still goes out; exit 4" {
+	start
+	kg-select "$RUN" >pick.jsonl
+	# a record of 3 kB, the log a line of 300 bytes: a file size limit (1 kB blocks) half
+	# way into the record stands for a disk that fills there
+	evaluated pick.jsonl S1 2.0 | jq -c --arg pad "$(printf '%03000d' 0)" '.candidate.pad = $pad' >one.jsonl
+	cp "$RUN/events.jsonl" events.before
+	want=$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state], .events_len]')
+	limit=$((($(wc -c <"$RUN/events.jsonl") + $(wc -c <one.jsonl) / 2) / 1024))
+	run bash -c "trap '' XFSZ; ulimit -f $limit; kg-select --update '$RUN' <one.jsonl 2>err"
+	[ "$status" -eq 4 ]
+	[ "$(jq -r .candidate.id <<<"$output")" = c-S1 ]
+	grep -qx "kg-select: <stdin>:1: not learned: the run's log could not hold it (the graph stays as the log has it)" err
+	cmp "$RUN/events.jsonl" events.before
+	[ "$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state], .events_len]')" = "$want" ]
+	# with space again, the same record is learned whole
+	run_tool 0 kg-select --update "$RUN" <one.jsonl
+	[ "$(kg-select --export "$RUN" | jq .builds)" = 1 ]
+	jq -e . "$RUN/events.jsonl" >/dev/null
+}

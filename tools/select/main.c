@@ -993,12 +993,14 @@ struct updater {
  * then (events, trace, dataset rows) is written already. */
 static int catching_up;
 
-static void append_line(const char *path, const cJSON *obj)
+static int append_line(const char *path, const cJSON *obj)
 {
 	if (catching_up)
-		return;
-	if (jsonl_append(path, obj) != 0)
-		log_warn("cannot append to '%s':", path);
+		return 0;
+	if (jsonl_append(path, obj) == 0)
+		return 0;
+	log_warn("cannot append to '%s':", path);
+	return -1;
 }
 
 static void append_text(const char *path, const char *text)
@@ -1417,6 +1419,7 @@ static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
 	catch_up_with_log(&u, events);
 	cJSON *record;
 	enum jsonl_status st;
+	int learning = 1;
 	while ((st = jsonl_next(reader, &record)) != JSONL_EOF) {
 		if (st == JSONL_IO_ERROR) {
 			u.status = KG_EXIT_IO;
@@ -1428,7 +1431,7 @@ static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
 			continue;
 		}
 		double t0 = monotonic_ms();
-		int changed = apply_record(&u, record, reader->line);
+		int changed = learning && apply_record(&u, record, reader->line);
 		timing.decide_ms += monotonic_ms() - t0;
 		if (changed) {
 			/* The log first, then the graph: never a graph ahead of its log. */
@@ -1436,11 +1439,20 @@ static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
 			utc_now(t, sizeof(t), 1);
 			cJSON *logged = cJSON_Duplicate(record, 1);
 			json_add_string(logged, "t", t);
-			append_line(events, logged);
-			cJSON_Delete(logged);
-			g->events_len = events_size(g->run);
-			if (save_graph(g) != 0)
+			if (append_line(events, logged) != 0) {
+				/* The graph in memory learned what the log lacks: it is not saved, and
+				 * the rest is passed on unlearned; the records still go out. */
+				log_error("%s:%ld: not learned: the run's log could not hold it (the graph stays as the log has it)",
+					  reader->name, reader->line);
 				u.status = KG_EXIT_IO;
+				learning = 0;
+			}
+			cJSON_Delete(logged);
+			if (learning) {
+				g->events_len = events_size(g->run);
+				if (save_graph(g) != 0)
+					u.status = KG_EXIT_IO;
+			}
 		}
 		if (jsonl_write(stdout, record) != 0) {
 			log_error("cannot write the output:");
