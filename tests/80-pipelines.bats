@@ -402,6 +402,23 @@ same_search() {
 	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .build.config | tojson' "$RUN/events.jsonl" | sort | uniq -d)" = "" ]
 }
 
+@test "one search per run: kg-tune, kg-iterate and kg-init exit 6 at once while another holds the run's lock" {
+	run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --budget-builds 4 --outdir out "$VECTOR_ADD"
+	cp "$RUN/events.jsonl" before.jsonl
+	exec {holder}>>out/kernels/.vector_add.lock
+	flock -n "$holder"
+	run_tool 6 kg-tune -q --no-llm --replay "$TABLE" --resume --budget-builds 8 --outdir out "$VECTOR_ADD"
+	assert_stderr "kg-tune: out/kernels/vector_add: already running: another kg-tune, kg-iterate or kg-init holds out/kernels/.vector_add.lock"
+	run_tool 6 kg-iterate "$RUN"
+	assert_stderr "kg-iterate: $RUN: already running: another kg-tune, kg-iterate or kg-init holds out/kernels/.vector_add.lock"
+	run_tool 6 kg-init "$VECTOR_ADD" out
+	cmp "$RUN/events.jsonl" before.jsonl
+	exec {holder}>&-
+	# a kg-tune holds the lock itself, and its kg-init and kg-iterates go on under it
+	run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --resume --budget-builds 8 --outdir out "$VECTOR_ADD"
+	[ "$(evaluated "$RUN" | wc -l)" -eq 8 ]
+}
+
 @test "kg-tune interrupted (TERM) while picking finishes the iteration in flight, exits 130, leaves nothing running" {
 	# the signal comes while a front is picking (a kg-iterate beside kg-tune makes it slow
 	# once asked to): the iteration being measured waits for that pick before it is learned
