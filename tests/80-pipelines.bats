@@ -166,6 +166,21 @@ evaluated() {
 	[[ "$stderr" == "kg-bench: no CUDA driver on this machine ("*"); give --replay FILE to answer from recorded measurements" ]]
 }
 
+@test "kg-init killed (kill -9) at any moment: kg-init, or kg-tune --resume, starts it again" {
+	for delay in 0.02 0.05 0.08 0.11 0.14 0.17 0.2 0.23 0.26 0.29 0.32 0.35 0.4; do
+		rm -rf out
+		setsid kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null 2>&1 &
+		pid=$!
+		sleep "$delay"
+		kill -9 -- "-$pid" 2>/dev/null || true
+		wait "$pid" || true
+		# a directory there is a run whole, or one with its spec whose baseline was cut short
+		[ ! -e "$RUN" ] || [ -f "$RUN/spec.json" ]
+		run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --resume --budget-builds 1 --outdir out "$VECTOR_ADD"
+		[ "$(evaluated "$RUN" | wc -l)" -eq 1 ]
+	done
+}
+
 @test "kg-iterate: one iteration through every tool; stages' failures reach the caller by name and status" {
 	kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null
 	run_tool 0 kg-iterate -q --replay "$TABLE" "$RUN"
