@@ -181,6 +181,23 @@ evaluated() {
 	done
 }
 
+@test "a full or closed standard output is exit 4 with the system's reason, from the tools and the pipelines" {
+	for tool in kg-build "kg-bench --replay $TABLE"; do
+		run bash -c "echo '{\"v\": 1}' | $tool >/dev/full"
+		[ "$status" -eq 4 ]
+		[ "${output##*$'\n'}" = "${tool%% *}: cannot write to standard output: No space left on device" ]
+		run bash -c "echo '{\"v\": 1}' | $tool >&-"
+		[ "$status" -eq 4 ]
+		[ "${output##*$'\n'}" = "${tool%% *}: cannot write to standard output: Bad file descriptor" ]
+	done
+	run bash -c "kg-init -q --replay '$TABLE' '$VECTOR_ADD' out >&-"
+	[ "$status" -eq 4 ]
+	[ "$output" = "kg-init: cannot write to standard output (the run is ready: $RUN)" ]
+	run bash -c "kg-tune --no-llm --replay '$TABLE' --resume --budget-builds 2 --outdir out '$VECTOR_ADD' >&- 2>err"
+	[ "$status" -eq 4 ]
+	[ "$(tail -1 err)" = "kg-tune: cannot write the summary to standard output" ]
+}
+
 @test "kg-iterate: one iteration through every tool; stages' failures reach the caller by name and status" {
 	kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null
 	run_tool 0 kg-iterate -q --replay "$TABLE" "$RUN"

@@ -867,7 +867,7 @@ static void flush_ready(struct builder *b)
 		return;
 	memmove(b->window, b->window + done, (b->nwindow - done) * sizeof(*b->window));
 	b->nwindow -= done;
-	fflush(stdout);
+	cli_flush();
 }
 
 /* A compile ended: the variant is published and records waiting on it become ready. */
