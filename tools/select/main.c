@@ -219,16 +219,20 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	opt->batch = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":b:ehqs:uvV", longopts, &index)) != -1) {
-		double *d = param_slot(&opt->params, c);
+		double *d = param_slot(&opt->params, c), lo = 0, hi = 0;
 		long *l = long_slot(&opt->params, c);
+		/* The ranges a loaded graph's parameters are checked against (each of these options
+		 * has one). */
+		if (d || l)
+			(void)search_param_range(longopts[index].name, &lo, &hi);
 		if (d) {
-			if ((why = parse_double(optarg, -1e9, 1e9, d)))
+			if ((why = parse_double(optarg, lo, hi, d)))
 				cli_usage_error("--%s: '%s': %s", longopts[index].name, optarg, why);
 			opt->given[c - OPT_C_PUCT] = 1;
 			continue;
 		}
 		if (l) {
-			if ((why = parse_int64(optarg, 0, INT64_MAX / 2, &i64)))
+			if ((why = parse_int64(optarg, (int64_t)lo, (int64_t)hi, &i64)))
 				cli_usage_error("--%s: '%s': %s", longopts[index].name, optarg, why);
 			*l = (long)i64;
 			opt->given[c - OPT_C_PUCT] = 1;
