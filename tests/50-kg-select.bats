@@ -682,6 +682,35 @@ damaged() {
 	assert_stderr_empty
 }
 
+@test "a kill between the log and the graph: the next pick learns the logged records first; no builds or edges handed out twice" {
+	start --budget-builds 4
+	jq -c '{node, node_id, path_edges, candidate: {id: ("c-" + ("a", "b", "c")), method: "tile"}}' \
+		< <(kg-select "$RUN") | kg-select --update "$RUN" >/dev/null
+	kg-select --batch 3 "$RUN" >pick.jsonl
+	[ "$(jq -r .candidate.id pick.jsonl | sort | tr '\n' ' ')" = 'c-a c-b c-c ' ]
+	cp "$RUN/graph.bin" "$RUN/graph.blobs" .
+	learned=$(stat -c %s "$RUN/events.jsonl")
+	# Two of the three evaluated; then the graph as it was before the update, the log as after.
+	{ evaluated <(sed -n 1p pick.jsonl) S1 2.0 | jq -c '.edge = 0 | .candidate.id = "c-a"'
+	  evaluated <(sed -n 2p pick.jsonl) S2 1.5 | jq -c '.edge = 1 | .candidate.id = "c-b"'; } |
+		kg-select --update "$RUN" >/dev/null
+	want=$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state], .events_len]')
+	cp graph.bin graph.blobs "$RUN/"
+	[ "$(kg-select --export "$RUN" | jq .builds)" = 0 ]
+	run_tool 0 kg-select --batch 3 "$RUN"
+	assert_stderr "kg-select: warning: $RUN/events.jsonl: $(($(stat -c %s "$RUN/events.jsonl") - learned)) bytes of the log are not in the graph (a run stopped between the two): learning them again"
+	# What is left of the budget, shared out; the evaluated edges are not picked again.
+	[ "$(jq -s 'map(.budget_left) | add' <<<"$output")" = 2 ]
+	[ "$(jq -r 'select(.op == "evaluate") | .candidate.id' <<<"$output" | grep -c -e c-a -e c-b)" = 0 ]
+	[ "$(jq -r 'select(.op == "evaluate") | .candidate.id' <<<"$output")" = c-c ]
+	[ "$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state], .events_len]')" = "$want" ]
+	# A log that no longer ends a record where the graph's part of it ends is not read.
+	cp graph.bin graph.blobs "$RUN/"
+	{ printf x; cat "$RUN/events.jsonl"; } >events.shifted && cp events.shifted "$RUN/events.jsonl"
+	run_tool 0 kg-select --batch 3 "$RUN"
+	assert_stderr "kg-select: warning: $RUN/events.jsonl: byte $learned, where the graph's part of it ends, ends no record: not read"
+}
+
 @test "a save cut short by a kill leaves the previous graph, and the next save goes on from it" {
 	start
 	kg-select "$RUN" >pick.jsonl
