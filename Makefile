@@ -168,6 +168,8 @@ lint:
 FUZZERS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_TIME ?= 600
 FUZZ_SMOKE_TIME ?= 10
+FUZZ_EXTRA_graph := tools/select/graph.c tools/select/snapshot.c
+$(BUILD)/tests/fuzz/fuzz_graph.o: ALL_CPPFLAGS += -Itools/select
 define FUZZ_RULE
 $(BUILD)/fuzz_$(1): $(BUILD)/tests/fuzz/fuzz_$(1).o $(patsubst %.c,$(BUILD)/%.o,$(FUZZ_EXTRA_$(1))) $(LIBKG)
 	$$(CC) $$(ALL_LDFLAGS) -fsanitize=fuzzer -o $$@ $$^ $$(BASE_LIBS)
@@ -181,7 +183,7 @@ fuzz-smoke:
 fuzz-run: $(FUZZERS:%=$(BUILD)/fuzz_%)
 	@for f in $(FUZZERS); do \
 	  mkdir -p $(BUILD)/corpus/$$f && echo "fuzz_$$f: $(FUZZ_SECONDS) s" && \
-	  $(BUILD)/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  $(BUILD)/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -max_len=131072 -print_final_stats=1 \
 	    -artifact_prefix=$(BUILD)/fuzz_$$f- $(BUILD)/corpus/$$f tests/fuzz/corpus/$$f 2>$(BUILD)/fuzz_$$f.log || \
 	    { tail -n 40 $(BUILD)/fuzz_$$f.log; exit 1; }; \
 	  grep -E '^stat::(number_of_executed_units|new_units_added|peak_rss_mb)' $(BUILD)/fuzz_$$f.log | tr '\n' ' '; echo; \

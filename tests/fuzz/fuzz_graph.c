@@ -4,11 +4,7 @@
  * written to a run directory and loaded; a graph that loads is walked as a step would walk
  * it (its out-edges, the best value below the root, the export that reads every blob), so
  * what the checks let through must not crash, hang or leak.
- *
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Ilib -Itools/select -I/usr/include/cjson \
- *       -DKG_VERSION='"0.1.0"' lib/fileio.c lib/fnv1a.c lib/log.c lib/jsonl.c lib/xalloc.c lib/mcgs.c \
- *       tools/select/graph.c tools/select/snapshot.c tests/fuzz/fuzz_graph.c -o fuzz_graph -lcjson -lm
- *   ./fuzz_graph -max_len=100000 -close_fd_mask=2 tests/fuzz/corpus/graph
+ * `make fuzz` builds and runs it (the Makefile's FUZZ_EXTRA_graph adds kg-select's files).
  *
  * Mutations mostly fail the checkpoint's checksum; tests/tools/graph_bin.py reaches the checks
  * behind it in tests/50-kg-select.bats. */
