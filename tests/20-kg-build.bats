@@ -135,18 +135,39 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 	echo 'do not touch' >victim
 	abs=$(pwd)/victim
 	before=$(snapshot)
-	for target in ../../victim "$abs" ../../../../../../etc/passwd; do
+	for target in ../../victim "$abs" ../../../../../../etc/passwd ../../scale.cu "$abs/../run/kernel.cu"; do
 		patch_record run "$base" "evil" "$(factor_diff "$target" "$target" 3.0f)"
 	done >input.jsonl
 	run_tool 0 kg-build input.jsonl
 	assert_stderr_empty
-	[ "$(jq -r .build.status <<<"$output" | sort -u)" = ok ]
-	state=$(jq -r .build.state <<<"${lines[0]}")
-	[ "$(jq -r .build.state <<<"$output" | sort -u)" = "$state" ]
+	# another file is refused; the kernel's own name, in any folder, is the variant's kernel.cu
+	[ "$(jq -r .build.status <<<"$output" | paste -sd' ')" = 'patch_failed patch_failed patch_failed ok ok' ]
+	[ "$(jq -r .build.error <<<"${lines[2]}")" = \
+		"line 1 of the diff: \"--- ../../../../../../etc/passwd\" names another file than the kernel's (kernel.cu or scale.cu)" ]
+	state=$(jq -r .build.state <<<"${lines[3]}")
+	[ "$(jq -r .build.state <<<"${lines[4]}")" = "$state" ]
 	grep -q '3.0f \* scale_op' "run/variants/$state/kernel.cu"
 	[ "$(cat victim)" = 'do not touch' ]
 	# Every file that existed is unchanged; the only new files are in the new variant.
 	[ "$(snapshot | grep -v "variants/$state/")" = "$before" ]
+}
+
+@test "a diff for another file than the kernel's is patch_failed, naming its header" {
+	new_run run
+	base=$(build_baseline run)
+	{
+		patch_record run "$base" other "$(factor_diff a/other.cu b/other.cu 3.0f)"
+		patch_record run "$base" new "$(factor_diff /dev/null b/scale.cu 3.0f)"
+		patch_record run "$base" renamed "$(factor_diff a/scale.cu b/scale_v2.cu 3.0f)"
+		patch_record run "$base" stamped "$(factor_diff $'a/kernel.cu\t2026-01-01 00:00:00' $'b/kernel.cu\t2026-01-01 00:00:01' 3.0f)"
+	} >input.jsonl
+	run_tool 0 kg-build input.jsonl
+	assert_stderr_empty
+	[ "$(jq -r .build.status <<<"$output" | paste -sd' ')" = 'patch_failed patch_failed patch_failed ok' ]
+	[ "$(jq -r .build.error <<<"${lines[0]}")" = "line 1 of the diff: \"--- a/other.cu\" names another file than the kernel's (kernel.cu or scale.cu)" ]
+	[ "$(jq -r .build.error <<<"${lines[1]}")" = "line 1 of the diff: \"--- /dev/null\" names another file than the kernel's (kernel.cu or scale.cu)" ]
+	[ "$(jq -r .build.error <<<"${lines[2]}")" = "line 2 of the diff: \"+++ b/scale_v2.cu\" names another file than the kernel's (kernel.cu or scale.cu)" ]
+	[ "$(ls run/variants | wc -l)" -eq 2 ]
 }
 
 @test "a diff touching several files, or with no hunks, is refused" {

@@ -602,7 +602,8 @@ static char *materialize(struct builder *b, struct entry *e, const char *parent_
 		return NULL;
 	}
 	struct patch_report r;
-	patch_apply(e->tmp_dir, "kernel.cu", patch, &r);
+	const char *kernel_file = strrchr(e->run->spec->kernel_path, '/');
+	patch_apply(e->tmp_dir, "kernel.cu", kernel_file ? kernel_file + 1 : e->run->spec->kernel_path, patch, &r);
 	cJSON *report = json_object();
 	json_add_number(report, "hunks", (double)r.hunks);
 	if (r.offsets) {

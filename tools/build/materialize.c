@@ -126,19 +126,42 @@ static int parse_hunk_header(const struct line *l, long *old_start, long *old_co
 	return rc;
 }
 
-/* Rewrites diff into headers for kernel.cu and hunks whose line counts match their bodies.
+/* Whether a "--- " or "+++ " line names name or alias: the last component of its path,
+ * which ends at a tab (a timestamp follows) or at the end of the line. */
+static int header_names(const struct line *l, const char *name, const char *alias)
+{
+	const char *path = l->text + 4, *end = l->text + l->len;
+	const char *tab = memchr(path, '\t', (size_t)(end - path));
+	if (tab)
+		end = tab;
+	while (end > path && end[-1] == ' ')
+		end--;
+	for (const char *p = path; p < end; p++)
+		if (*p == '/')
+			path = p + 1;
+	size_t len = (size_t)(end - path);
+	return (strlen(name) == len && memcmp(path, name, len) == 0) ||
+	       (alias && strlen(alias) == len && memcmp(path, alias, len) == 0);
+}
+
+/* Rewrites diff into headers for name and hunks whose line counts match their bodies.
  * Returns 0, or -1 with *why set (allocated). */
-static int rewrite_diff(const char *diff, const char *name, struct strbuf *out, size_t *nhunks, int *recounted,
-			char **why)
+static int rewrite_diff(const char *diff, const char *name, const char *alias, struct strbuf *out, size_t *nhunks,
+			int *recounted, char **why)
 {
 	struct line *lines;
 	size_t n = split_lines(diff, &lines);
-	size_t files = 0;
+	size_t files = 0, other = 0; /* other: 1 + the index of the first header naming another file */
 	*nhunks = 0;
 	*recounted = 0;
 	strbuf_addf(out, "--- a/%s\n+++ b/%s\n", name, name);
 	for (size_t i = 0; i < n;) {
 		if (is_file_header(lines, i, n)) {
+			/* Applied to name whatever the header says, a diff for another file (a new
+			 * header, /dev/null) would change the kernel in ways nobody meant. */
+			for (size_t j = i; j < i + 2 && !other; j++)
+				if (!header_names(&lines[j], name, alias))
+					other = j + 1;
 			files++;
 			i += 2;
 			continue;
@@ -182,11 +205,20 @@ static int rewrite_diff(const char *diff, const char *name, struct strbuf *out, 
 		++*nhunks;
 		i = end;
 	}
-	free(lines);
 	if (files > 1) {
 		*why = xasprintf("the diff changes %zu files; a candidate may change %s only", files, name);
+		free(lines);
 		return -1;
 	}
+	if (other) {
+		const struct line *l = &lines[other - 1];
+		int two = alias && strcmp(alias, name) != 0;
+		*why = xasprintf("line %zu of the diff: \"%.*s\" names another file than the kernel's (%s%s%s)", other,
+				 (int)(l->len < 200 ? l->len : 200), l->text, name, two ? " or " : "", two ? alias : "");
+		free(lines);
+		return -1;
+	}
+	free(lines);
 	if (*nhunks == 0) {
 		*why = xasprintf("the diff has no hunks (no line starts with \"@@\")");
 		return -1;
@@ -271,7 +303,7 @@ static char *patch_message(const char *output)
 	return strbuf_detach(&sb);
 }
 
-void patch_apply(const char *dir, const char *name, const char *diff, struct patch_report *r)
+void patch_apply(const char *dir, const char *name, const char *alias, const char *diff, struct patch_report *r)
 {
 	static const char diff_name[] = ".candidate.patch";
 	memset(r, 0, sizeof(*r));
@@ -280,7 +312,7 @@ void patch_apply(const char *dir, const char *name, const char *diff, struct pat
 	strbuf_init(&output);
 	char *diff_path = xasprintf("%s/%s", dir, diff_name);
 	r->outcome = PATCH_REJECTED;
-	if (rewrite_diff(diff, name, &rewritten, &r->hunks, &r->recounted, &r->message))
+	if (rewrite_diff(diff, name, alias, &rewritten, &r->hunks, &r->recounted, &r->message))
 		goto done;
 	if (file_write(diff_path, rewritten.buf, rewritten.len) != 0) {
 		r->outcome = PATCH_NO_TOOL;

@@ -36,11 +36,12 @@ struct patch_report {
 };
 
 /* Applies diff to the file dir/name with GNU patch, running in dir. Only the hunks of the
- * diff are used: file names in its headers ("../../etc/passwd", absolute paths, git
- * renames) are ignored, so nothing but dir/name can change. A diff with sections for more
- * than one file, or no hunks, is rejected. Fills *report; the caller frees it with
- * patch_report_release. */
-void patch_apply(const char *dir, const char *name, const char *diff, struct patch_report *report);
+ * diff are used: the paths in its headers are never opened, so nothing but dir/name can
+ * change. A diff whose headers name a file other than name or alias (the kernel's own file
+ * name; compared by their last component, so "a/kernel.cu" and "../../kernel.cu" name it),
+ * with sections for more than one file, or with no hunks, is rejected. Fills *report; the
+ * caller frees it with patch_report_release. */
+void patch_apply(const char *dir, const char *name, const char *alias, const char *diff, struct patch_report *report);
 void patch_report_release(struct patch_report *report);
 
 #endif
