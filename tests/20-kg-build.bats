@@ -262,6 +262,19 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 	[ "$(jq -c '.build | [.status, .state == "'"$state"'", .reused]' <<<"$output")" = '["compile_failed",true,true]' ]
 }
 
+@test "too much static shared memory: the error is ptxas's own line, not its resource report" {
+	new_run run
+	src=$(sed 's/^\tint i = /\t__shared__ char s[0x11490];\n\ts[threadIdx.x] = 1;\n\ty[threadIdx.x] = s[threadIdx.x ^ 1];\n&/' run/scale.cu)
+	run_tool 0 kg-build < <(jq -cn --arg s "$src" '{run: "run", candidate: {id: "smem", source: $s}}')
+	assert_stderr_empty
+	[ "$(jq -c '.build | [.status, .error]' <<<"$output")" = \
+		"[\"compile_failed\",\"NVRTC_ERROR_COMPILATION\\nptxas error   : Entry function 'scale' uses too much shared data (0x11490 bytes, 0xc000 max)\"]" ]
+	# the log keeps both compiles: the report, then the error
+	log="run/$(jq -r .build.log <<<"$output")"
+	grep -q '^ptxas info    : Used .* 70800 bytes smem' "$log"
+	grep -q "^ptxas error   : Entry function 'scale' uses too much shared data" "$log"
+}
+
 @test "invalid configurations name the parameter, the Default or the condition" {
 	new_run run
 	base=$(build_baseline run)
