@@ -20,6 +20,16 @@
  * and the text ends with one "\n". The caller frees the result. */
 char *source_normalize(const char *text, size_t len);
 
+/* Checks every #include (and #include_next, #import, #embed) of source, whatever comments,
+ * strings or line splices surround it (a directive is looked for everywhere, so that no
+ * lexing trick hides one; one inside a comment is checked too): "name" must be a relative
+ * path without ".." to a file inside include_dir, the kernel's folder; <name> may not be
+ * absolute or go through ".." (it resolves in the kernel's folder, the toolkit's headers or
+ * NVRTC's own); a file named by a macro is refused. A kernel could otherwise have NVRTC
+ * quote any file of the host (/proc/self/environ) in its errors. Returns 0, or -1 with *why
+ * set (allocated) to "kernel.cu:LINE: ...". */
+int source_check_includes(const char *source, const char *include_dir, char **why);
+
 enum patch_outcome {
 	PATCH_APPLIED,	 /* every hunk applied; the file holds the result */
 	PATCH_REJECTED,	 /* the diff is unusable or a hunk did not apply; see message */
