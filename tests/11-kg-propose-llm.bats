@@ -244,6 +244,15 @@ rule() {
 	run ! grep -F -- "$KEY" <<<"$output$stderr"
 }
 
+@test "a candidate whose patch or source is over 1 MiB is not usable: the model is asked once more, then it is the expert's error" {
+	jq -cn '{rules: [{match: "role: throughput", content: ({candidates: [{think: "t", method: "Huge", detail: "d",
+		patch: null, source: ("// " + "x" * 1048576), config: null, launch_update: null}]} | tojson)}]}' > big.json
+	mock "$(cat big.json)"
+	run_tool 1 kg-propose --llm --persona throughput pick.jsonl
+	[[ "$(jq -r '.propose.errors[0].error' <<<"$output")" == "malformed answer after one correction: candidates[0]: source: larger than 1 MiB, the most a source may have (see $RUN/llm/"*"-throughput.json)" ]]
+	[ "$(jq -s length requests.jsonl)" -eq 2 ]
+}
+
 @test "an answer larger than 4 MiB is refused, kept nowhere, and not asked again" {
 	mock "{\"rules\": [$(rule 'role: throughput' "$(answer)" '{"pad": 4194304}')]}"
 	run_tool 1 kg-propose --llm --persona throughput --retries 2 pick.jsonl
