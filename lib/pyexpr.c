@@ -208,21 +208,47 @@ static int64_t range_item(const struct pyrange *r, uint64_t i)
 	return (int64_t)((uint64_t)r->start + i * (uint64_t)r->step);
 }
 
-/* Characters (code points) in a UTF-8 string. */
-static size_t utf8_length(const char *s, size_t len)
+/* Byte length of the character that starts at s[0] (left > 0 bytes remain): a well-formed
+ * UTF-8 sequence (no overlong forms, surrogates or code points past U+10FFFF, the bytes
+ * Python's decoder accepts), or else a single byte. A stray byte is a character of its own,
+ * as Python's surrogateescape decoding makes it, so that counting and splitting a string
+ * agree on any bytes, whatever their origin (a spec file, a bound value). */
+static size_t utf8_char_len(const char *s, size_t left)
 {
-	size_t n = 0;
-	for (size_t i = 0; i < len; i++)
-		n += ((unsigned char)s[i] & 0xC0) != 0x80;
+	const unsigned char *u = (const unsigned char *)s;
+	size_t n;
+	unsigned char lo = 0x80, hi = 0xBF; /* the range of the second byte */
+	if (u[0] < 0xC2 || u[0] > 0xF4)
+		return 1; /* ASCII, a continuation byte, an overlong lead or past U+10FFFF */
+	if (u[0] < 0xE0) {
+		n = 2;
+	} else if (u[0] < 0xF0) {
+		n = 3;
+		if (u[0] == 0xE0)
+			lo = 0xA0;
+		else if (u[0] == 0xED)
+			hi = 0x9F;
+	} else {
+		n = 4;
+		if (u[0] == 0xF0)
+			lo = 0x90;
+		else if (u[0] == 0xF4)
+			hi = 0x8F;
+	}
+	if (n > left || u[1] < lo || u[1] > hi)
+		return 1;
+	for (size_t k = 2; k < n; k++)
+		if ((u[k] & 0xC0) != 0x80)
+			return 1;
 	return n;
 }
 
-/* Byte length of the UTF-8 character that starts at s[0] (at most left). */
-static size_t utf8_char_len(const char *s, size_t left)
+/* Characters in a string, as utf8_char_len splits it. */
+static size_t utf8_length(const char *s, size_t len)
 {
-	size_t n = 1;
-	while (n < left && ((unsigned char)s[n] & 0xC0) == 0x80)
-		n++;
+	size_t n = 0;
+	for (size_t i = 0; i < len; n++)
+		i += (unsigned char)s[i] < 0x80 ? 1 : utf8_char_len(s + i, len - i);
 	return n;
 }
 

@@ -82,3 +82,15 @@ compare_with_python() {
 	assert_output "$(printf '%s\n' 'error: column 1: range too long (more than 10000000 items)' \
 		'error: column 5: sequence too long (more than 10000000 items)' '1000000000000000000')"
 }
+
+@test "a byte that is not well-formed UTF-8 is a character of its own: len, iteration and indexing agree" {
+	# Each line has a stray continuation byte, a truncated, an overlong or a surrogate
+	# sequence; Python's surrogateescape decoding makes each such byte one character.
+	printf '%s\n' "[c for c in '"$'\xbf'"' + 'a'*100000][0]" \
+		"len([c for c in '"$'\xbf'"' + 'a'*100000])" \
+		"len('"$'\xbf'"ab')" "('"$'\xbf'"ab')[2]" "list('"$'\xe2\x82'"a')" \
+		"len('"$'\xe2\x82\xac'"')" "len('"$'\xed\xa0\x80'"')" "len('"$'\xc0\xaf'"')" \
+		"len(list('"$'\xf0\x9f\x98\x80'"x'))" "len('"$'\xf4\x90\x80\x80'"')" > "$BATS_TEST_TMPDIR/bytes.txt"
+	run_tool 0 "$LIBTEST" expr < "$BATS_TEST_TMPDIR/bytes.txt"
+	assert_output "$(printf '%s\n' "'"$'\xbf'"'" 100001 3 "'b'" "['"$'\xe2'"', '"$'\x82'"', 'a']" 1 3 2 2 4)"
+}

@@ -243,3 +243,12 @@ count_fails() {
 	spec_with '.ConfigurationSpace.Conditions = {}'
 	count_fails 1 "ConfigurationSpace.Conditions: must be an array, not an object"
 }
+
+@test "string Values with a stray UTF-8 byte split into one value per character" {
+	spec_with '.ConfigurationSpace.TuningParameters += [{"Name": "s", "Type": "string",
+		"Values": ("'"'"'\u00bf" + ("a" * 5000) + "'"'"'")}]'
+	# jq writes U+00BF as two bytes; make it the lone continuation byte 0xBF.
+	sed -i 's/\xc2\xbf/\xbf/' "$S"
+	run_tool 0 kg-propose --exhaustive --count --spec "$S"
+	assert_output $((14 * 5001))
+}
