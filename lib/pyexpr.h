@@ -119,7 +119,8 @@ size_t pyexpr_globals_used(const struct pyexpr *expr, const size_t **slots);
 
 /* Evaluates expr with globals[i] bound to names[i] (only the slots listed by
  * pyexpr_globals_used are read). Temporaries and the result are allocated in arena.
- * Returns 0 with *out set, or -1 with *err filled (ZeroDivisionError, TypeError, ...). */
+ * Returns 0 with *out set, or -1 with *err filled (ZeroDivisionError, TypeError, ...,
+ * or a limit of one evaluation exceeded: 10**8 steps, 512 MiB of lists and strings). */
 int pyexpr_eval(const struct pyexpr *expr, const struct pyval *globals, struct pyarena *arena,
 		struct pyval *out, struct pyexpr_error *err);
 

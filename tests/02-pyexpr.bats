@@ -94,3 +94,14 @@ compare_with_python() {
 	run_tool 0 "$LIBTEST" expr < "$BATS_TEST_TMPDIR/bytes.txt"
 	assert_output "$(printf '%s\n' "'"$'\xbf'"'" 100001 3 "'b'" "['"$'\xe2'"', '"$'\x82'"', 'a']" 1 3 2 2 4)"
 }
+
+@test "a runaway expression fails within the step and memory limits of one evaluation" {
+	run_tool 1 "$LIBTEST" expr <<< $'len(\'\' * 10**18)\nlen([] * 10**18)\n[[0]*10**7 for i in range(100)]\nlen([1 for i in range(10**4) for j in range(10**4) if 0])\nlen([l == l for l in [[[0]*10**6]*10**6] for i in range(10)])\n[[[i for i in range(10**3)] for j in range(10**3)] for k in range(10**3)]\n[\'a\'*10**7 for i in range(100)]\nlen([i for i in range(10**7)])\nlen(list(range(10**7)))'
+	assert_output "$(printf '%s\n' 0 0 \
+		'error: column 5: evaluation memory limit exceeded: more than 512 MiB of lists and strings' \
+		'error: column 55: evaluation step limit exceeded: more than 100000000 steps' \
+		'error: column 8: evaluation step limit exceeded: more than 100000000 steps' \
+		'error: column 3: evaluation memory limit exceeded: more than 512 MiB of lists and strings' \
+		'error: column 5: evaluation memory limit exceeded: more than 512 MiB of lists and strings' \
+		10000000 10000000)"
+}

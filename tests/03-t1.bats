@@ -252,3 +252,10 @@ count_fails() {
 	run_tool 0 kg-propose --exhaustive --count --spec "$S"
 	assert_output $((14 * 5001))
 }
+
+@test "a runaway Values or condition is an error naming the limit, not a hang" {
+	spec_with '.ConfigurationSpace.TuningParameters[1].Values = "[i for i in range(10**4) for j in range(10**4) if i == j]"'
+	count_fails 1 'ConfigurationSpace.TuningParameters[1].Values: column 56: evaluation step limit exceeded: more than 100000000 steps in "[i for i in range(10**4) for j in range(10**4) if i == j]"'
+	spec_with '.ConfigurationSpace.Conditions[0].Expression = "[[tile]*10**7 for i in range(100)] != []"'
+	count_fails 1 'ConfigurationSpace.Conditions[0].Expression: column 8: evaluation memory limit exceeded: more than 512 MiB of lists and strings in "[[tile]*10**7 for i in range(100)] != []" (with tile=1)'
+}
