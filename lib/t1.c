@@ -181,6 +181,24 @@ static struct pyexpr *compile_field(struct loader *L, const char *field, const c
 	return e;
 }
 
+/* Copies v, a constant's value, into the spec's arena: a scalar or a list of scalars. A
+ * list of lists is refused before the copy, since its items may all be one list shared
+ * (as [[0] * 10**6] * 10**6 makes them), which a deep copy would multiply into 10**12. */
+static int copy_constant(struct loader *L, const char *field, const struct pyval *v, struct pyval *out)
+{
+	if (v->kind == PY_LIST) {
+		for (size_t k = 0; k < v->u.list->len; k++) {
+			if (v->u.list->items[k].kind == PY_LIST) {
+				char f[600];
+				return fail(L, item_field(f, sizeof(f), field, k),
+					    "must be a number, a string or a boolean, not a list");
+			}
+		}
+	}
+	*out = pyval_copy(L->spec->arena, v);
+	return 0;
+}
+
 /* Evaluates item as a constant expression (no names) into the spec's arena. */
 static int constant_field(struct loader *L, const char *field, const cJSON *item, struct pyval *out)
 {
@@ -193,7 +211,7 @@ static int constant_field(struct loader *L, const char *field, const cJSON *item
 	if (rc)
 		expr_fail(L, field, pyexpr_source(e), &err);
 	else /* string constants live in the expression, which is freed here */
-		*out = pyval_copy(L->spec->arena, &v);
+		rc = copy_constant(L, field, &v, out);
 	pyexpr_free(e);
 	return rc;
 }

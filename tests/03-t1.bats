@@ -258,4 +258,9 @@ count_fails() {
 	count_fails 1 'ConfigurationSpace.TuningParameters[1].Values: column 56: evaluation step limit exceeded: more than 100000000 steps in "[i for i in range(10**4) for j in range(10**4) if i == j]"'
 	spec_with '.ConfigurationSpace.Conditions[0].Expression = "[[tile]*10**7 for i in range(100)] != []"'
 	count_fails 1 'ConfigurationSpace.Conditions[0].Expression: column 8: evaluation memory limit exceeded: more than 512 MiB of lists and strings in "[[tile]*10**7 for i in range(100)] != []" (with tile=1)'
+	# One list shared a million times: a deep copy would make 10**12 items.
+	spec_with '.ConfigurationSpace.TuningParameters[1].Values = "[[0]*10**6]*10**6"'
+	count_fails 1 'ConfigurationSpace.TuningParameters[1].Values[0]: must be a number, a string or a boolean, not a list'
+	spec_with '.KernelSpecification.ProblemSize = "[[0]*10**6]*10**6"'
+	count_fails 1 'KernelSpecification.ProblemSize[0]: must be a number, a string or a boolean, not a list'
 }
