@@ -1329,10 +1329,13 @@ static struct node *parse_comparison(struct parser *p)
 
 	struct nodevec operands = {0};
 	int *ops = NULL;
-	size_t nops = 0;
+	size_t nops = 0, cap = 0;
 	nodevec_push(&operands, first);
 	while (op != T_END) {
-		ops = xreallocarray(ops, nops + 1, sizeof(*ops));
+		if (nops == cap) { /* geometrically, as nodevec_push: a chain can be long */
+			cap = cap ? 2 * cap : 4;
+			ops = xreallocarray(ops, cap, sizeof(*ops));
+		}
 		ops[nops++] = (int)op;
 		struct node *next = parse_bitor(p);
 		if (!next || comparison_op(p, &op))
