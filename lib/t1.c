@@ -794,6 +794,7 @@ struct walk {
 	t1_config_fn fn;      /* NULL when counting */
 	void *ctx;
 	uint64_t count;
+	uint64_t limit;	      /* when counting: stop once count exceeds it */
 	int saturated;
 };
 
@@ -951,6 +952,8 @@ static int walk_level(struct walk *w, size_t level)
 		if (level + 1 == w->nlevels) {
 			if (!w->fn) {
 				add_count(w, 1);
+				if (w->count > w->limit)
+					return 1;
 			} else {
 				int rc = w->fn(w->ctx, w->values, w->indices);
 				if (rc)
@@ -961,6 +964,8 @@ static int walk_level(struct walk *w, size_t level)
 			if (w->below[level] == UINT64_MAX)
 				w->saturated = 1;
 			add_count(w, w->below[level]);
+			if (w->count > w->limit)
+				return 1;
 		} else {
 			int rc = walk_level(w, level + 1);
 			if (rc)
@@ -997,15 +1002,16 @@ int t1_enumerate(const struct t1_spec *s, t1_config_fn fn, void *ctx)
 	return rc;
 }
 
-int t1_count(const struct t1_spec *s, uint64_t *count, int *saturated)
+int t1_count(const struct t1_spec *s, uint64_t limit, uint64_t *count, int *saturated)
 {
 	struct walk w;
 	walk_init(&w, s);
+	w.limit = limit;
 	int rc = walk_run(&w);
 	*count = w.count;
 	*saturated = w.saturated;
 	walk_release(&w);
-	return rc;
+	return rc < 0 ? -1 : 0; /* 1: stopped past the limit */
 }
 
 cJSON *t1_config_to_json(const struct t1_spec *s, const size_t *indices)

@@ -264,3 +264,13 @@ count_fails() {
 	spec_with '.KernelSpecification.ProblemSize = "[[0]*10**6]*10**6"'
 	count_fails 1 'KernelSpecification.ProblemSize[0]: must be a number, a string or a boolean, not a list'
 }
+
+@test "--count counts exactly a 10-million-point space whose one condition reads every parameter" {
+	# The count of 7 digits summing to at most 31 is 5000000 (by symmetry: 31.5 is the mean).
+	spec_with '.ConfigurationSpace = {
+		"TuningParameters": [range(7) | {"Name": "p\(.)", "Type": "int", "Values": "list(range(10))"}],
+		"Conditions": [{"Parameters": [range(7) | "p\(.)"], "Expression": "p0 + p1 + p2 + p3 + p4 + p5 + p6 <= 31"}]}
+		| .KernelSpecification.GlobalSize.X = "1024" | .KernelSpecification.LocalSize.X = "32"'
+	run -0 --separate-stderr timeout 60 kg-propose --exhaustive --count --spec "$S"
+	assert_output 5000000
+}
