@@ -1180,7 +1180,10 @@ int t1_resolve_config(const struct t1_spec *spec, const cJSON *wanted, const cJS
 	}
 	size_t *fixed = xcalloc(spec->nparams + 1, sizeof(*fixed));
 	int any_free = 0, rc = 0;
-	for (size_t k = 0; k < spec->nparams && rc == 0; k++) {
+	size_t start = why->len;
+	/* Every value that is not among its Values is named, not only the first: a spec with
+	 * several bad Defaults is then fixed in one go. */
+	for (size_t k = 0; k < spec->nparams; k++) {
 		const struct t1_param *p = &spec->params[k];
 		const cJSON *value = cJSON_GetObjectItemCaseSensitive(wanted, p->name);
 		const char *from = "candidate";
@@ -1199,6 +1202,8 @@ int t1_resolve_config(const struct t1_spec *spec, const cJSON *wanted, const cJS
 			any_free = 1;
 		} else if (t1_value_index(spec, k, value, &fixed[k]) != 0) {
 			char *text = json_text(value);
+			if (why->len > start)
+				strbuf_addstr(why, "; ");
 			if (strcmp(from, "Default") == 0)
 				strbuf_addf(why, "ConfigurationSpace.TuningParameters[%zu].Default: %s=%s is not one of its Values",
 					    k, p->name, text);

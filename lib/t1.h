@@ -109,8 +109,8 @@ int t1_check_conditions(const struct t1_spec *spec, const struct pyval *values, 
 /* Completes the configuration wanted (may be NULL) from parent's (may be NULL), then the
  * Defaults, then the first valid configuration, and checks it: indices get the complete
  * configuration and merged the values taken from wanted, parent and Defaults. Returns 0, or
- * 1 with why set: a name that is not a parameter, a value not among its Values, a condition
- * that does not hold or cannot be evaluated. */
+ * 1 with why set: a name that is not a parameter, every value not among its Values (joined
+ * by "; "), or a condition that does not hold or cannot be evaluated. */
 int t1_resolve_config(const struct t1_spec *spec, const cJSON *wanted, const cJSON *parent, size_t *indices,
 		      cJSON *merged, struct strbuf *why);
 

@@ -263,6 +263,11 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 	new_run bad-default '.ConfigurationSpace.TuningParameters[1].Default = 3'
 	run_tool 0 kg-build < <(record bad-default "" '{"id":"baseline"}')
 	[ "$(jq -r .build.error <<<"$output")" = 'ConfigurationSpace.TuningParameters[1].Default: items_per_thread=3 is not one of its Values' ]
+	# every bad Default is named, not only the first
+	new_run bad-defaults '.ConfigurationSpace.TuningParameters[0].Default = 100 | .ConfigurationSpace.TuningParameters[1].Default = 3
+		| .ConfigurationSpace.TuningParameters[2].Default = "yes"'
+	run_tool 0 kg-build < <(record bad-defaults "" '{"id":"baseline"}')
+	[ "$(jq -r .build.error <<<"$output")" = 'ConfigurationSpace.TuningParameters[0].Default: block_size_x=100 is not one of its Values; ConfigurationSpace.TuningParameters[1].Default: items_per_thread=3 is not one of its Values; ConfigurationSpace.TuningParameters[2].Default: use_fma="yes" is not one of its Values' ]
 
 	new_run big-block '.KernelSpecification.LocalSize = {"X": "block_size_x", "Y": "16"}'
 	run_tool 0 kg-build < <(record big-block "" '{"id":"baseline","config":{"block_size_x":256}}')
