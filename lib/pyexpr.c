@@ -483,6 +483,14 @@ void pyval_repr(struct strbuf *sb, const struct pyval *v)
 	}
 }
 
+void pyval_describe(struct strbuf *sb, const struct pyval *v)
+{
+	if (v->kind == PY_LIST)
+		strbuf_addf(sb, "a list of %zu item%s", v->u.list->len, v->u.list->len == 1 ? "" : "s");
+	else
+		pyval_repr(sb, v);
+}
+
 int pyval_items(struct pyarena *arena, const struct pyval *v, const struct pyval **items, size_t *n)
 {
 	switch (v->kind) {

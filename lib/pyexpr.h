@@ -92,6 +92,10 @@ int pyval_truthy(const struct pyval *v);
 int pyval_equal(const struct pyval *a, const struct pyval *b);
 /* Appends Python's repr(v): "[1, 2.5, 'a', True]", "1e+16", "range(0, 3)". */
 void pyval_repr(struct strbuf *sb, const struct pyval *v);
+/* Appends v for a message about a result: repr(v), but a list as "a list of N items", since
+ * its items may be one list shared millions of times ([[0] * 10**6] * 10**6), which a repr
+ * would write out whole. */
+void pyval_describe(struct strbuf *sb, const struct pyval *v);
 /* Lays out the items of a list, range or string (one-character strings) as an array in
  * arena. Returns 0, or -1 when v is not iterable. */
 int pyval_items(struct pyarena *arena, const struct pyval *v, const struct pyval **items, size_t *n);

@@ -1127,7 +1127,7 @@ static int size_part(const struct t1_spec *s, const struct pyexpr *e, const char
 	}
 	if ((v.kind != PY_INT && v.kind != PY_BOOL) || v.u.i < least || v.u.i > INT32_MAX) {
 		strbuf_addf(why, "%s: \"%s\" gives ", field, pyexpr_source(e));
-		pyval_repr(why, &v);
+		pyval_describe(why, &v);
 		strbuf_addf(why, ", not %s integer below 2**31", least > 0 ? "a positive" : "a non-negative");
 		describe_inputs(why, s, e, values);
 		return -1;
