@@ -378,10 +378,20 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 	new_run bad-default '.ConfigurationSpace.TuningParameters[1].Default = 3'
 	run_tool 0 kg-build < <(record bad-default "" '{"id":"baseline"}')
 	[ "$(jq -r .build.error <<<"$output")" = 'ConfigurationSpace.TuningParameters[1].Default: items_per_thread=3 is not one of its Values' ]
+	# every bad Default is named, not only the first
+	new_run bad-defaults '.ConfigurationSpace.TuningParameters[0].Default = 100 | .ConfigurationSpace.TuningParameters[1].Default = 3
+		| .ConfigurationSpace.TuningParameters[2].Default = "yes"'
+	run_tool 0 kg-build < <(record bad-defaults "" '{"id":"baseline"}')
+	[ "$(jq -r .build.error <<<"$output")" = 'ConfigurationSpace.TuningParameters[0].Default: block_size_x=100 is not one of its Values; ConfigurationSpace.TuningParameters[1].Default: items_per_thread=3 is not one of its Values; ConfigurationSpace.TuningParameters[2].Default: use_fma="yes" is not one of its Values' ]
 
 	new_run big-block '.KernelSpecification.LocalSize = {"X": "block_size_x", "Y": "16"}'
 	run_tool 0 kg-build < <(record big-block "" '{"id":"baseline","config":{"block_size_x":256}}')
 	[ "$(jq -r .build.error <<<"$output")" = 'LocalSize gives 4096 threads per block (256 x 16 x 1); CUDA allows at most 1024' ]
+
+	# a list is described, not written out: its items may be one list shared 10**6 times
+	new_run list-grid '.KernelSpecification.GlobalSize.X = "[[0]*10**6]*10**6"'
+	run_tool 0 kg-build < <(record list-grid "" '{"id":"baseline"}')
+	[ "$(jq -r .build.error <<<"$output")" = 'KernelSpecification.GlobalSize.X: "[[0]*10**6]*10**6" gives a list of 1000000 items, not a positive integer below 2**31' ]
 
 	new_run zero-grid '.KernelSpecification.GlobalSize.X = "ProblemSize[0] // 1000000"'
 	run_tool 0 kg-build < <(record zero-grid "" '{"id":"baseline"}')
