@@ -64,7 +64,7 @@ int cli_finish(int status)
 	int saved_errno = errno;
 	if (!failed && ferror(stdout)) {
 		failed = 1;
-		saved_errno = flush_errno ? flush_errno : EIO;
+		saved_errno = flush_errno ? flush_errno : errno ? errno : EIO; /* the last write's, mostly */
 	}
 	if (fclose(stdout) != 0 && !failed) {
 		failed = 1;
