@@ -30,6 +30,7 @@ static int usage(void)
 	fputs("usage: kg-libtest expr [--let NAME=EXPR]... < lines\n"
 	      "       kg-libtest jsonl FILE|-\n"
 	      "       kg-libtest json FILE\n"
+	      "       kg-libtest number KEY [NEW] < records\n"
 	      "       kg-libtest sha256 FILE|-\n"
 	      "       kg-libtest atomic-write PATH < data\n"
 	      "       kg-libtest lock [--nowait] DIR CMD [ARG]...\n"
@@ -503,6 +504,33 @@ static int cmd_jsonl(const char *path)
 	}
 	jsonl_reader_release(&r);
 	return status;
+}
+
+/* For each record of stdin, prints json_number of KEY (%.17g); with NEW, then sets that number
+ * to NEW and writes the record, to show that a number set is printed from its new value. */
+static int cmd_number(const char *key, const char *new_value)
+{
+	struct jsonl_reader r;
+	jsonl_reader_init(&r, stdin, "<stdin>");
+	int status = KG_EXIT_OK;
+	cJSON *record;
+	enum jsonl_status st;
+	while ((st = jsonl_next(&r, &record)) != JSONL_EOF && st != JSONL_IO_ERROR) {
+		if (st == JSONL_BAD_LINE) {
+			status = KG_EXIT_INPUT;
+			continue;
+		}
+		printf("%.17g\n", json_number(record, key, NAN));
+		cJSON *item = cJSON_GetObjectItemCaseSensitive(record, key);
+		if (new_value && cJSON_IsNumber(item)) {
+			cJSON_SetNumberValue(item, strtod(new_value, NULL));
+			if (jsonl_write(stdout, record))
+				status = KG_EXIT_IO;
+		}
+		cJSON_Delete(record);
+	}
+	jsonl_reader_release(&r);
+	return st == JSONL_IO_ERROR ? KG_EXIT_IO : status;
 }
 
 static int cmd_json(const char *path)
@@ -1137,6 +1165,8 @@ int main(int argc, char **argv)
 		status = cmd_jsonl(argv[2]);
 	else if (strcmp(cmd, "json") == 0 && argc == 3)
 		status = cmd_json(argv[2]);
+	else if (strcmp(cmd, "number") == 0 && (argc == 3 || argc == 4))
+		status = cmd_number(argv[2], argc == 4 ? argv[3] : NULL);
 	else if (strcmp(cmd, "sha256") == 0 && argc == 3)
 		status = cmd_sha256(argv[2]);
 	else if (strcmp(cmd, "atomic-write") == 0 && argc == 3)
