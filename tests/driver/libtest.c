@@ -43,7 +43,7 @@ static int usage(void)
 	      "       kg-libtest fill SPEC ARGUMENT SET\n"
 	      "       kg-libtest harness ARCH\n"
 	      "       kg-libtest gp FILE\n"
-	      "       kg-libtest mcgs T1|T1b|T2|T3|T4|T4c|T4d|T4e|T5|T7d|T8|T8b|T8c|T8d\n"
+	      "       kg-libtest mcgs T1|T1b|T2|T3|T4|T4c|T4d|T4e|T5|T7d|T8|T8b|T8c|T8d|widen\n"
 	      "       kg-libtest cuda function|refuse|program|eval|nvrtc [--index NAME] [--let NAME=EXPR]... [EXPR|FILE|ARCH]\n",
 	      stderr);
 	return KG_EXIT_USAGE;
@@ -954,6 +954,18 @@ static void vector_t3(void)
 	puts("]");
 }
 
+/* Widening limits far from the vectors: huge, negative and NaN products are clamped. */
+static void vector_widen(void)
+{
+	static const double cases[][3] = {
+		{1e6, 1e9, 1}, {1e9, 1e9, 1}, {1e9, 1e9, 0.5}, {10, 1, 1e9}, {10, 1e9, 1e9},
+		{10, 0, 1e9}, {4, -2, 0.5}, {4, -1e9, 1}, {16, 1e9, 0.5},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+		printf("N=%g k=%g alpha=%g: %zu\n", cases[i][0], cases[i][1], cases[i][2],
+		       widening_limit(cases[i][0], cases[i][1], cases[i][2]));
+}
+
 /* The diamond R->A, R->B, A->C, B->C (and C->D for T4c), with search.md's U values. */
 static void diamond(struct mcgs *g, int with_d, size_t e[5])
 {
@@ -1134,6 +1146,8 @@ static int cmd_mcgs(const char *vector)
 		print_list12("from gamma draws ", eta, 3);
 	} else if (strcmp(vector, "T3") == 0) {
 		vector_t3();
+	} else if (strcmp(vector, "widen") == 0) {
+		vector_widen();
 	} else if (strcmp(vector, "T4") == 0) {
 		vector_t4();
 	} else if (strcmp(vector, "T4c") == 0 || strcmp(vector, "T4d") == 0) {
