@@ -71,6 +71,14 @@ records() {
 	[ "$(jq -c '.method | [.canonical, .how]' <<<"$output")" = '["vectorized_global_stores","new"]' ]
 }
 
+@test "members it does not own pass through as written, numbers a double cannot hold included" {
+	echo '{"op":"note","id":9007199254740993,"x":[1e400,0.30000000000000004]}' > in.jsonl
+	records "float4 loads" | jq -c '.trace = 0' | sed 's/"trace":0/"trace":12345678901234567890/' >> in.jsonl
+	run_tool 0 kg-relabel in.jsonl
+	assert_line --index 0 '{"op":"note","id":9007199254740993,"x":[1e400,0.30000000000000004]}'
+	assert_line --index 1 --partial '"trace":12345678901234567890,"method":{"label":"float4 loads"'
+}
+
 @test "unknown names grow the catalog; a like name later in the expansion lands on the new one" {
 	records "Shared Memory Tiling 2D" "shared memory tiling" > in.jsonl
 	run_tool 0 kg-relabel --catalog cat.json in.jsonl

@@ -220,6 +220,7 @@ evaluated() {
 	chmod +x fake/kg-select
 	run_tool 2 fake/kg-iterate -q --replay "$TABLE" --propose-opt --bogus "$RUN"
 	[ "${stderr##*$'\n'}" = "kg-iterate: kg-propose failed (exit status 2)" ]
+	rm fake/kg-select
 	# measurements missing from the table kg-bench answers from (kg-propose proposes from the
 	# whole one, the later --replay wins in kg-bench; this one holds the baseline alone): its
 	# error records still reach the graph
@@ -244,6 +245,57 @@ same_search() {
 	diff <(jq -c 'del(.t, .build.compile_ms, .build.cached, .build.reused)' "$1/$r/events.jsonl") \
 		<(jq -c 'del(.t, .build.compile_ms, .build.cached, .build.reused)' "$2/$r/events.jsonl")
 	diff <(kg-select --export "$1/$r" | jq -c 'del(.events_len)') <(kg-select --export "$2/$r" | jq -c 'del(.events_len)')
+}
+
+# fake_stage TOOL SCRIPT: a TOOL in fake/, beside a link to kg-iterate (which runs the tools
+# found beside it first), that runs SCRIPT with sh.
+fake_stage() {
+	mkdir -p fake
+	[ -e fake/kg-iterate ] || ln -s "$KG_BIN_DIR/kg-iterate" fake/
+	printf '#!/bin/sh\n%s\n' "$2" >"fake/$1"
+	chmod +x "fake/$1"
+}
+
+@test "kg-iterate: a stage that stops reading is named, never the one killed by SIGPIPE for writing to it; a lost output is status 4" {
+	kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null
+	# kg-relabel writes more than a pipe holds, to a kg-build that reads nothing
+	fake_stage kg-relabel "exec yes '{}'"
+	for gpus in 0 0,1; do
+		fake_stage kg-build 'exit 3'
+		run_tool 3 fake/kg-iterate -q --gpus "$gpus" --replay "$TABLE" "$RUN"
+		assert_stderr "kg-iterate: kg-build failed (exit status 3)"
+		fake_stage kg-build 'exit 0'
+		run_tool 4 fake/kg-iterate -q --gpus "$gpus" --replay "$TABLE" "$RUN"
+		assert_stderr "kg-iterate: kg-build stopped reading its input (kg-relabel was killed by SIGPIPE)"
+	done
+	rm fake/kg-relabel fake/kg-build
+	# kg-build writes on and on to a kg-bench that fails, or quits, without reading (one GPU)
+	fake_stage kg-build "exec yes '{}'"
+	fake_stage kg-bench 'exit 3'
+	run_tool 3 fake/kg-iterate -q --replay "$TABLE" "$RUN"
+	assert_stderr "kg-iterate: kg-bench failed (exit status 3)"
+	fake_stage kg-bench 'exit 0'
+	run_tool 4 fake/kg-iterate -q --replay "$TABLE" "$RUN"
+	assert_stderr "kg-iterate: kg-bench stopped reading its input (kg-build was killed by SIGPIPE)"
+	rm fake/kg-build fake/kg-bench
+	# several GPUs: a kg-bench or a kg-select --update that fails in bench_on is named
+	fake_stage kg-bench 'exit 3'
+	run_tool 3 fake/kg-iterate -q --gpus 0,1 --replay "$TABLE" "$RUN"
+	assert_stderr "kg-iterate: kg-bench failed (exit status 3)"
+	rm fake/kg-bench
+	fake_stage kg-select "case \" \$* \" in *\" --update \"*) exit 3 ;; esac; exec '$KG_BIN_DIR/kg-select' \"\$@\""
+	run_tool 3 fake/kg-iterate -q --gpus 0,1 --replay "$TABLE" "$RUN"
+	assert_stderr "kg-iterate: kg-select --update failed (exit status 3)"
+	# kg-iterate's own reader goes away, on one GPU (kg-select --update dies of SIGPIPE) or
+	# several (kg-iterate copies the records out); or its output is closed
+	for gpus in 0 0,1; do
+		run_tool 4 bash -c "kg-iterate -q --gpus $gpus --replay '$TABLE' '$RUN' | true; exit \${PIPESTATUS[0]}"
+		assert_stderr "kg-iterate: cannot write the output of kg-select --update"
+	done
+	run_tool 4 bash -c "kg-iterate -q --replay '$TABLE' '$RUN' >&-"
+	[ "${stderr##*$'\n'}" = "kg-iterate: kg-select --update failed (exit status 4)" ]
+	run_tool 4 bash -c "kg-iterate -q --gpus 0,1 --replay '$TABLE' '$RUN' >&-"
+	assert_stderr "kg-iterate: cannot write the output of kg-select --update"
 }
 
 @test "kg-iterate in parts (--front-only, then --from; or --build-only, then --bench-only) is kg-iterate whole" {
