@@ -11,13 +11,20 @@ CUDA_HOME  ?= /usr/local/cuda
 INSTALL    ?= install
 PKG_CONFIG ?= pkg-config
 BATS       ?= bats
+FUZZ_CC    ?= clang
 
 # SANITIZE=1 builds with AddressSanitizer and UndefinedBehaviorSanitizer into build/san/,
-# so a sanitized build never overwrites the tools in bin/.
+# so a sanitized build never overwrites the tools in bin/; SANITIZE=fuzz (clang) builds the
+# libFuzzer harnesses of tests/fuzz/ into build/fuzz/.
 ifeq ($(SANITIZE),1)
 BUILD      := build/san
 BINOUT     := build/san/bin
 SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+else ifeq ($(SANITIZE),fuzz)
+CC         := $(FUZZ_CC)
+BUILD      := build/fuzz
+BINOUT     := build/fuzz/bin
+SAN_FLAGS  := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 else
 BUILD      := build/release
 BINOUT     := bin
@@ -70,7 +77,8 @@ TEST_DRIVER := $(BUILD)/tests/kg-libtest
 TOOL_BINS  := $(TOOLS:%=$(BINOUT)/kg-%)
 PIPE_BINS  := $(PIPELINES:%=$(BINOUT)/%)
 
-.PHONY: all benchtools test test-gpu test-sanitize check deps install uninstall clean cuda-check help
+.PHONY: all benchtools test test-gpu test-sanitize check lint fuzz fuzz-smoke fuzz-run deps install uninstall \
+        clean cuda-check help
 .DELETE_ON_ERROR:
 
 all: $(TOOL_BINS) $(PIPE_BINS)
@@ -80,7 +88,10 @@ help:
 	@echo 'make deps            install build and test dependencies (Debian, as root)'
 	@echo 'make test            run the CPU test suite (bats)'
 	@echo 'make test-sanitize   run the CPU test suite under ASan + UBSan'
-	@echo 'make check           both of the above (what CI runs)'
+	@echo 'make check           lint, both of the above and fuzz-smoke (what CI runs)'
+	@echo 'make lint            check the test suites for checks that cannot fail'
+	@echo 'make fuzz            run each libFuzzer harness of tests/fuzz/ FUZZ_TIME seconds (600)'
+	@echo 'make fuzz-smoke      the same, FUZZ_SMOKE_TIME seconds (10) each'
 	@echo 'make test-gpu        run the GPU test suite (needs a GPU)'
 	@echo 'make benchtools      build the GPU benchmarks' helpers (cuBLAS) into $(BUILD)/benchmarks'
 	@echo 'make cuda-check      check that CUDA_HOME holds the CUDA toolkit'
@@ -144,7 +155,39 @@ test: all $(TEST_DRIVER)
 test-sanitize:
 	$(MAKE) SANITIZE=1 test
 
-check: test test-sanitize
+check: lint test test-sanitize fuzz-smoke
+
+# A bats test fails only on its last command's status or a `run` check: a line that starts
+# with "! " elsewhere can never fail it.
+lint:
+	tests/lint-bats.sh tests/*.bats tests/gpu/*.bats
+
+# libFuzzer harnesses: tests/fuzz/fuzz_NAME.c, seeded from tests/fuzz/corpus/NAME/; what
+# a run finds goes to build/fuzz/corpus/NAME/ (new inputs) and build/fuzz/fuzz_NAME-crash-*.
+# FUZZ_EXTRA_NAME: the objects a harness needs beyond the library.
+FUZZERS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_TIME ?= 600
+FUZZ_SMOKE_TIME ?= 10
+FUZZ_EXTRA_graph := tools/select/graph.c tools/select/snapshot.c
+$(BUILD)/tests/fuzz/fuzz_graph.o: ALL_CPPFLAGS += -Itools/select
+define FUZZ_RULE
+$(BUILD)/fuzz_$(1): $(BUILD)/tests/fuzz/fuzz_$(1).o $(patsubst %.c,$(BUILD)/%.o,$(FUZZ_EXTRA_$(1))) $(LIBKG)
+	$$(CC) $$(ALL_LDFLAGS) -fsanitize=fuzzer -o $$@ $$^ $$(BASE_LIBS)
+endef
+$(foreach f,$(FUZZERS),$(eval $(call FUZZ_RULE,$(f))))
+
+fuzz:
+	$(MAKE) SANITIZE=fuzz fuzz-run FUZZ_SECONDS=$(FUZZ_TIME)
+fuzz-smoke:
+	$(MAKE) SANITIZE=fuzz fuzz-run FUZZ_SECONDS=$(FUZZ_SMOKE_TIME)
+fuzz-run: $(FUZZERS:%=$(BUILD)/fuzz_%)
+	@for f in $(FUZZERS); do \
+	  mkdir -p $(BUILD)/corpus/$$f && echo "fuzz_$$f: $(FUZZ_SECONDS) s" && \
+	  $(BUILD)/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -max_len=131072 -print_final_stats=1 \
+	    -artifact_prefix=$(BUILD)/fuzz_$$f- $(BUILD)/corpus/$$f tests/fuzz/corpus/$$f 2>$(BUILD)/fuzz_$$f.log || \
+	    { tail -n 40 $(BUILD)/fuzz_$$f.log; exit 1; }; \
+	  grep -E '^stat::(number_of_executed_units|new_units_added|peak_rss_mb)' $(BUILD)/fuzz_$$f.log | tr '\n' ' '; echo; \
+	done
 
 test-gpu: all
 	KG_BIN_DIR=$(CURDIR)/$(BINOUT) $(BATS) tests/gpu
@@ -153,7 +196,8 @@ test-gpu: all
 # with CPython itself, and time (/usr/bin/time) serves the scripts in benchmarks/; the
 # pipelines draw with gnuplot and align tables with column (bsdextrautils)
 DEB_PACKAGES = gcc g++ make pkg-config libc6-dev libcurl4-openssl-dev libcjson-dev libssl-dev \
-               bats bats-support bats-assert jq patch python3 time gnuplot-nox bsdextrautils
+               bats bats-support bats-assert jq patch python3 time gnuplot-nox bsdextrautils \
+               clang libclang-rt-dev
 
 deps:
 	@if [ "$$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then \

@@ -45,11 +45,27 @@ void cli_print_version(void)
 	printf("%s (kernelgraph) %s\n", log_program(), KG_VERSION);
 }
 
+/* The errno of the first failed cli_flush: the error flag outlives it, errno does not. */
+static int flush_errno;
+
+int cli_flush(void)
+{
+	if (fflush(stdout) == 0)
+		return 0;
+	if (!flush_errno)
+		flush_errno = errno;
+	return -1;
+}
+
 int cli_finish(int status)
 {
 	/* fclose alone can miss an error that an earlier buffered write already hit. */
-	int failed = fflush(stdout) != 0 || ferror(stdout);
+	int failed = fflush(stdout) != 0;
 	int saved_errno = errno;
+	if (!failed && ferror(stdout)) {
+		failed = 1;
+		saved_errno = flush_errno ? flush_errno : errno ? errno : EIO; /* the last write's, mostly */
+	}
 	if (fclose(stdout) != 0 && !failed) {
 		failed = 1;
 		saved_errno = errno;

@@ -16,6 +16,10 @@ NORETURN void cli_option_error(int opt, char *const argv[]);
 /* Prints "kg-NAME (kernelgraph) VERSION" on stdout. */
 void cli_print_version(void);
 
+/* Flushes stdout, for a record that should go out now; a failure is remembered for
+ * cli_finish to report. Returns 0, or -1 with errno set. */
+int cli_flush(void);
+
 /* Flushes and closes stdout. Returns status, or KG_EXIT_IO after reporting the error when
  * the output could not be written (a full disk, a closed pipe). */
 int cli_finish(int status);

@@ -20,6 +20,10 @@ enum kg_exit {
 	KG_EXIT_IO = 4,	   /* an I/O error on input or output */
 };
 
+/* The most bytes a candidate's patch or source may have (README "Limits"): kg-propose drops
+ * a larger one from an answer, kg-build fails it, so that no run stores or rereads it. */
+#define KG_CANDIDATE_MAX_BYTES (1 << 20)
+
 #include "banned.h"
 
 #endif

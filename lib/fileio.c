@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "log.h"
 #include "xalloc.h"
 
 char *file_read_all(const char *path, size_t *len)
@@ -134,7 +135,26 @@ int file_write_tail(const char *path, size_t offset, const void *data, size_t le
 
 int file_append(const char *path, const void *data, size_t len)
 {
-	return open_write_close(path, O_APPEND, data, len);
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		int saved_errno = errno;
+		close(fd);
+		errno = saved_errno;
+		return -1;
+	}
+	int rc = write_all(fd, data, len);
+	int saved_errno = errno;
+	/* A full disk or a file size limit leaves part of a line: cut, it would glue the next
+	 * line onto itself once space is back. */
+	if (rc != 0 && ftruncate(fd, st.st_size) != 0)
+		log_warn("cannot cut the partial line written to '%s':", path);
+	if (close(fd) != 0 && rc == 0)
+		return -1;
+	errno = saved_errno;
+	return rc;
 }
 
 static char *map_file(const char *path, size_t *len, int writable)

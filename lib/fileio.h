@@ -27,7 +27,9 @@ int file_write(const char *path, const void *data, size_t len);
 int file_write_tail(const char *path, size_t offset, const void *data, size_t len);
 
 /* Appends data to path (created when missing) in one write(2) on an O_APPEND descriptor, so
- * that lines from processes appending at once never interleave. Returns 0, or -1 with errno. */
+ * that lines from processes appending at once never interleave. When the write fails (a full
+ * disk), the file is cut back to its size before, so no partial line stays. Returns 0, or -1
+ * with errno. */
 int file_append(const char *path, const void *data, size_t len);
 /* Maps all of path read-only, each page as it is first read; *len gets its size. An empty
  * file gives a valid pointer to nothing. Returns NULL with errno set on error. Release with

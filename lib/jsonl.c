@@ -59,6 +59,68 @@ static void position_of(const char *text, size_t pos, long *line, long *column)
 	}
 }
 
+/* Where the next number token at or after *pos in text[0..len) starts (*start) and ends
+ * (*pos, just past it), strings skipped; 0 when there is none. In valid JSON, a '-' or a digit
+ * outside a string can only start a number, since true, false and null hold neither. */
+static int next_number_token(const char *text, size_t len, size_t *pos, size_t *start)
+{
+	size_t i = *pos;
+	while (i < len) {
+		char c = text[i];
+		if (c == '"') {
+			for (i++; i < len && text[i] != '"'; i++)
+				if (text[i] == '\\')
+					i++;
+			i++;
+		} else if (c == '-' || (c >= '0' && c <= '9')) {
+			*start = i;
+			while (i < len && (text[i] == '-' || text[i] == '+' || text[i] == '.' || text[i] == 'e' ||
+					   text[i] == 'E' || (text[i] >= '0' && text[i] <= '9')))
+				i++;
+			*pos = i;
+			return 1;
+		} else {
+			i++;
+		}
+	}
+	return 0;
+}
+
+/* Gives number the text of its token when cJSON would print its double otherwise, since the
+ * double cannot hold every number (9007199254740993 comes back 9007199254740992, 1e400 as null,
+ * and cJSON's 15-digit printing rounds some 17-digit values). The node stays a number, so every
+ * reader of numbers sees its double; the writers below print the text. */
+static void keep_token(cJSON *number, const char *token, size_t len)
+{
+	char printed[64];
+	if (cJSON_PrintPreallocated(number, printed, (int)sizeof(printed), 0) && strlen(printed) == len &&
+	    memcmp(printed, token, len) == 0)
+		return;
+	char *text = cJSON_malloc(len + 1);
+	if (!text)
+		xalloc_die();
+	memcpy(text, token, len);
+	text[len] = '\0';
+	number->valuestring = text;
+}
+
+/* Walks the values from item on (its siblings after it, and the children of each) in document
+ * order, which is cJSON's order of children, alongside the number tokens of the text it was
+ * parsed from, *pos being where the next token is looked for. */
+static void keep_number_texts(cJSON *item, const char *text, size_t len, size_t *pos)
+{
+	for (; item; item = item->next) {
+		size_t start;
+		if (cJSON_IsNumber(item)) {
+			if (!next_number_token(text, len, pos, &start))
+				return;
+			keep_token(item, text + start, *pos - start);
+		} else if (item->child) {
+			keep_number_texts(item->child, text, len, pos);
+		}
+	}
+}
+
 /* Parses exactly one JSON value from text[0..len), allowing blanks around it. Returns it,
  * or NULL with *bad set to the offset of the first character that is wrong: cJSON says
  * where parsing stopped but not why, so the position is all a message can give. */
@@ -78,7 +140,50 @@ static cJSON *parse_strict(const char *text, size_t len, size_t *bad)
 		*bad = stop;
 		return NULL;
 	}
+	size_t pos = 0;
+	keep_number_texts(value, text, len, &pos);
 	return value;
+}
+
+/* Whether a number under item (item included, its siblings not) has a text to print. */
+static int has_kept_text(const cJSON *item)
+{
+	if (cJSON_IsNumber(item))
+		return item->valuestring != NULL;
+	for (const cJSON *child = item->child; child; child = child->next)
+		if (has_kept_text(child))
+			return 1;
+	return 0;
+}
+
+/* Turns the numbers under item whose text still says their value into raw nodes, which cJSON
+ * prints verbatim. A number set since it was read has a double its text no longer gives, and
+ * is printed from the double. */
+static void raw_kept_texts(cJSON *item)
+{
+	if (cJSON_IsNumber(item)) {
+		if (item->valuestring && strtod(item->valuestring, NULL) == item->valuedouble)
+			item->type = cJSON_Raw;
+		return;
+	}
+	for (cJSON *child = item->child; child; child = child->next)
+		raw_kept_texts(child);
+}
+
+/* item as compact or pretty JSON text, numbers read from text as they were written there; the
+ * caller frees it with cJSON_free. NULL when memory ran out. Records are printed from a copy, so
+ * that what the caller holds stays numbers. */
+static char *print_kept(const cJSON *item, int pretty)
+{
+	if (!has_kept_text(item))
+		return pretty ? cJSON_Print(item) : cJSON_PrintUnformatted(item);
+	cJSON *copy = cJSON_Duplicate(item, 1);
+	if (!copy)
+		return NULL;
+	raw_kept_texts(copy);
+	char *text = pretty ? cJSON_Print(copy) : cJSON_PrintUnformatted(copy);
+	cJSON_Delete(copy);
+	return text;
 }
 
 enum jsonl_status jsonl_next(struct jsonl_reader *r, cJSON **record)
@@ -131,7 +236,7 @@ void jsonl_reader_release(struct jsonl_reader *r)
 
 int jsonl_write(FILE *fp, const cJSON *record)
 {
-	char *text = cJSON_PrintUnformatted(record);
+	char *text = print_kept(record, 0);
 	if (!text) {
 		errno = ENOMEM;
 		return -1;
@@ -176,7 +281,7 @@ cJSON *jsonl_read_file(const char *path)
 
 int jsonl_append(const char *path, const cJSON *record)
 {
-	char *text = cJSON_PrintUnformatted(record);
+	char *text = print_kept(record, 0);
 	if (!text) {
 		errno = ENOMEM;
 		return -1;
@@ -255,13 +360,17 @@ cJSON *json_read_file(const char *path)
 	size_t len;
 	char *text = file_read_all(path, &len);
 	cJSON *doc = text ? cJSON_ParseWithLength(text, len) : NULL;
+	if (doc) {
+		size_t pos = 0;
+		keep_number_texts(doc, text, len, &pos);
+	}
 	free(text);
 	return doc;
 }
 
 int json_write_file(const char *path, const cJSON *doc, int pretty)
 {
-	char *text = pretty ? cJSON_Print(doc) : cJSON_PrintUnformatted(doc);
+	char *text = print_kept(doc, pretty);
 	if (!text)
 		xalloc_die();
 	size_t len = strlen(text);

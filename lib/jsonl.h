@@ -35,6 +35,13 @@ int jsonl_reader_open(struct jsonl_reader *r, const char *path);
 enum jsonl_status jsonl_next(struct jsonl_reader *r, cJSON **record);
 void jsonl_reader_release(struct jsonl_reader *r);
 
+/* Numbers: every reader here keeps the text of a number that cJSON would not print back as it
+ * was written (an integer beyond 2^53, 1e400, a 17-digit fraction), so that records and
+ * documents pass on members no tool owns unchanged. The node stays a number whose double is
+ * what the text gives, as close as a double can be; jsonl_write, jsonl_append and
+ * json_write_file print the text while the double is still the one it gives, and json_text
+ * prints the double, for keys and hashes that must not depend on how a number was spelt. */
+
 /* Writes record as one compact line. Returns 0, or -1 with errno set when the write failed. */
 int jsonl_write(FILE *fp, const cJSON *record);
 
@@ -56,7 +63,8 @@ void json_add_string(cJSON *obj, const char *key, const char *value);
 void json_add_bool(cJSON *obj, const char *key, int value);
 void json_append(cJSON *array, cJSON *item);
 
-/* item as compact JSON text, in a buffer the caller frees with free(). */
+/* item as compact JSON text, numbers printed from their doubles, in a buffer the caller frees
+ * with free(). */
 char *json_text(const cJSON *item);
 
 /* Reading members: the string value of key, or NULL when it is absent or not a string; the

@@ -101,7 +101,7 @@ static int load_size(const struct t1_spec *spec, const cJSON *arg, struct karg *
 		rc = -1;
 	} else if (v.kind != PY_INT || v.u.i < 0) {
 		strbuf_addf(why, "%s: %s.Size: \"%s\" gives ", spec->path, a->field, size->valuestring);
-		pyval_repr(why, &v);
+		pyval_describe(why, &v);
 		strbuf_addstr(why, ", not a count of elements");
 		rc = -1;
 	} else {

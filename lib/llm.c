@@ -29,7 +29,8 @@ struct call {
 	char *body;		/* the request body, as sent and as cached */
 	char key[SHA256_HEX_SIZE]; /* the cache key */
 	CURL *easy;
-	struct strbuf response; /* the body of the last attempt */
+	struct strbuf response; /* the body of the last attempt, once ended without the key */
+	int too_large;		/* the body ran past LLM_MAX_ANSWER_BYTES and was dropped */
 	double retry_after_s;	/* from the last attempt's headers; NAN when absent */
 	double due_ms;		/* when the next attempt may start */
 	double started_ms;
@@ -69,7 +70,7 @@ void llm_settings_init(struct llm_settings *s)
 int llm_settings_from_env(struct llm_settings *s)
 {
 	static const char openai[] = "https://api.openai.com/v1";
-	const char *key = getenv("OPENAI_API_KEY"), *base = getenv("OPENAI_BASE_URL");
+	const char *key = getenv(LLM_ENV_API_KEY), *base = getenv(LLM_ENV_BASE_URL);
 	s->api_key = key && *key ? key : NULL;
 	if (!s->base_url)
 		s->base_url = base && *base ? base : openai;
@@ -302,8 +303,31 @@ static void spent_so_far(const struct llm_settings *s, long *calls, long *tokens
 
 static size_t on_body(char *data, size_t size, size_t count, void *ctx)
 {
-	strbuf_add(&((struct call *)ctx)->response, data, size * count);
+	struct call *c = ctx;
+	if (size * count > LLM_MAX_ANSWER_BYTES - c->response.len) {
+		/* Nothing of it is kept: a cut body could end inside the key. */
+		c->too_large = 1;
+		strbuf_release(&c->response);
+		strbuf_init(&c->response);
+		return 0; /* libcurl ends the transfer with CURLE_WRITE_ERROR */
+	}
+	strbuf_add(&c->response, data, size * count);
 	return size * count;
+}
+
+/* Every body, from the server or the cache, passes here before anything reads it: an echo
+ * of the key (a server quoting the Authorization header, in an error or in the answer
+ * itself) is gone before the error message is cut to length, the answer parsed into
+ * candidates, or anything cached, logged or written. Text after a NUL byte, which no JSON
+ * holds, is dropped with it. */
+static void response_arrived(struct call *c)
+{
+	if (!c->response.len)
+		return;
+	char *text = redacted(c->s, strbuf_detach(&c->response));
+	strbuf_init(&c->response);
+	strbuf_addstr(&c->response, text);
+	free(text);
 }
 
 /* Retry-After is seconds or an HTTP date; OpenAI also sends retry-after-ms. */
@@ -343,6 +367,7 @@ static int start_attempt(CURLM *multi, struct call *c, struct curl_slist *header
 		return -1;
 	curl_easy_reset(c->easy);
 	strbuf_reset(&c->response);
+	c->too_large = 0;
 	c->retry_after_s = NAN;
 	c->errbuf[0] = '\0';
 	long timeout_ms = (long)(s->timeout_s * 1000);
@@ -400,9 +425,13 @@ static void attempt_done(struct call *c, CURLcode code, uint64_t *rng)
 	curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
 	c->running = 0;
 	r->http_status = status;
+	response_arrived(c);
 	char *error = NULL;
 	int retryable = 0;
-	if (code != CURLE_OK) {
+	if (c->too_large) {
+		error = xasprintf("the answer from %s is larger than %d MiB, the limit of an answer", c->url,
+				  LLM_MAX_ANSWER_BYTES >> 20);
+	} else if (code != CURLE_OK) {
 		error = code == CURLE_OPERATION_TIMEDOUT
 				? xasprintf("no answer from %s within %g s (--timeout)", c->url, s->timeout_s)
 				: xasprintf("%s: %s", c->url, c->errbuf[0] ? c->errbuf : curl_easy_strerror(code));
@@ -464,6 +493,7 @@ static int from_cache(struct call *c)
 	strbuf_reset(&c->response);
 	strbuf_add(&c->response, text, len);
 	free(text);
+	response_arrived(c); /* an entry written before the key was cut from answers */
 	c->req->cached = 1;
 	finish(c, NULL);
 	if (!c->req->ok) { /* a damaged entry: ask again */
@@ -479,10 +509,9 @@ static void store_in_cache(const struct call *c)
 {
 	if (!c->s->cache_dir || !c->req->ok || c->req->cached)
 		return;
-	char *path = cache_path(c), *text = redacted(c->s, xstrdup(c->response.buf));
-	if (dir_create(c->s->cache_dir) != 0 || file_write_atomic(path, text, strlen(text)) != 0)
+	char *path = cache_path(c);
+	if (dir_create(c->s->cache_dir) != 0 || file_write_atomic(path, c->response.buf, c->response.len) != 0)
 		log_warn("cannot write '%s':", path);
-	free(text);
 	free(path);
 }
 

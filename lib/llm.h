@@ -12,6 +12,15 @@
 
 enum llm_api { LLM_CHAT, LLM_RESPONSES };
 
+/* The largest response body kept: a longer one fails the request (not retried). An answer
+ * of a few candidates, each a patch or source of at most KG_CANDIDATE_MAX_BYTES, fits. */
+#define LLM_MAX_ANSWER_BYTES (4 << 20)
+
+/* The environment variables llm_settings_from_env reads; kg-build, which never calls an
+ * endpoint, removes them before it compiles anything. */
+#define LLM_ENV_API_KEY "OPENAI_API_KEY"
+#define LLM_ENV_BASE_URL "OPENAI_BASE_URL"
+
 /* How the answer's shape is asked for: a JSON schema (strict structured output), any JSON
  * object, or nothing (the prompt alone; for endpoints that refuse response_format). */
 enum llm_format { LLM_FORMAT_SCHEMA, LLM_FORMAT_JSON, LLM_FORMAT_NONE };

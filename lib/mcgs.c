@@ -25,16 +25,26 @@ double fpu_value(double parent_q, double reduction, double visited_prior)
 	return parent_q - reduction * sqrt(visited_prior);
 }
 
+/* A limit beyond it is no limit: no node has 2^53 children, and every count up to it is a
+ * double exactly. */
+#define WIDENING_MAX 9007199254740992.0
+
 size_t widening_limit(double visits, double k, double alpha)
 {
-	double limit = k * pow(visits, alpha);
-	size_t c = (size_t)ceil(limit);
+	/* Clamped before it becomes an integer, a conversion undefined for a negative, infinite,
+	 * NaN or too large value: --widen-k goes from -1e9 to 1e9 and --widen-alpha up to 1e9. */
+	double limit = ceil(k * pow(visits, alpha));
+	if (!(limit > 0))
+		limit = 0;
+	else if (limit > WIDENING_MAX)
+		limit = WIDENING_MAX;
+	size_t c = (size_t)limit;
 	/* For alpha = 0.5 settle the rounding with the exact integer test C*C < k*k*N, since
 	 * pow and sqrt may miss by an ulp at perfect squares. */
-	if (alpha == 0.5) {
+	if (alpha == 0.5 && k > 0) {
 		while (c > 0 && (double)(c - 1) * (double)(c - 1) >= k * k * visits)
 			c--;
-		while ((double)c * (double)c < k * k * visits)
+		while (c < (size_t)WIDENING_MAX && (double)c * (double)c < k * k * visits)
 			c++;
 	}
 	return c;

@@ -21,7 +21,8 @@ double fpu_value(double parent_q, double reduction, double visited_prior);
 
 /* ---- Progressive widening (§4.5) */
 
-/* ceil(k * visits^alpha): how many children a node may have after that many visits. */
+/* ceil(k * visits^alpha): how many children a node may have after that many visits; 0 when
+ * that is not positive (or NaN), and at most 2^53. */
 size_t widening_limit(double visits, double k, double alpha);
 
 /* ---- Rewards (§5) */

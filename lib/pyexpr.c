@@ -20,6 +20,16 @@
  * parsing, MAX_HEIGHT the finished tree (long chains such as 1+1+...+1). */
 #define MAX_DEPTH 200
 #define MAX_HEIGHT 1000
+/* What one evaluation may spend. A spec's expressions take thousands of steps and
+ * kilobytes (each is evaluated once per configuration, millions of times), so these limits
+ * are only reached by a runaway expression ('' * 10**18, nested comprehensions over large
+ * ranges), which must then fail in about a second, within memory, instead of hanging the
+ * tool. A step is a node evaluated, an item built, copied or compared, or
+ * STR_BYTES_PER_STEP bytes of a string read; the bytes are those of the lists, strings and
+ * ranges built in the arena, and of a comprehension's items while it runs. */
+#define EVAL_STEPS 100000000
+#define EVAL_MIB 512
+#define STR_BYTES_PER_STEP 16
 
 /* ---------------------------------------------------------------- arena */
 
@@ -208,21 +218,47 @@ static int64_t range_item(const struct pyrange *r, uint64_t i)
 	return (int64_t)((uint64_t)r->start + i * (uint64_t)r->step);
 }
 
-/* Characters (code points) in a UTF-8 string. */
-static size_t utf8_length(const char *s, size_t len)
+/* Byte length of the character that starts at s[0] (left > 0 bytes remain): a well-formed
+ * UTF-8 sequence (no overlong forms, surrogates or code points past U+10FFFF, the bytes
+ * Python's decoder accepts), or else a single byte. A stray byte is a character of its own,
+ * as Python's surrogateescape decoding makes it, so that counting and splitting a string
+ * agree on any bytes, whatever their origin (a spec file, a bound value). */
+static size_t utf8_char_len(const char *s, size_t left)
 {
-	size_t n = 0;
-	for (size_t i = 0; i < len; i++)
-		n += ((unsigned char)s[i] & 0xC0) != 0x80;
+	const unsigned char *u = (const unsigned char *)s;
+	size_t n;
+	unsigned char lo = 0x80, hi = 0xBF; /* the range of the second byte */
+	if (u[0] < 0xC2 || u[0] > 0xF4)
+		return 1; /* ASCII, a continuation byte, an overlong lead or past U+10FFFF */
+	if (u[0] < 0xE0) {
+		n = 2;
+	} else if (u[0] < 0xF0) {
+		n = 3;
+		if (u[0] == 0xE0)
+			lo = 0xA0;
+		else if (u[0] == 0xED)
+			hi = 0x9F;
+	} else {
+		n = 4;
+		if (u[0] == 0xF0)
+			lo = 0x90;
+		else if (u[0] == 0xF4)
+			hi = 0x8F;
+	}
+	if (n > left || u[1] < lo || u[1] > hi)
+		return 1;
+	for (size_t k = 2; k < n; k++)
+		if ((u[k] & 0xC0) != 0x80)
+			return 1;
 	return n;
 }
 
-/* Byte length of the UTF-8 character that starts at s[0] (at most left). */
-static size_t utf8_char_len(const char *s, size_t left)
+/* Characters in a string, as utf8_char_len splits it. */
+static size_t utf8_length(const char *s, size_t len)
 {
-	size_t n = 1;
-	while (n < left && ((unsigned char)s[n] & 0xC0) == 0x80)
-		n++;
+	size_t n = 0;
+	for (size_t i = 0; i < len; n++)
+		i += (unsigned char)s[i] < 0x80 ? 1 : utf8_char_len(s + i, len - i);
 	return n;
 }
 
@@ -278,22 +314,37 @@ static int cmp_numbers(const struct pyval *a, const struct pyval *b)
 	return cmp_int_double(a->u.i, b->u.f);
 }
 
-int pyval_equal(const struct pyval *a, const struct pyval *b)
+/* Python's a == b: 1 or 0, or -1 when it would take more than the *left steps it spends
+ * from (one per pair of items, one per STR_BYTES_PER_STEP bytes compared): lists may share
+ * items, so a small list can stand for billions of comparisons. */
+static int values_equal(const struct pyval *a, const struct pyval *b, uint64_t *left)
 {
+	if (*left == 0)
+		return -1;
+	(*left)--;
 	if (is_number(a) && is_number(b))
 		return cmp_numbers(a, b) == 0;
 	if (a->kind != b->kind)
 		return 0;
 	switch (a->kind) {
 	case PY_NONE: return 1;
-	case PY_STR:
-		return a->u.s->len == b->u.s->len && memcmp(a->u.s->bytes, b->u.s->bytes, a->u.s->len) == 0;
+	case PY_STR: {
+		if (a->u.s->len != b->u.s->len)
+			return 0;
+		uint64_t cost = a->u.s->len / STR_BYTES_PER_STEP;
+		if (cost > *left)
+			return -1;
+		*left -= cost;
+		return memcmp(a->u.s->bytes, b->u.s->bytes, a->u.s->len) == 0;
+	}
 	case PY_LIST:
 		if (a->u.list->len != b->u.list->len)
 			return 0;
-		for (size_t i = 0; i < a->u.list->len; i++)
-			if (!pyval_equal(&a->u.list->items[i], &b->u.list->items[i]))
-				return 0;
+		for (size_t i = 0; i < a->u.list->len; i++) {
+			int eq = values_equal(&a->u.list->items[i], &b->u.list->items[i], left);
+			if (eq != 1)
+				return eq;
+		}
 		return 1;
 	case PY_RANGE: {
 		/* Ranges are equal when they hold the same sequence. */
@@ -308,6 +359,12 @@ int pyval_equal(const struct pyval *a, const struct pyval *b)
 	}
 	default: return 0;
 	}
+}
+
+int pyval_equal(const struct pyval *a, const struct pyval *b)
+{
+	uint64_t unlimited = UINT64_MAX;
+	return values_equal(a, b, &unlimited) == 1;
 }
 
 /* Python's repr of a float: the shortest string that reads back as the same double, in
@@ -424,6 +481,14 @@ void pyval_repr(struct strbuf *sb, const struct pyval *v)
 		strbuf_addch(sb, ')');
 		break;
 	}
+}
+
+void pyval_describe(struct strbuf *sb, const struct pyval *v)
+{
+	if (v->kind == PY_LIST)
+		strbuf_addf(sb, "a list of %zu item%s", v->u.list->len, v->u.list->len == 1 ? "" : "s");
+	else
+		pyval_repr(sb, v);
 }
 
 int pyval_items(struct pyarena *arena, const struct pyval *v, const struct pyval **items, size_t *n)
@@ -1272,10 +1337,13 @@ static struct node *parse_comparison(struct parser *p)
 
 	struct nodevec operands = {0};
 	int *ops = NULL;
-	size_t nops = 0;
+	size_t nops = 0, cap = 0;
 	nodevec_push(&operands, first);
 	while (op != T_END) {
-		ops = xreallocarray(ops, nops + 1, sizeof(*ops));
+		if (nops == cap) { /* geometrically, as nodevec_push: a chain can be long */
+			cap = cap ? 2 * cap : 4;
+			ops = xreallocarray(ops, cap, sizeof(*ops));
+		}
 		ops[nops++] = (int)op;
 		struct node *next = parse_bitor(p);
 		if (!next || comparison_op(p, &op))
@@ -1564,6 +1632,8 @@ struct evalctx {
 	struct pyval *locals;	/* one slot per comprehension variable */
 	struct pyarena *arena;
 	struct pyexpr_error *err;
+	uint64_t steps_left;	/* of EVAL_STEPS */
+	uint64_t bytes_left;	/* of EVAL_MIB */
 };
 
 static int fail(struct evalctx *cx, size_t pos, const char *fmt, ...) PRINTF_LIKE(3, 4);
@@ -1576,6 +1646,55 @@ static int fail(struct evalctx *cx, size_t pos, const char *fmt, ...)
 	va_end(ap);
 	cx->err->offset = pos;
 	return -1;
+}
+
+/* Spends steps from the evaluation's budget; fails once it is exhausted. */
+static int spend(struct evalctx *cx, size_t pos, uint64_t steps)
+{
+	if (steps > cx->steps_left) {
+		cx->steps_left = 0;
+		return fail(cx, pos, "evaluation step limit exceeded: more than %d steps", EVAL_STEPS);
+	}
+	cx->steps_left -= steps;
+	return 0;
+}
+
+/* Spends steps for reading len bytes of a string. */
+static int spend_str(struct evalctx *cx, size_t pos, size_t len)
+{
+	return spend(cx, pos, len / STR_BYTES_PER_STEP);
+}
+
+/* Reserves bytes of the evaluation's memory budget before they are allocated, with the
+ * steps of filling them (one per item of 16 bytes); fails once either budget is exhausted. */
+static int reserve(struct evalctx *cx, size_t pos, uint64_t bytes)
+{
+	if (bytes > cx->bytes_left) {
+		cx->bytes_left = 0;
+		return fail(cx, pos, "evaluation memory limit exceeded: more than %d MiB of lists and strings", EVAL_MIB);
+	}
+	cx->bytes_left -= bytes;
+	return spend(cx, pos, bytes / sizeof(struct pyval));
+}
+
+/* Bytes a list of n items takes in the arena. */
+static uint64_t list_bytes(uint64_t n)
+{
+	return sizeof(struct pylist) + n * sizeof(struct pyval);
+}
+
+/* Bytes a string of len bytes takes in the arena (rounded as arena_alloc rounds). */
+static uint64_t str_bytes(uint64_t len)
+{
+	return (sizeof(struct pystr) + len + 1 + 15) & ~(uint64_t)15;
+}
+
+/* Python's a == b within the step budget. */
+static int equal(struct evalctx *cx, size_t pos, const struct pyval *a, const struct pyval *b, int *result)
+{
+	int eq = values_equal(a, b, &cx->steps_left);
+	*result = eq == 1;
+	return eq < 0 ? spend(cx, pos, UINT64_MAX) : 0; /* the budget ran out: fail */
 }
 
 static int overflow(struct evalctx *cx, size_t pos)
@@ -1722,6 +1841,20 @@ static double int_true_divide(int64_t a, int64_t b)
 	return (double)((long double)a / (long double)b);
 }
 
+/* Fills dst with total bytes of the unit bytes at src repeated, doubling what is copied. */
+static void fill_repeated(void *dst, const void *src, size_t unit, size_t total)
+{
+	unsigned char *d = dst;
+	if (total == 0)
+		return;
+	memcpy(d, src, unit);
+	for (size_t done = unit; done < total;) {
+		size_t n = done < total - done ? done : total - done;
+		memcpy(d + done, d, n);
+		done += n;
+	}
+}
+
 static int repeat_sequence(struct evalctx *cx, size_t pos, const struct pyval *seq, int64_t times,
 			   struct pyval *out)
 {
@@ -1730,17 +1863,24 @@ static int repeat_sequence(struct evalctx *cx, size_t pos, const struct pyval *s
 	size_t unit = seq->kind == PY_STR ? seq->u.s->len : seq->u.list->len;
 	if (unit && (uint64_t)times > MAX_ITEMS / unit)
 		return fail(cx, pos, "sequence too long (more than %d items)", MAX_ITEMS);
+	/* An empty sequence repeated is empty, however many times: no loop over times. */
+	if (unit == 0)
+		times = 0;
 	size_t total = unit * (size_t)times;
 	if (seq->kind == PY_STR) {
-		char *buf = xmalloc(total + 1);
-		for (int64_t k = 0; k < times; k++)
-			memcpy(buf + (size_t)k * unit, seq->u.s->bytes, unit);
-		*out = pyval_str(cx->arena, buf, total);
-		free(buf);
+		if (reserve(cx, pos, str_bytes(total)))
+			return -1;
+		struct pystr *s = arena_alloc(cx->arena, sizeof(*s) + total + 1);
+		s->len = total;
+		fill_repeated(s->bytes, seq->u.s->bytes, unit, total);
+		s->bytes[total] = '\0';
+		out->kind = PY_STR;
+		out->u.s = s;
 	} else {
+		if (reserve(cx, pos, list_bytes(total)))
+			return -1;
 		struct pylist *l = new_list(cx->arena, total);
-		for (int64_t k = 0; k < times; k++)
-			memcpy(l->items + (size_t)k * unit, seq->u.list->items, unit * sizeof(struct pyval));
+		fill_repeated(l->items, seq->u.list->items, unit * sizeof(struct pyval), total * sizeof(struct pyval));
 		out->kind = PY_LIST;
 		out->u.list = l;
 	}
@@ -1754,6 +1894,8 @@ static int concat(struct evalctx *cx, size_t pos, const struct pyval *a, const s
 		size_t n = a->u.s->len + b->u.s->len;
 		if (n > MAX_ITEMS)
 			return fail(cx, pos, "string too long (more than %d bytes)", MAX_ITEMS);
+		if (reserve(cx, pos, str_bytes(n)))
+			return -1;
 		struct pystr *s = arena_alloc(cx->arena, sizeof(*s) + n + 1);
 		s->len = n;
 		memcpy(s->bytes, a->u.s->bytes, a->u.s->len);
@@ -1766,6 +1908,8 @@ static int concat(struct evalctx *cx, size_t pos, const struct pyval *a, const s
 	size_t na = a->u.list->len, nb = b->u.list->len;
 	if (na + nb > MAX_ITEMS)
 		return fail(cx, pos, "list too long (more than %d items)", MAX_ITEMS);
+	if (reserve(cx, pos, list_bytes(na + nb)))
+		return -1;
 	struct pylist *l = new_list(cx->arena, na + nb);
 	memcpy(l->items, a->u.list->items, na * sizeof(struct pyval));
 	memcpy(l->items + na, b->u.list->items, nb * sizeof(struct pyval));
@@ -1972,7 +2116,8 @@ static int contains(struct evalctx *cx, size_t pos, const struct pyval *x, const
 	case PY_LIST:
 		*result = 0;
 		for (size_t k = 0; k < container->u.list->len && !*result; k++)
-			*result = pyval_equal(x, &container->u.list->items[k]);
+			if (equal(cx, pos, x, &container->u.list->items[k], result))
+				return -1;
 		return 0;
 	case PY_RANGE: {
 		const struct pyrange *r = container->u.range;
@@ -1997,6 +2142,8 @@ static int contains(struct evalctx *cx, size_t pos, const struct pyval *x, const
 	case PY_STR:
 		if (x->kind != PY_STR)
 			return fail(cx, pos, "'in <string>' requires string as left operand, not %s", pyval_type_name(x));
+		if (spend_str(cx, pos, container->u.s->len + x->u.s->len))
+			return -1;
 		*result = x->u.s->len == 0 ||
 			  memmem(container->u.s->bytes, container->u.s->len, x->u.s->bytes, x->u.s->len) != NULL;
 		return 0;
@@ -2018,6 +2165,8 @@ static int order(struct evalctx *cx, size_t pos, int op, const struct pyval *a, 
 		}
 	} else if (a->kind == PY_STR && b->kind == PY_STR) {
 		size_t n = a->u.s->len < b->u.s->len ? a->u.s->len : b->u.s->len;
+		if (spend_str(cx, pos, n))
+			return -1;
 		c = memcmp(a->u.s->bytes, b->u.s->bytes, n);
 		if (c == 0)
 			c = (a->u.s->len > b->u.s->len) - (a->u.s->len < b->u.s->len);
@@ -2025,9 +2174,13 @@ static int order(struct evalctx *cx, size_t pos, int op, const struct pyval *a, 
 	} else if (a->kind == PY_LIST && b->kind == PY_LIST) {
 		/* Lexicographic: the first unequal pair decides, with the operator itself. */
 		size_t na = a->u.list->len, nb = b->u.list->len;
-		for (size_t k = 0; k < na && k < nb; k++)
-			if (!pyval_equal(&a->u.list->items[k], &b->u.list->items[k]))
+		for (size_t k = 0; k < na && k < nb; k++) {
+			int eq;
+			if (equal(cx, pos, &a->u.list->items[k], &b->u.list->items[k], &eq))
+				return -1;
+			if (!eq)
 				return order(cx, pos, op, &a->u.list->items[k], &b->u.list->items[k], result);
+		}
 		c = (na > nb) - (na < nb);
 	} else {
 		return fail(cx, pos, "'%s' not supported between instances of '%s' and '%s'", op_text(op),
@@ -2046,8 +2199,12 @@ static int compare(struct evalctx *cx, size_t pos, int op, const struct pyval *a
 		   int *result)
 {
 	switch (op) {
-	case T_EQ: *result = pyval_equal(a, b); return 0;
-	case T_NE: *result = !pyval_equal(a, b); return 0;
+	case T_EQ: return equal(cx, pos, a, b, result);
+	case T_NE:
+		if (equal(cx, pos, a, b, result))
+			return -1;
+		*result = !*result;
+		return 0;
 	case T_IN: return contains(cx, pos, a, b, result);
 	case T_NOT_IN:
 		if (contains(cx, pos, a, b, result))
@@ -2065,6 +2222,15 @@ static int iterate(struct evalctx *cx, size_t pos, const struct pyval *v, const 
 {
 	if (v->kind == PY_RANGE && range_length(v->u.range) > MAX_ITEMS)
 		return fail(cx, pos, "range too long (more than %d items)", MAX_ITEMS);
+	/* A range is laid out as a list, a string as a list of one-character strings. */
+	if (v->kind == PY_RANGE && reserve(cx, pos, list_bytes(range_length(v->u.range))))
+		return -1;
+	if (v->kind == PY_STR) {
+		size_t chars = utf8_length(v->u.s->bytes, v->u.s->len);
+		if (spend_str(cx, pos, v->u.s->len) ||
+		    reserve(cx, pos, list_bytes(chars) + chars * str_bytes(4)))
+			return -1;
+	}
 	if (pyval_items(cx->arena, v, items, n))
 		return fail(cx, pos, "'%s' object is not iterable", pyval_type_name(v));
 	return 0;
@@ -2093,6 +2259,9 @@ static int run_clauses(struct evalctx *cx, const struct node *n, size_t k, struc
 			return -1;
 		if (acc->len >= MAX_ITEMS)
 			return fail(cx, n->pos, "list too long (more than %d items)", MAX_ITEMS);
+		/* The item, while the comprehension runs, and in the finished list. */
+		if (reserve(cx, n->pos, 2 * sizeof(item)))
+			return -1;
 		valvec_push(acc, &item);
 		return 0;
 	}
@@ -2102,6 +2271,18 @@ static int run_clauses(struct evalctx *cx, const struct node *n, size_t k, struc
 		return -1;
 	if (!c->is_for)
 		return pyval_truthy(&v) ? run_clauses(cx, n, k + 1, acc) : 0;
+	if (v.kind == PY_RANGE) {
+		/* A range is walked, not laid out: for i in range(n) costs no memory. */
+		uint64_t count = range_length(v.u.range);
+		if (count > MAX_ITEMS)
+			return fail(cx, c->expr->pos, "range too long (more than %d items)", MAX_ITEMS);
+		for (uint64_t i = 0; i < count; i++) {
+			cx->locals[c->slot] = pyval_int(range_item(v.u.range, i));
+			if (run_clauses(cx, n, k + 1, acc))
+				return -1;
+		}
+		return 0;
+	}
 	const struct pyval *items;
 	size_t count;
 	if (iterate(cx, c->expr->pos, &v, &items, &count))
@@ -2118,7 +2299,7 @@ static int eval_comprehension(struct evalctx *cx, const struct node *n, struct p
 {
 	struct valvec acc = {0};
 	int rc = run_clauses(cx, n, 0, &acc);
-	if (rc == 0)
+	if (rc == 0) /* reserved with the items */
 		*out = pyval_list(cx->arena, acc.items, acc.len);
 	free(acc.items);
 	return rc;
@@ -2154,6 +2335,8 @@ static int eval_index(struct evalctx *cx, const struct node *n, struct pyval *ou
 	if (!is_intlike(&index))
 		return fail(cx, n->pos, "%s indices must be integers, not %s", pyval_type_name(&seq),
 			    pyval_type_name(&index));
+	if (seq.kind == PY_STR && (spend_str(cx, n->pos, seq.u.s->len) || reserve(cx, n->pos, str_bytes(4))))
+		return -1;
 	uint64_t len = seq.kind == PY_LIST ? seq.u.list->len
 		     : seq.kind == PY_RANGE ? range_length(seq.u.range)
 					    : utf8_length(seq.u.s->bytes, seq.u.s->len);
@@ -2204,6 +2387,8 @@ static int conversion_error(struct evalctx *cx, size_t pos, const char *what, co
  * underscores between them. */
 static int int_from_string(struct evalctx *cx, size_t pos, const struct pystr *s, int64_t *out)
 {
+	if (spend_str(cx, pos, s->len))
+		return -1;
 	const char *p, *end;
 	trim_blanks(s, &p, &end);
 	int negative = 0;
@@ -2233,6 +2418,8 @@ static int int_from_string(struct evalctx *cx, size_t pos, const struct pystr *s
 /* Python's float(x) for a string: decimal or special values, blanks around them allowed. */
 static int float_from_string(struct evalctx *cx, size_t pos, const struct pystr *s, double *out)
 {
+	if (spend_str(cx, pos, s->len))
+		return -1;
 	const char *p, *end;
 	trim_blanks(s, &p, &end);
 	struct strbuf text;
@@ -2298,6 +2485,8 @@ static int call_builtin(struct evalctx *cx, const struct node *n, const struct p
 		}
 		if (step == 0)
 			return fail(cx, pos, "range() arg 3 must not be zero");
+		if (reserve(cx, pos, sizeof(struct pyrange)))
+			return -1;
 		*out = make_range(cx->arena, start, stop, step);
 		return 0;
 	}
@@ -2308,7 +2497,7 @@ static int call_builtin(struct evalctx *cx, const struct node *n, const struct p
 		}
 		const struct pyval *items;
 		size_t count;
-		if (iterate(cx, pos, &args[0], &items, &count))
+		if (iterate(cx, pos, &args[0], &items, &count) || reserve(cx, pos, list_bytes(count)))
 			return -1;
 		*out = pyval_list(cx->arena, items, count);
 		return 0;
@@ -2339,7 +2528,11 @@ static int call_builtin(struct evalctx *cx, const struct node *n, const struct p
 	case B_LEN:
 		switch (args[0].kind) {
 		case PY_LIST: *out = pyval_int((int64_t)args[0].u.list->len); return 0;
-		case PY_STR: *out = pyval_int((int64_t)utf8_length(args[0].u.s->bytes, args[0].u.s->len)); return 0;
+		case PY_STR:
+			if (spend_str(cx, pos, args[0].u.s->len))
+				return -1;
+			*out = pyval_int((int64_t)utf8_length(args[0].u.s->bytes, args[0].u.s->len));
+			return 0;
 		case PY_RANGE: {
 			uint64_t len = range_length(args[0].u.range);
 			if (len > INT64_MAX)
@@ -2418,11 +2611,15 @@ static int call_builtin(struct evalctx *cx, const struct node *n, const struct p
 static int eval(struct evalctx *cx, const struct node *n, struct pyval *out)
 {
 	struct pyval a, b;
+	if (spend(cx, n->pos, 1))
+		return -1;
 	switch (n->kind) {
 	case N_CONST: *out = n->value; return 0;
 	case N_GLOBAL: *out = cx->globals[n->slot]; return 0;
 	case N_LOCAL: *out = cx->locals[n->slot]; return 0;
 	case N_LIST: {
+		if (reserve(cx, n->pos, list_bytes(n->nkids)))
+			return -1;
 		struct pylist *l = new_list(cx->arena, n->nkids);
 		for (size_t k = 0; k < n->nkids; k++)
 			if (eval(cx, n->kids[k], &l->items[k]))
@@ -2474,7 +2671,8 @@ static int eval(struct evalctx *cx, const struct node *n, struct pyval *out)
 int pyexpr_eval(const struct pyexpr *e, const struct pyval *globals, struct pyarena *arena,
 		struct pyval *out, struct pyexpr_error *err)
 {
-	struct evalctx cx = {.globals = globals, .arena = arena, .err = err};
+	struct evalctx cx = {.globals = globals, .arena = arena, .err = err, .steps_left = EVAL_STEPS,
+			     .bytes_left = (uint64_t)EVAL_MIB << 20};
 	if (e->nlocals)
 		cx.locals = arena_alloc(arena, e->nlocals * sizeof(*cx.locals));
 	return eval(&cx, e->root, out);

@@ -92,6 +92,10 @@ int pyval_truthy(const struct pyval *v);
 int pyval_equal(const struct pyval *a, const struct pyval *b);
 /* Appends Python's repr(v): "[1, 2.5, 'a', True]", "1e+16", "range(0, 3)". */
 void pyval_repr(struct strbuf *sb, const struct pyval *v);
+/* Appends v for a message about a result: repr(v), but a list as "a list of N items", since
+ * its items may be one list shared millions of times ([[0] * 10**6] * 10**6), which a repr
+ * would write out whole. */
+void pyval_describe(struct strbuf *sb, const struct pyval *v);
 /* Lays out the items of a list, range or string (one-character strings) as an array in
  * arena. Returns 0, or -1 when v is not iterable. */
 int pyval_items(struct pyarena *arena, const struct pyval *v, const struct pyval **items, size_t *n);
@@ -119,7 +123,8 @@ size_t pyexpr_globals_used(const struct pyexpr *expr, const size_t **slots);
 
 /* Evaluates expr with globals[i] bound to names[i] (only the slots listed by
  * pyexpr_globals_used are read). Temporaries and the result are allocated in arena.
- * Returns 0 with *out set, or -1 with *err filled (ZeroDivisionError, TypeError, ...). */
+ * Returns 0 with *out set, or -1 with *err filled (ZeroDivisionError, TypeError, ...,
+ * or a limit of one evaluation exceeded: 10**8 steps, 512 MiB of lists and strings). */
 int pyexpr_eval(const struct pyexpr *expr, const struct pyval *globals, struct pyarena *arena,
 		struct pyval *out, struct pyexpr_error *err);
 

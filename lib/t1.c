@@ -181,6 +181,24 @@ static struct pyexpr *compile_field(struct loader *L, const char *field, const c
 	return e;
 }
 
+/* Copies v, a constant's value, into the spec's arena: a scalar or a list of scalars. A
+ * list of lists is refused before the copy, since its items may all be one list shared
+ * (as [[0] * 10**6] * 10**6 makes them), which a deep copy would multiply into 10**12. */
+static int copy_constant(struct loader *L, const char *field, const struct pyval *v, struct pyval *out)
+{
+	if (v->kind == PY_LIST) {
+		for (size_t k = 0; k < v->u.list->len; k++) {
+			if (v->u.list->items[k].kind == PY_LIST) {
+				char f[600];
+				return fail(L, item_field(f, sizeof(f), field, k),
+					    "must be a number, a string or a boolean, not a list");
+			}
+		}
+	}
+	*out = pyval_copy(L->spec->arena, v);
+	return 0;
+}
+
 /* Evaluates item as a constant expression (no names) into the spec's arena. */
 static int constant_field(struct loader *L, const char *field, const cJSON *item, struct pyval *out)
 {
@@ -193,7 +211,7 @@ static int constant_field(struct loader *L, const char *field, const cJSON *item
 	if (rc)
 		expr_fail(L, field, pyexpr_source(e), &err);
 	else /* string constants live in the expression, which is freed here */
-		*out = pyval_copy(L->spec->arena, &v);
+		rc = copy_constant(L, field, &v, out);
 	pyexpr_free(e);
 	return rc;
 }
@@ -776,6 +794,7 @@ struct walk {
 	t1_config_fn fn;      /* NULL when counting */
 	void *ctx;
 	uint64_t count;
+	uint64_t limit;	      /* when counting: stop once count exceeds it */
 	int saturated;
 };
 
@@ -933,6 +952,8 @@ static int walk_level(struct walk *w, size_t level)
 		if (level + 1 == w->nlevels) {
 			if (!w->fn) {
 				add_count(w, 1);
+				if (w->count > w->limit)
+					return 1;
 			} else {
 				int rc = w->fn(w->ctx, w->values, w->indices);
 				if (rc)
@@ -943,6 +964,8 @@ static int walk_level(struct walk *w, size_t level)
 			if (w->below[level] == UINT64_MAX)
 				w->saturated = 1;
 			add_count(w, w->below[level]);
+			if (w->count > w->limit)
+				return 1;
 		} else {
 			int rc = walk_level(w, level + 1);
 			if (rc)
@@ -979,15 +1002,16 @@ int t1_enumerate(const struct t1_spec *s, t1_config_fn fn, void *ctx)
 	return rc;
 }
 
-int t1_count(const struct t1_spec *s, uint64_t *count, int *saturated)
+int t1_count(const struct t1_spec *s, uint64_t limit, uint64_t *count, int *saturated)
 {
 	struct walk w;
 	walk_init(&w, s);
+	w.limit = limit;
 	int rc = walk_run(&w);
 	*count = w.count;
 	*saturated = w.saturated;
 	walk_release(&w);
-	return rc;
+	return rc < 0 ? -1 : 0; /* 1: stopped past the limit */
 }
 
 cJSON *t1_config_to_json(const struct t1_spec *s, const size_t *indices)
@@ -1103,7 +1127,7 @@ static int size_part(const struct t1_spec *s, const struct pyexpr *e, const char
 	}
 	if ((v.kind != PY_INT && v.kind != PY_BOOL) || v.u.i < least || v.u.i > INT32_MAX) {
 		strbuf_addf(why, "%s: \"%s\" gives ", field, pyexpr_source(e));
-		pyval_repr(why, &v);
+		pyval_describe(why, &v);
 		strbuf_addf(why, ", not %s integer below 2**31", least > 0 ? "a positive" : "a non-negative");
 		describe_inputs(why, s, e, values);
 		return -1;
@@ -1156,7 +1180,10 @@ int t1_resolve_config(const struct t1_spec *spec, const cJSON *wanted, const cJS
 	}
 	size_t *fixed = xcalloc(spec->nparams + 1, sizeof(*fixed));
 	int any_free = 0, rc = 0;
-	for (size_t k = 0; k < spec->nparams && rc == 0; k++) {
+	size_t start = why->len;
+	/* Every value that is not among its Values is named, not only the first: a spec with
+	 * several bad Defaults is then fixed in one go. */
+	for (size_t k = 0; k < spec->nparams; k++) {
 		const struct t1_param *p = &spec->params[k];
 		const cJSON *value = cJSON_GetObjectItemCaseSensitive(wanted, p->name);
 		const char *from = "candidate";
@@ -1175,6 +1202,8 @@ int t1_resolve_config(const struct t1_spec *spec, const cJSON *wanted, const cJS
 			any_free = 1;
 		} else if (t1_value_index(spec, k, value, &fixed[k]) != 0) {
 			char *text = json_text(value);
+			if (why->len > start)
+				strbuf_addstr(why, "; ");
 			if (strcmp(from, "Default") == 0)
 				strbuf_addf(why, "ConfigurationSpace.TuningParameters[%zu].Default: %s=%s is not one of its Values",
 					    k, p->name, text);

@@ -82,10 +82,13 @@ typedef int (*t1_config_fn)(void *ctx, const struct pyval *values, const size_t 
  * reporting a condition that failed to evaluate (division by zero, type error). */
 int t1_enumerate(const struct t1_spec *spec, t1_config_fn fn, void *ctx);
 
-/* Counts the valid configurations without visiting subspaces that no condition constrains.
- * Returns 0 with *count set (UINT64_MAX and *saturated when it does not fit), or -1 after
- * reporting a condition that failed to evaluate. */
-int t1_count(const struct t1_spec *spec, uint64_t *count, int *saturated);
+/* Counts the valid configurations without visiting subspaces that no condition constrains,
+ * stopping as soon as the count exceeds limit, so that a caller asking only whether there
+ * are more than limit does not walk a space of billions (UINT64_MAX: count them all).
+ * Returns 0 with *count set: the count when it is at most limit, else a number above limit
+ * (UINT64_MAX and *saturated when it does not fit); or -1 after reporting a condition that
+ * failed to evaluate. */
+int t1_count(const struct t1_spec *spec, uint64_t limit, uint64_t *count, int *saturated);
 
 /* The configuration given by value indices (as passed to t1_config_fn) as a JSON object
  * {name: value}, in parameter order. The caller frees it with cJSON_Delete. */
@@ -106,8 +109,8 @@ int t1_check_conditions(const struct t1_spec *spec, const struct pyval *values, 
 /* Completes the configuration wanted (may be NULL) from parent's (may be NULL), then the
  * Defaults, then the first valid configuration, and checks it: indices get the complete
  * configuration and merged the values taken from wanted, parent and Defaults. Returns 0, or
- * 1 with why set: a name that is not a parameter, a value not among its Values, a condition
- * that does not hold or cannot be evaluated. */
+ * 1 with why set: a name that is not a parameter, every value not among its Values (joined
+ * by "; "), or a condition that does not hold or cannot be evaluated. */
 int t1_resolve_config(const struct t1_spec *spec, const cJSON *wanted, const cJSON *parent, size_t *indices,
 		      cJSON *merged, struct strbuf *why);
 

@@ -20,6 +20,7 @@ KG_EXIT_USAGE=2
 KG_EXIT_ENV=3
 KG_EXIT_IO=4
 KG_EXIT_STOP=5
+KG_EXIT_LOCKED=6
 
 kg_verbosity=0 # -1 quiet, 1 verbose
 
@@ -71,6 +72,34 @@ kg_spec_name() {
 		kg_die "$KG_EXIT_INPUT" "$spec: '$name' cannot name a run directory (General.BenchmarkName)" ;;
 	esac
 	printf '%s\n' "$name"
+}
+
+# kg_lock_run RUN: holds the run's lock until the script ends (or kg_unlock_run); returns
+# KG_EXIT_LOCKED after saying so when another kg-tune, kg-iterate or kg-init holds it (two searches of one run would evaluate
+# states twice and overrun its budget). The lock is flock(1) on .NAME.lock beside the run,
+# so that it covers a kg-init that has not made the run yet; a script started by the holder
+# (kg-tune's kg-init and kg-iterate) inherits the descriptor, named by KG_RUN_LOCK_FD, and
+# with it the lock.
+kg_lock_run() {
+	local run=${1%/} lock fd
+	[[ $run == */* ]] || run=./$run
+	lock=${run%/*}/.${run##*/}.lock
+	if [ -n "${KG_RUN_LOCK_FD:-}" ] && [ "/proc/self/fd/$KG_RUN_LOCK_FD" -ef "$lock" ]; then
+		return 0
+	fi
+	mkdir -p "${run%/*}" && exec {fd}>>"$lock" || kg_die "$KG_EXIT_IO" "cannot open $lock"
+	if ! flock -n "$fd"; then
+		exec {fd}>&-
+		kg_error "$1: already running: another kg-tune, kg-iterate or kg-init holds $lock"
+		return "$KG_EXIT_LOCKED"
+	fi
+	export KG_RUN_LOCK_FD=$fd
+}
+
+# kg_unlock_run: lets the run kg_lock_run locked go, for a script that goes on to another.
+kg_unlock_run() {
+	[ -z "${KG_RUN_LOCK_FD:-}" ] || exec {KG_RUN_LOCK_FD}>&-
+	unset KG_RUN_LOCK_FD
 }
 
 # kg_is_run DIR: DIR holds a search graph (kg-init finished there).

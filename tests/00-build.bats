@@ -54,3 +54,10 @@ kmake() {
 		done
 	done
 }
+
+@test "make lint: a bats line starting with '! ' that is not its test's last command is named" {
+	printf '@test "a" {\n\t! false\n\ttrue\n}\n@test "b" {\n\trun ! false\n\t! true\n}\n' >"$BATS_TEST_TMPDIR/t.bats"
+	run_tool 1 "$KG_ROOT/tests/lint-bats.sh" "$BATS_TEST_TMPDIR/t.bats"
+	[ "$output" = "$BATS_TEST_TMPDIR/t.bats:2: a check that cannot fail: \"! \" on a line that is not the test's last (write \"run ! cmd\" or \"! cmd || false\")" ]
+	run_tool 0 "$KG_ROOT/tests/lint-bats.sh" "$KG_ROOT"/tests/*.bats "$KG_ROOT"/tests/gpu/*.bats
+}

@@ -10,6 +10,27 @@ load test_helper
 	assert_output "$(printf '%s\n' '{"a":1,"b":[1,2,{"c":"x"}],"keep":{"nested":true}}' '{"z":"é","n":null}')"
 }
 
+@test "jsonl: numbers a double cannot hold come back as they were written; strings untouched" {
+	for n in 9007199254740993 -9007199254740993 12345678901234567890 1e400 -1e400 1e-400 0.1 \
+		0.30000000000000004 1.0 1E2 -0 9007199254740992 7; do
+		line="{\"n\":$n,\"deep\":[1,[{\"m\":$n,\"s\":\"$n 1e400\"}],$n],\"k\":\"\\\"$n\"}"
+		run_tool 0 "$LIBTEST" jsonl - <<<"$line"
+		assert_output "$line"
+		printf '%s\n' "$line" > "$BATS_TEST_TMPDIR/doc.json"
+		run_tool 0 "$LIBTEST" json "$BATS_TEST_TMPDIR/doc.json"
+		assert_output "$line"
+	done
+}
+
+@test "jsonl: a number kept as written is read as a number; one set is written as set" {
+	run_tool 0 "$LIBTEST" number n 2.5 <<<'{"n":9007199254740993,"big":12345678901234567890}'
+	assert_output "$(printf '%s\n' 9007199254740992 '{"n":2.5,"big":12345678901234567890}')"
+	run_tool 0 "$LIBTEST" number n <<<'{"n":1e400}'
+	assert_output inf
+	run_tool 0 "$LIBTEST" number n <<<'{"n":0.30000000000000004}'
+	assert_output 0.30000000000000004
+}
+
 @test "jsonl: CRLF line ends and a missing final newline are read" {
 	run_tool 0 "$LIBTEST" jsonl "$FIXTURES/jsonl/crlf.jsonl"
 	assert_output "$(printf '%s\n' '{"a":1}' '{"b":2}')"

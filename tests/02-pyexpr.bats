@@ -82,3 +82,34 @@ compare_with_python() {
 	assert_output "$(printf '%s\n' 'error: column 1: range too long (more than 10000000 items)' \
 		'error: column 5: sequence too long (more than 10000000 items)' '1000000000000000000')"
 }
+
+@test "a byte that is not well-formed UTF-8 is a character of its own: len, iteration and indexing agree" {
+	# Each line has a stray continuation byte, a truncated, an overlong or a surrogate
+	# sequence; Python's surrogateescape decoding makes each such byte one character.
+	printf '%s\n' "[c for c in '"$'\xbf'"' + 'a'*100000][0]" \
+		"len([c for c in '"$'\xbf'"' + 'a'*100000])" \
+		"len('"$'\xbf'"ab')" "('"$'\xbf'"ab')[2]" "list('"$'\xe2\x82'"a')" \
+		"len('"$'\xe2\x82\xac'"')" "len('"$'\xed\xa0\x80'"')" "len('"$'\xc0\xaf'"')" \
+		"len(list('"$'\xf0\x9f\x98\x80'"x'))" "len('"$'\xf4\x90\x80\x80'"')" > "$BATS_TEST_TMPDIR/bytes.txt"
+	run_tool 0 "$LIBTEST" expr < "$BATS_TEST_TMPDIR/bytes.txt"
+	assert_output "$(printf '%s\n' "'"$'\xbf'"'" 100001 3 "'b'" "['"$'\xe2'"', '"$'\x82'"', 'a']" 1 3 2 2 4)"
+}
+
+@test "a runaway expression fails within the step and memory limits of one evaluation" {
+	run_tool 1 "$LIBTEST" expr <<< $'len(\'\' * 10**18)\nlen([] * 10**18)\n[[0]*10**7 for i in range(100)]\nlen([1 for i in range(10**4) for j in range(10**4) if 0])\nlen([l == l for l in [[[0]*10**6]*10**6] for i in range(10)])\n[[[i for i in range(10**3)] for j in range(10**3)] for k in range(10**3)]\n[\'a\'*10**7 for i in range(100)]\nlen([i for i in range(10**7)])\nlen(list(range(10**7)))'
+	assert_output "$(printf '%s\n' 0 0 \
+		'error: column 5: evaluation memory limit exceeded: more than 512 MiB of lists and strings' \
+		'error: column 55: evaluation step limit exceeded: more than 100000000 steps' \
+		'error: column 8: evaluation step limit exceeded: more than 100000000 steps' \
+		'error: column 3: evaluation memory limit exceeded: more than 512 MiB of lists and strings' \
+		'error: column 5: evaluation memory limit exceeded: more than 512 MiB of lists and strings' \
+		10000000 10000000)"
+}
+
+@test "a chain of 200000 comparisons compiles in linear time" {
+	# Its operators once grew one realloc at a time: quadratic where realloc always copies,
+	# as under AddressSanitizer (make check), where this took minutes.
+	python3 -c "print(' <= '.join(['0'] * 200000))" > "$BATS_TEST_TMPDIR/chain.txt"
+	run -0 --separate-stderr timeout 10 "$LIBTEST" expr < "$BATS_TEST_TMPDIR/chain.txt"
+	assert_output True
+}

@@ -243,3 +243,34 @@ count_fails() {
 	spec_with '.ConfigurationSpace.Conditions = {}'
 	count_fails 1 "ConfigurationSpace.Conditions: must be an array, not an object"
 }
+
+@test "string Values with a stray UTF-8 byte split into one value per character" {
+	spec_with '.ConfigurationSpace.TuningParameters += [{"Name": "s", "Type": "string",
+		"Values": ("'"'"'\u00bf" + ("a" * 5000) + "'"'"'")}]'
+	# jq writes U+00BF as two bytes; make it the lone continuation byte 0xBF.
+	sed -i 's/\xc2\xbf/\xbf/' "$S"
+	run_tool 0 kg-propose --exhaustive --count --spec "$S"
+	assert_output $((14 * 5001))
+}
+
+@test "a runaway Values or condition is an error naming the limit, not a hang" {
+	spec_with '.ConfigurationSpace.TuningParameters[1].Values = "[i for i in range(10**4) for j in range(10**4) if i == j]"'
+	count_fails 1 'ConfigurationSpace.TuningParameters[1].Values: column 56: evaluation step limit exceeded: more than 100000000 steps in "[i for i in range(10**4) for j in range(10**4) if i == j]"'
+	spec_with '.ConfigurationSpace.Conditions[0].Expression = "[[tile]*10**7 for i in range(100)] != []"'
+	count_fails 1 'ConfigurationSpace.Conditions[0].Expression: column 8: evaluation memory limit exceeded: more than 512 MiB of lists and strings in "[[tile]*10**7 for i in range(100)] != []" (with tile=1)'
+	# One list shared a million times: a deep copy would make 10**12 items.
+	spec_with '.ConfigurationSpace.TuningParameters[1].Values = "[[0]*10**6]*10**6"'
+	count_fails 1 'ConfigurationSpace.TuningParameters[1].Values[0]: must be a number, a string or a boolean, not a list'
+	spec_with '.KernelSpecification.ProblemSize = "[[0]*10**6]*10**6"'
+	count_fails 1 'KernelSpecification.ProblemSize[0]: must be a number, a string or a boolean, not a list'
+}
+
+@test "--count counts exactly a 10-million-point space whose one condition reads every parameter" {
+	# The count of 7 digits summing to at most 31 is 5000000 (by symmetry: 31.5 is the mean).
+	spec_with '.ConfigurationSpace = {
+		"TuningParameters": [range(7) | {"Name": "p\(.)", "Type": "int", "Values": "list(range(10))"}],
+		"Conditions": [{"Parameters": [range(7) | "p\(.)"], "Expression": "p0 + p1 + p2 + p3 + p4 + p5 + p6 <= 31"}]}
+		| .KernelSpecification.GlobalSize.X = "1024" | .KernelSpecification.LocalSize.X = "32"'
+	run -0 --separate-stderr timeout 60 kg-propose --exhaustive --count --spec "$S"
+	assert_output 5000000
+}

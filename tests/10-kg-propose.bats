@@ -126,6 +126,21 @@ MINIMAL="$BATS_TEST_DIRNAME/fixtures/t1/minimal.json"
 	[ "$(jq -c .candidate.config <<<"$output" | sort -u | wc -l)" -eq 14 ]
 }
 
+@test "--random on a 1.1-billion-point space stops counting once it is too large to list" {
+	# One condition reads every parameter, so nothing can be skipped: counting it all took
+	# 11 minutes, and the rules (and --random) only ask whether it exceeds what they list.
+	jq '.ConfigurationSpace = {
+		"TuningParameters": ([{"Name": "p0", "Type": "int", "Values": "list(range(11))"}] +
+			[range(1; 9) | {"Name": "p\(.)", "Type": "int", "Values": "list(range(10))"}]),
+		"Conditions": [{"Parameters": [range(9) | "p\(.)"],
+			"Expression": "p0 + p1 + p2 + p3 + p4 + p5 + p6 + p7 + p8 >= 0"}]}
+		| .KernelSpecification.GlobalSize.X = "1024" | .KernelSpecification.LocalSize.X = "32"' "$MINIMAL" > "$BATS_TEST_TMPDIR/big.json"
+	run -0 --separate-stderr timeout 20 kg-propose -v --random 3 --seed 1 --spec "$BATS_TEST_TMPDIR/big.json"
+	[ "${#lines[@]}" -eq 3 ]
+	[ "$(jq -c .candidate.config <<<"$output" | sort -u | wc -l)" -eq 3 ]
+	[[ "$stderr" == *"1100000000 Cartesian points"* ]]
+}
+
 # A run made the way kg-init makes one: the scale kernel's spec and files, the baseline built
 # by kg-build (NVRTC) and made the root by kg-select with a measurement given by hand.
 RUN=out/kernels/scale

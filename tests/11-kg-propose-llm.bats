@@ -205,7 +205,63 @@ rule() {
 	said="$output$stderr"
 	run ! grep -r -- "$KEY" out
 	run ! grep -- "$KEY" <<<"$said"
-	grep -rl -- '[redacted]' "$RUN/llm" > /dev/null
+	grep -rlF -- '[redacted]' "$RUN/llm" > /dev/null
+}
+
+@test "the key is cut from every field of an answer and from an error body before it is cut to 200 bytes" {
+	keyed=$(jq -cn '{candidates: [{think: "think {auth}", method: "Tiling {auth}", detail: "detail {auth}", patch: null,
+		source: "// {auth}\n", config: {block_size_x: 256, items_per_thread: 2, use_fma: true}, launch_update: null}]}')
+	# not JSON: the message is the body's first 200 bytes, which end 15 bytes into the key
+	cut="$(printf 'x%.0s' {1..178}){auth} after the key"
+	mock "{\"rules\": [$(rule 'role: throughput' "$keyed" '{"echo_auth": true}'),
+		$(jq -cn --arg b "$cut" '{match: "role: memory", status: 400, echo_auth: true, body: $b}')]}"
+	run_tool 0 kg-propose -vv --llm --persona throughput --persona memory pick.jsonl
+	[ "$(jq -c '.candidate | [.think, .method, .detail, .source]' <<<"$output")" = \
+		'["think Bearer [redacted]","Tiling Bearer [redacted]","detail Bearer [redacted]","// Bearer [redacted]\n"]' ]
+	url="$OPENAI_BASE_URL/chat/completions"
+	[[ "$stderr" == *"expert memory: HTTP 400 from $url: $(printf 'x%.0s' {1..178})Bearer [redacted] afte (1 attempt)"* ]]
+	proposed=$output
+	said="$output$stderr"
+	run ! grep -rF -- "${KEY:0:14}" out
+	run ! grep -F -- "${KEY:0:14}" <<<"$said"
+	grep -qF -- '[redacted]' "$RUN"/llm/cache/*.json
+	# the method goes on to the catalog as a new method, named by the answer
+	kg-relabel <<<"$proposed" > relabeled.jsonl
+	[ "$(jq -r .method.label relabeled.jsonl)" = 'Tiling Bearer [redacted]' ]
+	grep -qF -- 'Tiling Bearer [redacted]' out/methods.json
+	run ! grep -rF -- "${KEY:0:14}" out relabeled.jsonl
+}
+
+@test "a cache entry written before the key was cut from answers is served without it" {
+	mock "{\"rules\": [$(rule 'role: throughput' "$(answer | sed 's/Thread coarsening/{auth}/')" '{"echo_auth": true}')]}"
+	kg-propose --llm --persona throughput pick.jsonl > /dev/null
+	sed -i "s/\[redacted\]/$KEY/g" "$RUN"/llm/cache/*.json
+	grep -qF -- "$KEY" "$RUN"/llm/cache/*.json
+	run_tool 0 kg-propose --llm --persona throughput --max-calls 1 pick.jsonl
+	[ "$(jq -c '.cached' "$RUN/llm/calls.jsonl" | tr -d '\n')" = falsetrue ]
+	[ "$(jq -r .candidate.method <<<"$output")" = 'Bearer [redacted]' ]
+	run ! grep -rF -- "$KEY" "$RUN/llm/calls.jsonl" "$RUN"/llm/*-throughput.json
+	run ! grep -F -- "$KEY" <<<"$output$stderr"
+}
+
+@test "a candidate whose patch or source is over 1 MiB is not usable: the model is asked once more, then it is the expert's error" {
+	jq -cn '{rules: [{match: "role: throughput", content: ({candidates: [{think: "t", method: "Huge", detail: "d",
+		patch: null, source: ("// " + "x" * 1048576), config: null, launch_update: null}]} | tojson)}]}' > big.json
+	mock "$(cat big.json)"
+	run_tool 1 kg-propose --llm --persona throughput pick.jsonl
+	[[ "$(jq -r '.propose.errors[0].error' <<<"$output")" == "malformed answer after one correction: candidates[0]: source: larger than 1 MiB, the most a source may have (see $RUN/llm/"*"-throughput.json)" ]]
+	[ "$(jq -s length requests.jsonl)" -eq 2 ]
+}
+
+@test "an answer larger than 4 MiB is refused, kept nowhere, and not asked again" {
+	mock "{\"rules\": [$(rule 'role: throughput' "$(answer)" '{"pad": 4194304}')]}"
+	run_tool 1 kg-propose --llm --persona throughput --retries 2 pick.jsonl
+	url="$OPENAI_BASE_URL/chat/completions"
+	[ "$(jq -r '.propose.errors[0].error' <<<"$output")" = "the answer from $url is larger than 4 MiB, the limit of an answer (1 attempt)" ]
+	[ "$(jq -s length requests.jsonl)" -eq 1 ]
+	[ ! -e "$RUN/llm/cache" ] || [ -z "$(ls "$RUN/llm/cache")" ]
+	[ "$(jq -c .response "$RUN"/llm/*-throughput.json)" = null ]
+	[ "$(stat -c %s "$RUN"/llm/*-throughput.json)" -lt 100000 ]
 }
 
 @test "the Responses API, a custom persona from a prompt file, and --llm without a key or endpoint" {

@@ -135,18 +135,39 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 	echo 'do not touch' >victim
 	abs=$(pwd)/victim
 	before=$(snapshot)
-	for target in ../../victim "$abs" ../../../../../../etc/passwd; do
+	for target in ../../victim "$abs" ../../../../../../etc/passwd ../../scale.cu "$abs/../run/kernel.cu"; do
 		patch_record run "$base" "evil" "$(factor_diff "$target" "$target" 3.0f)"
 	done >input.jsonl
 	run_tool 0 kg-build input.jsonl
 	assert_stderr_empty
-	[ "$(jq -r .build.status <<<"$output" | sort -u)" = ok ]
-	state=$(jq -r .build.state <<<"${lines[0]}")
-	[ "$(jq -r .build.state <<<"$output" | sort -u)" = "$state" ]
+	# another file is refused; the kernel's own name, in any folder, is the variant's kernel.cu
+	[ "$(jq -r .build.status <<<"$output" | paste -sd' ')" = 'patch_failed patch_failed patch_failed ok ok' ]
+	[ "$(jq -r .build.error <<<"${lines[2]}")" = \
+		"line 1 of the diff: \"--- ../../../../../../etc/passwd\" names another file than the kernel's (kernel.cu or scale.cu)" ]
+	state=$(jq -r .build.state <<<"${lines[3]}")
+	[ "$(jq -r .build.state <<<"${lines[4]}")" = "$state" ]
 	grep -q '3.0f \* scale_op' "run/variants/$state/kernel.cu"
 	[ "$(cat victim)" = 'do not touch' ]
 	# Every file that existed is unchanged; the only new files are in the new variant.
 	[ "$(snapshot | grep -v "variants/$state/")" = "$before" ]
+}
+
+@test "a diff for another file than the kernel's is patch_failed, naming its header" {
+	new_run run
+	base=$(build_baseline run)
+	{
+		patch_record run "$base" other "$(factor_diff a/other.cu b/other.cu 3.0f)"
+		patch_record run "$base" new "$(factor_diff /dev/null b/scale.cu 3.0f)"
+		patch_record run "$base" renamed "$(factor_diff a/scale.cu b/scale_v2.cu 3.0f)"
+		patch_record run "$base" stamped "$(factor_diff $'a/kernel.cu\t2026-01-01 00:00:00' $'b/kernel.cu\t2026-01-01 00:00:01' 3.0f)"
+	} >input.jsonl
+	run_tool 0 kg-build input.jsonl
+	assert_stderr_empty
+	[ "$(jq -r .build.status <<<"$output" | paste -sd' ')" = 'patch_failed patch_failed patch_failed ok' ]
+	[ "$(jq -r .build.error <<<"${lines[0]}")" = "line 1 of the diff: \"--- a/other.cu\" names another file than the kernel's (kernel.cu or scale.cu)" ]
+	[ "$(jq -r .build.error <<<"${lines[1]}")" = "line 1 of the diff: \"--- /dev/null\" names another file than the kernel's (kernel.cu or scale.cu)" ]
+	[ "$(jq -r .build.error <<<"${lines[2]}")" = "line 2 of the diff: \"+++ b/scale_v2.cu\" names another file than the kernel's (kernel.cu or scale.cu)" ]
+	[ "$(ls run/variants | wc -l)" -eq 2 ]
 }
 
 @test "a diff touching several files, or with no hunks, is refused" {
@@ -198,6 +219,87 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 	grep -q '// a comment' "run/variants/$(jq -r .build.state <<<"${lines[3]}")/kernel.cu"
 }
 
+@test "a kernel may include only files in its folder and the toolkit's headers, named plainly" {
+	new_run run
+	mkdir run/sub
+	echo '#define FROM_SUB 1' >run/sub/extra.cuh
+	echo 'not the kernel'"'"'s' >outside.h
+	ln -s ../outside.h run/link.cuh
+	key=sk-include-4c1d-secret
+	{
+		for d in '#include "/proc/self/environ"' '#include </etc/passwd>' '#include "../outside.h"' \
+			'#  include <sub/../../outside.h>' '#include "link.cuh"' '#include "nothere.h"' '#include FILE' \
+			$'# /* a comment */ inc\\\nlude "/proc/self/environ"' '%:include_next "/etc/passwd"' \
+			'#include "sub/extra.cuh"' '#include <cuda_fp16.h>'; do
+			jq -cn --arg s "$(printf '#define FILE "/proc/self/environ"\n%s\n' "$d"; cat run/scale.cu)" \
+				'{run: "run", candidate: {id: "inc", source: $s}}'
+		done
+	} >input.jsonl
+	OPENAI_API_KEY=$key run_tool 0 kg-build input.jsonl
+	assert_stderr_empty
+	only="a kernel may include only files in its folder and the toolkit's headers"
+	jq -r '.build | "\(.status) \(.error)"' <<<"$output" >got
+	cat >want <<-END
+	compile_failed kernel.cu:2: #include "/proc/self/environ": an absolute path; $only
+	compile_failed kernel.cu:2: #include </etc/passwd>: an absolute path; $only
+	compile_failed kernel.cu:2: #include "../outside.h": a path through ".."; $only
+	compile_failed kernel.cu:2: #include <sub/../../outside.h>: a path through ".."; $only
+	compile_failed kernel.cu:2: #include "link.cuh": no such file in the kernel's folder '$PWD/run'; $only
+	compile_failed kernel.cu:2: #include "nothere.h": no such file in the kernel's folder '$PWD/run'; $only
+	compile_failed kernel.cu:2: #include names its file with a macro or not at all; name it in "" or <>
+	compile_failed kernel.cu:2: #include "/proc/self/environ": an absolute path; $only
+	compile_failed kernel.cu:2: #include_next "/etc/passwd": an absolute path; $only
+	ok null
+	ok null
+	END
+	diff want got
+	# nothing refused reached NVRTC, the run or the compile cache
+	[ "$(ls run/variants | wc -l)" -eq 2 ]
+	run ! grep -rF -e "$key" -e 'not the kernel' -e 'root:' run cache
+}
+
+@test "kg-build forgets the LLM's key and endpoint: they are in neither its environment nor the one it started with" {
+	new_run run
+	base=$(build_baseline run)
+	mkdir fake
+	# a patch that notes the environment it got, and its parent's (kg-build's) first one
+	printf '#!/bin/sh\nenv >"%s/env.txt"\ntr "\\0" "\\n" </proc/$PPID/environ >"%s/parent.txt"\nexec "%s" "$@"\n' \
+		"$PWD" "$PWD" "$(command -v patch)" >fake/patch
+	chmod +x fake/patch
+	OPENAI_API_KEY=sk-build-4c1d-secret OPENAI_BASE_URL=http://user:pw@llm.example/v1 PATH="$PWD/fake:$PATH" \
+		run_tool 0 kg-build < <(patch_record run "$base" p1 "$GOOD_DIFF")
+	[ "$(jq -r .build.status <<<"$output")" = ok ]
+	grep -q '^PATH=' env.txt
+	grep -q '^PATH=' parent.txt
+	run ! grep -E 'sk-build-4c1d-secret|user:pw|OPENAI' env.txt
+	run ! grep -E 'sk-build-4c1d-secret|user:pw' parent.txt
+}
+
+@test "a patch or source over 1 MiB, or a patch that makes the kernel so large, is refused before anything is stored" {
+	new_run run
+	jq -cn --rawfile s run/scale.cu '{run: "run", candidate: {id: "600k", source: ($s + "// " + "x" * 600000 + "\n")}}' >parent.jsonl
+	run_tool 0 kg-build parent.jsonl
+	[ "$(jq -r .build.status <<<"$output")" = ok ]
+	parent=$(jq -r .build.state <<<"$output")
+	before=$(snapshot)
+	{
+		jq -cn --arg b "$parent" '{run: "run", node: $b, candidate: {id: "patch", patch: ("@@ -1,1 +1,1 @@\n-x\n+" + "x" * 1048576)}}'
+		jq -cn --arg b "$parent" '{run: "run", node: $b, candidate: {id: "source", source: ("// " + "x" * 1048576)}}'
+		jq -cn --arg b "$parent" --arg first "$(head -1 run/scale.cu)" \
+			'{run: "run", node: $b, candidate: {id: "grown", patch: ("@@ -1,1 +1,2 @@\n+// " + "y" * 500000 + "\n " + $first + "\n")}}'
+	} >input.jsonl
+	run_tool 0 kg-build input.jsonl
+	assert_stderr_empty
+	jq -r '.build | "\(.status) \(.error)"' <<<"$output" >got
+	cat >want <<-'END'
+	patch_failed candidate.patch: larger than 1 MiB, the most a patch may have
+	compile_failed candidate.source: larger than 1 MiB, the most a source may have
+	compile_failed kernel.cu: larger than 1 MiB after the patch, the most a source may have
+	END
+	diff want got
+	[ "$(snapshot | grep -v -e ' ./got$' -e ' ./want$')" = "$before" ]
+}
+
 @test "a full-source candidate is used as is; with a failing patch the source is the fallback" {
 	new_run run
 	base=$(build_baseline run)
@@ -241,6 +343,19 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 	[ "$(jq -c '.build | [.status, .state == "'"$state"'", .reused]' <<<"$output")" = '["compile_failed",true,true]' ]
 }
 
+@test "too much static shared memory: the error is ptxas's own line, not its resource report" {
+	new_run run
+	src=$(sed 's/^\tint i = /\t__shared__ char s[0x11490];\n\ts[threadIdx.x] = 1;\n\ty[threadIdx.x] = s[threadIdx.x ^ 1];\n&/' run/scale.cu)
+	run_tool 0 kg-build < <(jq -cn --arg s "$src" '{run: "run", candidate: {id: "smem", source: $s}}')
+	assert_stderr_empty
+	[ "$(jq -c '.build | [.status, .error]' <<<"$output")" = \
+		"[\"compile_failed\",\"NVRTC_ERROR_COMPILATION\\nptxas error   : Entry function 'scale' uses too much shared data (0x11490 bytes, 0xc000 max)\"]" ]
+	# the log keeps both compiles: the report, then the error
+	log="run/$(jq -r .build.log <<<"$output")"
+	grep -q '^ptxas info    : Used .* 70800 bytes smem' "$log"
+	grep -q "^ptxas error   : Entry function 'scale' uses too much shared data" "$log"
+}
+
 @test "invalid configurations name the parameter, the Default or the condition" {
 	new_run run
 	base=$(build_baseline run)
@@ -263,10 +378,20 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 	new_run bad-default '.ConfigurationSpace.TuningParameters[1].Default = 3'
 	run_tool 0 kg-build < <(record bad-default "" '{"id":"baseline"}')
 	[ "$(jq -r .build.error <<<"$output")" = 'ConfigurationSpace.TuningParameters[1].Default: items_per_thread=3 is not one of its Values' ]
+	# every bad Default is named, not only the first
+	new_run bad-defaults '.ConfigurationSpace.TuningParameters[0].Default = 100 | .ConfigurationSpace.TuningParameters[1].Default = 3
+		| .ConfigurationSpace.TuningParameters[2].Default = "yes"'
+	run_tool 0 kg-build < <(record bad-defaults "" '{"id":"baseline"}')
+	[ "$(jq -r .build.error <<<"$output")" = 'ConfigurationSpace.TuningParameters[0].Default: block_size_x=100 is not one of its Values; ConfigurationSpace.TuningParameters[1].Default: items_per_thread=3 is not one of its Values; ConfigurationSpace.TuningParameters[2].Default: use_fma="yes" is not one of its Values' ]
 
 	new_run big-block '.KernelSpecification.LocalSize = {"X": "block_size_x", "Y": "16"}'
 	run_tool 0 kg-build < <(record big-block "" '{"id":"baseline","config":{"block_size_x":256}}')
 	[ "$(jq -r .build.error <<<"$output")" = 'LocalSize gives 4096 threads per block (256 x 16 x 1); CUDA allows at most 1024' ]
+
+	# a list is described, not written out: its items may be one list shared 10**6 times
+	new_run list-grid '.KernelSpecification.GlobalSize.X = "[[0]*10**6]*10**6"'
+	run_tool 0 kg-build < <(record list-grid "" '{"id":"baseline"}')
+	[ "$(jq -r .build.error <<<"$output")" = 'KernelSpecification.GlobalSize.X: "[[0]*10**6]*10**6" gives a list of 1000000 items, not a positive integer below 2**31' ]
 
 	new_run zero-grid '.KernelSpecification.GlobalSize.X = "ProblemSize[0] // 1000000"'
 	run_tool 0 kg-build < <(record zero-grid "" '{"id":"baseline"}')

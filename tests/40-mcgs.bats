@@ -25,3 +25,18 @@ vector() {
 @test "T8b: Beta posteriors of transition success" { vector T8b; }
 @test "T8c: back-off to the global method frequency" { vector T8c; }
 @test "T8d: tempered priors" { vector T8d; }
+
+@test "widening limits far from the vectors are clamped: at most 2^53, 0 when not positive" {
+	run_tool 0 "$LIBTEST" mcgs widen
+	assert_stderr_empty
+	assert_output "$(printf '%s\n' \
+		'N=1e+06 k=1e+09 alpha=1: 1000000000000000' \
+		'N=1e+09 k=1e+09 alpha=1: 9007199254740992' \
+		'N=1e+09 k=1e+09 alpha=0.5: 31622776601684' \
+		'N=10 k=1 alpha=1e+09: 9007199254740992' \
+		'N=10 k=1e+09 alpha=1e+09: 9007199254740992' \
+		'N=10 k=0 alpha=1e+09: 0' \
+		'N=4 k=-2 alpha=0.5: 0' \
+		'N=4 k=-1e+09 alpha=1: 0' \
+		'N=16 k=1e+09 alpha=0.5: 4000000000')"
+}

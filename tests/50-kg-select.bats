@@ -43,6 +43,12 @@ start() {
 	assert_stderr "$(printf '%s\n' "kg-select: no run directory given" "Try 'kg-select --help' for more information.")"
 	run_tool 2 kg-select --backup median "$RUN"
 	assert_stderr "$(printf '%s\n' "kg-select: --backup: 'median' is not mean or max" "Try 'kg-select --help' for more information.")"
+	# The ranges a loaded graph's parameters are checked against: a negative widening loops
+	# for ever, a large negative noise alpha recurses until the stack ends.
+	run_tool 2 kg-select --noise-alpha -1e9 "$RUN"
+	assert_stderr "$(printf '%s\n' "kg-select: --noise-alpha: '-1e9': out of range" "Try 'kg-select --help' for more information.")"
+	run_tool 2 kg-select --widen-k -1 "$RUN"
+	assert_stderr "$(printf '%s\n' "kg-select: --widen-k: '-1': out of range" "Try 'kg-select --help' for more information.")"
 	run_tool 2 kg-select --export --update "$RUN"
 	assert_stderr "$(printf '%s\n' "kg-select: --export and --update do not go together" "Try 'kg-select --help' for more information.")"
 	run_tool 2 kg-select "$RUN" extra
@@ -540,7 +546,7 @@ start() {
 	cp good.bin "$RUN/graph.bin"
 	printf '\011' | dd of="$RUN/graph.bin" bs=1 seek=8 conv=notrunc status=none
 	run_tool 1 kg-select "$RUN"
-	assert_stderr "kg-select: $RUN/graph.bin: version 9, but this kg-select reads version 3"
+	assert_stderr "kg-select: $RUN/graph.bin: version 9, but this kg-select reads version 4"
 	cp good.bin "$RUN/graph.bin"
 	printf '\001\002\003\004' | dd of="$RUN/graph.bin" bs=1 seek=12 conv=notrunc status=none
 	run_tool 1 kg-select "$RUN"
@@ -564,15 +570,13 @@ start() {
 	kg-select "$RUN" >/dev/null
 	rm "$RUN/graph.json"
 	cp "$RUN/graph.bin" imported.bin
-	edges_at=$(od -An -t u8 -j 56 -N 8 "$RUN/graph.bin" | tr -d ' ')
-	printf '\377\377\377\377\377\377\377\177' | dd of="$RUN/graph.bin" bs=1 seek="$edges_at" conv=notrunc status=none
+	python3 "$TOOLS/graph_bin.py" "$RUN/graph.bin" 'edges[0].from' 9223372036854775807
 	run_tool 1 kg-select "$RUN"
-	assert_stderr "kg-select: $RUN/graph.bin: edges[0]: from, to or the next out-edge is not a node or a later edge"
-	cp imported.bin "$RUN/graph.bin" # now node 0's first out-edge (bytes 32-39 of its record) past the edges
-	nodes_at=$(od -An -t u8 -j 40 -N 8 "$RUN/graph.bin" | tr -d ' ')
-	printf '\011' | dd of="$RUN/graph.bin" bs=1 seek=$((nodes_at + 32)) conv=notrunc status=none
+	assert_stderr "kg-select: $RUN/graph.bin: nodes[0]: nout 1 does not match its out-edges (edge 0)"
+	cp imported.bin "$RUN/graph.bin" # now node 0's first out-edge past the edges
+	python3 "$TOOLS/graph_bin.py" "$RUN/graph.bin" 'nodes[0].first_out' 9
 	run_tool 1 kg-select "$RUN"
-	assert_stderr "kg-select: $RUN/graph.bin: nodes[0]: its out-edges are not edges"
+	assert_stderr "kg-select: $RUN/graph.bin: nodes[0]: nout 1 does not match its out-edges (edge 9)"
 	# Damaged graph.json, read only without graph.bin.
 	rm "$RUN/graph.bin" "$RUN/graph.blobs"
 	echo '{"version": 2}' >"$RUN/graph.json"
@@ -586,6 +590,75 @@ start() {
 	assert_stderr "kg-select: $RUN/graph.json: nodes[0].state: missing"
 	run_tool 2 kg-select "/nonexistent/run"
 	assert_stderr "kg-select: cannot lock the run '/nonexistent/run': No such file or directory"
+}
+
+# damaged FIELD VALUE MESSAGE: graph.bin as checkpointed in good.bin with FIELD set to VALUE (and
+# its checksum written again, as a bug would write it) is refused with MESSAGE, exit 1.
+damaged() {
+	cp good.bin "$RUN/graph.bin"
+	python3 "$TOOLS/graph_bin.py" "$RUN/graph.bin" "$1" "$2"
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.bin: $3"
+	[ -z "$output" ]
+}
+
+@test "a damaged graph.bin is refused, naming the file and what is wrong: checksums, chains, parameters, counters" {
+	start
+	kg-select "$RUN" >pick.jsonl
+	{ evaluated pick.jsonl S1 2.0; jq -c '{node, node_id, path_edges, candidate: {id: "r", method: "unroll"}}' pick.jsonl; } |
+		kg-select --update "$RUN" >/dev/null
+	# One checkpoint holding it all (an imported graph's first save); unchanged, it loads.
+	kg-select --export "$RUN" >good.json
+	cp good.json "$RUN/graph.json"
+	rm "$RUN/graph.bin" "$RUN/graph.blobs"
+	kg-select "$RUN" >/dev/null
+	rm "$RUN/graph.json"
+	cp "$RUN/graph.bin" good.bin
+	python3 "$TOOLS/graph_bin.py" "$RUN/graph.bin"
+	cmp good.bin "$RUN/graph.bin"
+	run_tool 0 kg-select --export "$RUN"
+	# Cut short, and one byte flipped (the root's visits): the checksum.
+	head -c $(($(stat -c %s good.bin) / 2)) good.bin >"$RUN/graph.bin"
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.bin: cut short"
+	cp good.bin "$RUN/graph.bin"
+	nodes_at=$(od -An -t u8 -j 40 -N 8 good.bin | tr -d ' ')
+	printf '\177' | dd of="$RUN/graph.bin" bs=1 seek=$((nodes_at + 15)) conv=notrunc status=none
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.bin: damaged: its checkpoint does not match its checksum"
+	# What passes the checksum but would overflow, recurse, loop or wrap.
+	damaged 'nodes[0].nout' 5 'nodes[0]: nout 5 and last_out do not match its 2 out-edges'
+	damaged 'nodes[0].nout' 1 'nodes[0]: nout 1 does not match its out-edges (edge 1)'
+	damaged 'edges[0].next_out' 0 'nodes[0]: nout 2 does not match its out-edges (edge 0)'
+	damaged 'edges[0].to' 0 'edges[0]: to 0 is not a node of a higher rank than from 0'
+	damaged 'nodes[1].rank' -1 'nodes[1]: rank -1 is not in [0, 2) (0 for the root)'
+	damaged params.noise_alpha -1e300 'params.noise_alpha: -1e+300 is not a number in [0, 1e+09] (what --noise-alpha accepts)'
+	damaged params.widen_k nan 'params.widen_k: nan is not a number in [0, 1e+09] (what --widen-k accepts)'
+	damaged params.budget_builds 1e300 'params.budget_builds: 1e+300 is not a whole number in [0, 1e+15] (what --budget-builds accepts)'
+	damaged params.backup_max 2 'params.backup_max: 2 is not 0 (mean) or 1 (max)'
+	damaged 'nodes[0].q' nan 'nodes[0]: u 0, n 2, q nan: not finite, or n not a count of visits'
+	damaged 'edges[1].prior' inf 'edges[1]: n 0, prior inf: not a count of visits, or not finite'
+	damaged builds -9223372036854775808 'iter 2, builds -9223372036854775808, last_improvement 1, events_len '"$(stat -c %s "$RUN/events.jsonl")"': not counts in [0, 1e15] with last_improvement at most iter'
+	damaged builds 2 'builds: 2, but 1 edges are evaluated'
+	damaged incumbent 7 'incumbent: 7 is not a node'
+	# A delta that is whole but fails its checksum is damage, not a kill: refused, not dropped.
+	cp good.bin "$RUN/graph.bin"
+	kg-select "$RUN" >/dev/null
+	size=$(stat -c %s "$RUN/graph.bin")
+	printf x | dd of="$RUN/graph.bin" bs=1 seek=$((size - 1)) conv=notrunc status=none
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.bin: damaged: the delta at byte $(stat -c %s good.bin) does not match its checksum or its records (truncating the file there goes back to the graph before it, and the next kg-select learns the rest again from events.jsonl)"
+	# graph.json is checked the same way.
+	rm "$RUN/graph.bin" "$RUN/graph.blobs"
+	jq '.params.noise_alpha = -1e300' good.json >"$RUN/graph.json"
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.json: params.noise_alpha: -1e+300 is not a number in [0, 1e+09] (what --noise-alpha accepts)"
+	jq '.builds = -1' good.json >"$RUN/graph.json"
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.json: iter 1, builds -1, last_improvement 1, events_len $(stat -c %s "$RUN/events.jsonl"): not counts in [0, 1e15] with last_improvement at most iter"
+	jq '.edges[0].to = 0' good.json >"$RUN/graph.json"
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.json: edges[0]: to 0 is not a node of a higher rank than from 0"
 }
 
 @test "a kill between the log and the graph: the next update learns the logged records again, once" {
@@ -607,6 +680,35 @@ start() {
 	cmp "$RUN/trace.md" trace.before
 	run_tool 0 kg-select --update "$RUN" </dev/null
 	assert_stderr_empty
+}
+
+@test "a kill between the log and the graph: the next pick learns the logged records first; no builds or edges handed out twice" {
+	start --budget-builds 4
+	jq -c '{node, node_id, path_edges, candidate: {id: ("c-" + ("a", "b", "c")), method: "tile"}}' \
+		< <(kg-select "$RUN") | kg-select --update "$RUN" >/dev/null
+	kg-select --batch 3 "$RUN" >pick.jsonl
+	[ "$(jq -r .candidate.id pick.jsonl | sort | tr '\n' ' ')" = 'c-a c-b c-c ' ]
+	cp "$RUN/graph.bin" "$RUN/graph.blobs" .
+	learned=$(stat -c %s "$RUN/events.jsonl")
+	# Two of the three evaluated; then the graph as it was before the update, the log as after.
+	{ evaluated <(sed -n 1p pick.jsonl) S1 2.0 | jq -c '.edge = 0 | .candidate.id = "c-a"'
+	  evaluated <(sed -n 2p pick.jsonl) S2 1.5 | jq -c '.edge = 1 | .candidate.id = "c-b"'; } |
+		kg-select --update "$RUN" >/dev/null
+	want=$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state], .events_len]')
+	cp graph.bin graph.blobs "$RUN/"
+	[ "$(kg-select --export "$RUN" | jq .builds)" = 0 ]
+	run_tool 0 kg-select --batch 3 "$RUN"
+	assert_stderr "kg-select: warning: $RUN/events.jsonl: $(($(stat -c %s "$RUN/events.jsonl") - learned)) bytes of the log are not in the graph (a run stopped between the two): learning them again"
+	# What is left of the budget, shared out; the evaluated edges are not picked again.
+	[ "$(jq -s 'map(.budget_left) | add' <<<"$output")" = 2 ]
+	[ "$(jq -r 'select(.op == "evaluate") | .candidate.id' <<<"$output" | grep -c -e c-a -e c-b)" = 0 ]
+	[ "$(jq -r 'select(.op == "evaluate") | .candidate.id' <<<"$output")" = c-c ]
+	[ "$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state], .events_len]')" = "$want" ]
+	# A log that no longer ends a record where the graph's part of it ends is not read.
+	cp graph.bin graph.blobs "$RUN/"
+	{ printf x; cat "$RUN/events.jsonl"; } >events.shifted && cp events.shifted "$RUN/events.jsonl"
+	run_tool 0 kg-select --batch 3 "$RUN"
+	assert_stderr "kg-select: warning: $RUN/events.jsonl: byte $learned, where the graph's part of it ends, ends no record: not read"
 }
 
 @test "a save cut short by a kill leaves the previous graph, and the next save goes on from it" {
@@ -654,4 +756,25 @@ start() {
 	kg-select copy/kernels/k >/dev/null # a pick saves: the imported graph is in graph.bin from now on
 	rm copy/kernels/k/graph.json
 	[ "$(kg-select --export copy/kernels/k | jq -c 'del(.iter)')" = "$(jq -c 'del(.iter)' exported.json)" ]
+}
+
+@test "a full disk: the log is cut back to its last whole line, the record is not learned and still goes out; exit 4" {
+	start
+	kg-select "$RUN" >pick.jsonl
+	# a record of 3 kB, the log a line of 300 bytes: a file size limit (1 kB blocks) half
+	# way into the record stands for a disk that fills there
+	evaluated pick.jsonl S1 2.0 | jq -c --arg pad "$(printf '%03000d' 0)" '.candidate.pad = $pad' >one.jsonl
+	cp "$RUN/events.jsonl" events.before
+	want=$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state], .events_len]')
+	limit=$((($(wc -c <"$RUN/events.jsonl") + $(wc -c <one.jsonl) / 2) / 1024))
+	run bash -c "trap '' XFSZ; ulimit -f $limit; kg-select --update '$RUN' <one.jsonl 2>err"
+	[ "$status" -eq 4 ]
+	[ "$(jq -r .candidate.id <<<"$output")" = c-S1 ]
+	grep -qx "kg-select: <stdin>:1: not learned: the run's log could not hold it (the graph stays as the log has it)" err
+	cmp "$RUN/events.jsonl" events.before
+	[ "$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state], .events_len]')" = "$want" ]
+	# with space again, the same record is learned whole
+	run_tool 0 kg-select --update "$RUN" <one.jsonl
+	[ "$(kg-select --export "$RUN" | jq .builds)" = 1 ]
+	jq -e . "$RUN/events.jsonl" >/dev/null
 }

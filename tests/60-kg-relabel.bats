@@ -15,6 +15,15 @@ teardown() {
 	if [ -f mock.pid ]; then kill "$(cat mock.pid)" 2>/dev/null || true; fi
 }
 
+# mock ANSWER [EXTRA-JSON]: the mock server answers every relabel request with ANSWER (and
+# the rule's EXTRA fields); its port is in ./port.
+mock() {
+	jq -n --arg c "$1" --argjson x "${2:-null}" '{rules: [{match: "relabel", content: $c} + ($x // {})]}' > script.json
+	python3 "$TOOLS/mock_llm.py" script.json requests.jsonl port &
+	echo $! > mock.pid
+	for _ in $(seq 100); do [ -s port ] && break; sleep 0.05; done
+}
+
 # records NAME...: one candidate record of one expansion per method name.
 records() {
 	for m in "$@"; do
@@ -62,6 +71,14 @@ records() {
 	[ "$(jq -c '.method | [.canonical, .how]' <<<"$output")" = '["vectorized_global_stores","new"]' ]
 }
 
+@test "members it does not own pass through as written, numbers a double cannot hold included" {
+	echo '{"op":"note","id":9007199254740993,"x":[1e400,0.30000000000000004]}' > in.jsonl
+	records "float4 loads" | jq -c '.trace = 0' | sed 's/"trace":0/"trace":12345678901234567890/' >> in.jsonl
+	run_tool 0 kg-relabel in.jsonl
+	assert_line --index 0 '{"op":"note","id":9007199254740993,"x":[1e400,0.30000000000000004]}'
+	assert_line --index 1 --partial '"trace":12345678901234567890,"method":{"label":"float4 loads"'
+}
+
 @test "unknown names grow the catalog; a like name later in the expansion lands on the new one" {
 	records "Shared Memory Tiling 2D" "shared memory tiling" > in.jsonl
 	run_tool 0 kg-relabel --catalog cat.json in.jsonl
@@ -90,10 +107,7 @@ records() {
 
 @test "--llm: one call per expansion maps the names no rule matches, onto the catalog or as new" {
 	answer='{"mappings":[{"label":"stage the tiles through smem with cp.async","canonical":"enable_async_pipeline","new_name":null},{"label":"persistent CTAs","canonical":null,"new_name":"Persistent Kernel"}]}'
-	jq -n --arg c "$answer" '{rules: [{match: "relabel", content: $c}]}' > script.json
-	python3 "$TOOLS/mock_llm.py" script.json requests.jsonl port &
-	echo $! > mock.pid
-	for _ in $(seq 100); do [ -s port ] && break; sleep 0.05; done
+	mock "$answer"
 	records "float4 loads" "stage the tiles through smem with cp.async" "persistent CTAs" > in.jsonl
 	OPENAI_API_KEY=sk-relabel-key OPENAI_BASE_URL="http://127.0.0.1:$(cat port)/v1" run_tool 0 kg-relabel --llm in.jsonl
 	[ "$(jq -c '.method | [.canonical, .how]' <<<"$output" | tr -d '\n')" = \
@@ -107,7 +121,18 @@ records() {
 	[[ "$prompt" == *'- enable_async_pipeline: overlap global-memory loads'* ]]
 	[ "$(jq -c '.methods[-1] | [.name, .aliases]' out/methods.json)" = '["persistent_kernel",["persistent CTAs"]]' ]
 	[ "$(jq -c '.label' "$RUN/llm/calls.jsonl")" = '"relabel"' ]
-	! grep -r sk-relabel-key out
+	run ! grep -r sk-relabel-key out
+}
+
+@test "--llm: a key the server echoes into its answer reaches neither the catalog nor the records" {
+	mock '{"mappings":[{"label":"persistent CTAs","canonical":null,"new_name":"persistent {auth}"}]}' '{"echo_auth": true}'
+	records "persistent CTAs" > in.jsonl
+	OPENAI_API_KEY=sk-relabel-key OPENAI_BASE_URL="http://127.0.0.1:$(cat port)/v1" run_tool 0 kg-relabel --llm in.jsonl
+	[ "$(jq -c '.method | [.canonical, .how]' <<<"$output")" = '["persistent_bearer_redacted","new"]' ]
+	said="$output$stderr"
+	# the key as sent, or as a method name makes it
+	run ! grep -rE 'sk.relabel.key' out
+	run ! grep -E 'sk.relabel.key' <<<"$said"
 }
 
 @test "bad records and a bad catalog are reported; the records pass through" {

@@ -166,6 +166,38 @@ evaluated() {
 	[[ "$stderr" == "kg-bench: no CUDA driver on this machine ("*"); give --replay FILE to answer from recorded measurements" ]]
 }
 
+@test "kg-init killed (kill -9) at any moment: kg-init, or kg-tune --resume, starts it again" {
+	for delay in 0.02 0.05 0.08 0.11 0.14 0.17 0.2 0.23 0.26 0.29 0.32 0.35 0.4; do
+		rm -rf out
+		setsid kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null 2>&1 &
+		pid=$!
+		sleep "$delay"
+		kill -9 -- "-$pid" 2>/dev/null || true
+		wait "$pid" || true
+		# a directory there is a run whole, or one with its spec whose baseline was cut short
+		[ ! -e "$RUN" ] || [ -f "$RUN/spec.json" ]
+		run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --resume --budget-builds 1 --outdir out "$VECTOR_ADD"
+		[ "$(evaluated "$RUN" | wc -l)" -eq 1 ]
+	done
+}
+
+@test "a full or closed standard output is exit 4 with the system's reason, from the tools and the pipelines" {
+	for tool in kg-build "kg-bench --replay $TABLE"; do
+		run bash -c "echo '{\"v\": 1}' | $tool >/dev/full"
+		[ "$status" -eq 4 ]
+		[ "${output##*$'\n'}" = "${tool%% *}: cannot write to standard output: No space left on device" ]
+		run bash -c "echo '{\"v\": 1}' | $tool >&-"
+		[ "$status" -eq 4 ]
+		[ "${output##*$'\n'}" = "${tool%% *}: cannot write to standard output: Bad file descriptor" ]
+	done
+	run bash -c "kg-init -q --replay '$TABLE' '$VECTOR_ADD' out >&-"
+	[ "$status" -eq 4 ]
+	[ "$output" = "kg-init: cannot write to standard output (the run is ready: $RUN)" ]
+	run bash -c "kg-tune --no-llm --replay '$TABLE' --resume --budget-builds 2 --outdir out '$VECTOR_ADD' >&- 2>err"
+	[ "$status" -eq 4 ]
+	[ "$(tail -1 err)" = "kg-tune: cannot write the summary to standard output" ]
+}
+
 @test "kg-iterate: one iteration through every tool; stages' failures reach the caller by name and status" {
 	kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null
 	run_tool 0 kg-iterate -q --replay "$TABLE" "$RUN"
@@ -188,6 +220,7 @@ evaluated() {
 	chmod +x fake/kg-select
 	run_tool 2 fake/kg-iterate -q --replay "$TABLE" --propose-opt --bogus "$RUN"
 	[ "${stderr##*$'\n'}" = "kg-iterate: kg-propose failed (exit status 2)" ]
+	rm fake/kg-select
 	# measurements missing from the table kg-bench answers from (kg-propose proposes from the
 	# whole one, the later --replay wins in kg-bench; this one holds the baseline alone): its
 	# error records still reach the graph
@@ -212,6 +245,57 @@ same_search() {
 	diff <(jq -c 'del(.t, .build.compile_ms, .build.cached, .build.reused)' "$1/$r/events.jsonl") \
 		<(jq -c 'del(.t, .build.compile_ms, .build.cached, .build.reused)' "$2/$r/events.jsonl")
 	diff <(kg-select --export "$1/$r" | jq -c 'del(.events_len)') <(kg-select --export "$2/$r" | jq -c 'del(.events_len)')
+}
+
+# fake_stage TOOL SCRIPT: a TOOL in fake/, beside a link to kg-iterate (which runs the tools
+# found beside it first), that runs SCRIPT with sh.
+fake_stage() {
+	mkdir -p fake
+	[ -e fake/kg-iterate ] || ln -s "$KG_BIN_DIR/kg-iterate" fake/
+	printf '#!/bin/sh\n%s\n' "$2" >"fake/$1"
+	chmod +x "fake/$1"
+}
+
+@test "kg-iterate: a stage that stops reading is named, never the one killed by SIGPIPE for writing to it; a lost output is status 4" {
+	kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null
+	# kg-relabel writes more than a pipe holds, to a kg-build that reads nothing
+	fake_stage kg-relabel "exec yes '{}'"
+	for gpus in 0 0,1; do
+		fake_stage kg-build 'exit 3'
+		run_tool 3 fake/kg-iterate -q --gpus "$gpus" --replay "$TABLE" "$RUN"
+		assert_stderr "kg-iterate: kg-build failed (exit status 3)"
+		fake_stage kg-build 'exit 0'
+		run_tool 4 fake/kg-iterate -q --gpus "$gpus" --replay "$TABLE" "$RUN"
+		assert_stderr "kg-iterate: kg-build stopped reading its input (kg-relabel was killed by SIGPIPE)"
+	done
+	rm fake/kg-relabel fake/kg-build
+	# kg-build writes on and on to a kg-bench that fails, or quits, without reading (one GPU)
+	fake_stage kg-build "exec yes '{}'"
+	fake_stage kg-bench 'exit 3'
+	run_tool 3 fake/kg-iterate -q --replay "$TABLE" "$RUN"
+	assert_stderr "kg-iterate: kg-bench failed (exit status 3)"
+	fake_stage kg-bench 'exit 0'
+	run_tool 4 fake/kg-iterate -q --replay "$TABLE" "$RUN"
+	assert_stderr "kg-iterate: kg-bench stopped reading its input (kg-build was killed by SIGPIPE)"
+	rm fake/kg-build fake/kg-bench
+	# several GPUs: a kg-bench or a kg-select --update that fails in bench_on is named
+	fake_stage kg-bench 'exit 3'
+	run_tool 3 fake/kg-iterate -q --gpus 0,1 --replay "$TABLE" "$RUN"
+	assert_stderr "kg-iterate: kg-bench failed (exit status 3)"
+	rm fake/kg-bench
+	fake_stage kg-select "case \" \$* \" in *\" --update \"*) exit 3 ;; esac; exec '$KG_BIN_DIR/kg-select' \"\$@\""
+	run_tool 3 fake/kg-iterate -q --gpus 0,1 --replay "$TABLE" "$RUN"
+	assert_stderr "kg-iterate: kg-select --update failed (exit status 3)"
+	# kg-iterate's own reader goes away, on one GPU (kg-select --update dies of SIGPIPE) or
+	# several (kg-iterate copies the records out); or its output is closed
+	for gpus in 0 0,1; do
+		run_tool 4 bash -c "kg-iterate -q --gpus $gpus --replay '$TABLE' '$RUN' | true; exit \${PIPESTATUS[0]}"
+		assert_stderr "kg-iterate: cannot write the output of kg-select --update"
+	done
+	run_tool 4 bash -c "kg-iterate -q --replay '$TABLE' '$RUN' >&-"
+	[ "${stderr##*$'\n'}" = "kg-iterate: kg-select --update failed (exit status 4)" ]
+	run_tool 4 bash -c "kg-iterate -q --gpus 0,1 --replay '$TABLE' '$RUN' >&-"
+	assert_stderr "kg-iterate: cannot write the output of kg-select --update"
 }
 
 @test "kg-iterate in parts (--front-only, then --from; or --build-only, then --bench-only) is kg-iterate whole" {
@@ -400,6 +484,23 @@ same_search() {
 	[ "$(evaluated "$RUN" | wc -l)" -eq 60 ]
 	[ "$(evaluated "$RUN" | sort | uniq -d)" = "" ]
 	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .build.config | tojson' "$RUN/events.jsonl" | sort | uniq -d)" = "" ]
+}
+
+@test "one search per run: kg-tune, kg-iterate and kg-init exit 6 at once while another holds the run's lock" {
+	run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --budget-builds 4 --outdir out "$VECTOR_ADD"
+	cp "$RUN/events.jsonl" before.jsonl
+	exec {holder}>>out/kernels/.vector_add.lock
+	flock -n "$holder"
+	run_tool 6 kg-tune -q --no-llm --replay "$TABLE" --resume --budget-builds 8 --outdir out "$VECTOR_ADD"
+	assert_stderr "kg-tune: out/kernels/vector_add: already running: another kg-tune, kg-iterate or kg-init holds out/kernels/.vector_add.lock"
+	run_tool 6 kg-iterate "$RUN"
+	assert_stderr "kg-iterate: $RUN: already running: another kg-tune, kg-iterate or kg-init holds out/kernels/.vector_add.lock"
+	run_tool 6 kg-init "$VECTOR_ADD" out
+	cmp "$RUN/events.jsonl" before.jsonl
+	exec {holder}>&-
+	# a kg-tune holds the lock itself, and its kg-init and kg-iterates go on under it
+	run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --resume --budget-builds 8 --outdir out "$VECTOR_ADD"
+	[ "$(evaluated "$RUN" | wc -l)" -eq 8 ]
 }
 
 @test "kg-tune interrupted (TERM) while picking finishes the iteration in flight, exits 130, leaves nothing running" {

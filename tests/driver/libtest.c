@@ -30,6 +30,7 @@ static int usage(void)
 	fputs("usage: kg-libtest expr [--let NAME=EXPR]... < lines\n"
 	      "       kg-libtest jsonl FILE|-\n"
 	      "       kg-libtest json FILE\n"
+	      "       kg-libtest number KEY [NEW] < records\n"
 	      "       kg-libtest sha256 FILE|-\n"
 	      "       kg-libtest atomic-write PATH < data\n"
 	      "       kg-libtest lock [--nowait] DIR CMD [ARG]...\n"
@@ -42,7 +43,7 @@ static int usage(void)
 	      "       kg-libtest fill SPEC ARGUMENT SET\n"
 	      "       kg-libtest harness ARCH\n"
 	      "       kg-libtest gp FILE\n"
-	      "       kg-libtest mcgs T1|T1b|T2|T3|T4|T4c|T4d|T4e|T5|T7d|T8|T8b|T8c|T8d\n"
+	      "       kg-libtest mcgs T1|T1b|T2|T3|T4|T4c|T4d|T4e|T5|T7d|T8|T8b|T8c|T8d|widen\n"
 	      "       kg-libtest cuda function|refuse|program|eval|nvrtc [--index NAME] [--let NAME=EXPR]... [EXPR|FILE|ARCH]\n",
 	      stderr);
 	return KG_EXIT_USAGE;
@@ -505,6 +506,33 @@ static int cmd_jsonl(const char *path)
 	return status;
 }
 
+/* For each record of stdin, prints json_number of KEY (%.17g); with NEW, then sets that number
+ * to NEW and writes the record, to show that a number set is printed from its new value. */
+static int cmd_number(const char *key, const char *new_value)
+{
+	struct jsonl_reader r;
+	jsonl_reader_init(&r, stdin, "<stdin>");
+	int status = KG_EXIT_OK;
+	cJSON *record;
+	enum jsonl_status st;
+	while ((st = jsonl_next(&r, &record)) != JSONL_EOF && st != JSONL_IO_ERROR) {
+		if (st == JSONL_BAD_LINE) {
+			status = KG_EXIT_INPUT;
+			continue;
+		}
+		printf("%.17g\n", json_number(record, key, NAN));
+		cJSON *item = cJSON_GetObjectItemCaseSensitive(record, key);
+		if (new_value && cJSON_IsNumber(item)) {
+			cJSON_SetNumberValue(item, strtod(new_value, NULL));
+			if (jsonl_write(stdout, record))
+				status = KG_EXIT_IO;
+		}
+		cJSON_Delete(record);
+	}
+	jsonl_reader_release(&r);
+	return st == JSONL_IO_ERROR ? KG_EXIT_IO : status;
+}
+
 static int cmd_json(const char *path)
 {
 	size_t len;
@@ -926,6 +954,18 @@ static void vector_t3(void)
 	puts("]");
 }
 
+/* Widening limits far from the vectors: huge, negative and NaN products are clamped. */
+static void vector_widen(void)
+{
+	static const double cases[][3] = {
+		{1e6, 1e9, 1}, {1e9, 1e9, 1}, {1e9, 1e9, 0.5}, {10, 1, 1e9}, {10, 1e9, 1e9},
+		{10, 0, 1e9}, {4, -2, 0.5}, {4, -1e9, 1}, {16, 1e9, 0.5},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+		printf("N=%g k=%g alpha=%g: %zu\n", cases[i][0], cases[i][1], cases[i][2],
+		       widening_limit(cases[i][0], cases[i][1], cases[i][2]));
+}
+
 /* The diamond R->A, R->B, A->C, B->C (and C->D for T4c), with search.md's U values. */
 static void diamond(struct mcgs *g, int with_d, size_t e[5])
 {
@@ -1106,6 +1146,8 @@ static int cmd_mcgs(const char *vector)
 		print_list12("from gamma draws ", eta, 3);
 	} else if (strcmp(vector, "T3") == 0) {
 		vector_t3();
+	} else if (strcmp(vector, "widen") == 0) {
+		vector_widen();
 	} else if (strcmp(vector, "T4") == 0) {
 		vector_t4();
 	} else if (strcmp(vector, "T4c") == 0 || strcmp(vector, "T4d") == 0) {
@@ -1137,6 +1179,8 @@ int main(int argc, char **argv)
 		status = cmd_jsonl(argv[2]);
 	else if (strcmp(cmd, "json") == 0 && argc == 3)
 		status = cmd_json(argv[2]);
+	else if (strcmp(cmd, "number") == 0 && (argc == 3 || argc == 4))
+		status = cmd_number(argv[2], argc == 4 ? argv[3] : NULL);
 	else if (strcmp(cmd, "sha256") == 0 && argc == 3)
 		status = cmd_sha256(argv[2]);
 	else if (strcmp(cmd, "atomic-write") == 0 && argc == 3)

@@ -4,8 +4,10 @@
 """Usage: mock_llm.py SCRIPT LOG PORTFILE
 
 SCRIPT: {"rules": [{"match", "times", "status", "headers", "delay", "content", "body",
-"prompt_tokens", "completion_tokens", "echo_auth", "close"}, ...]}; the first rule whose
-"match" is a substring of the request body and whose "times" is not used up answers."""
+"prompt_tokens", "completion_tokens", "echo_auth", "close", "pad"}, ...]}; the first rule whose
+"match" is a substring of the request body and whose "times" is not used up answers.
+"echo_auth" puts the Authorization header in place of "{auth}" in "body" or "content" (or
+after the content); "pad" appends that many spaces to the content (an answer too large)."""
 import json
 import os
 import signal
@@ -104,7 +106,7 @@ class Handler(BaseHTTPRequestHandler):
                 content = rule.get("content", "")
                 if rule.get("echo_auth") and "{auth}" not in content:
                     content += " " + (auth or "")
-                content = fill(content)
+                content = fill(content) + " " * rule.get("pad", 0)
                 model = request.get("model", "mock") if isinstance(request, dict) else "mock"
                 body = json.dumps(envelope(api, n, model, content,
                                            rule.get("prompt_tokens", len(raw) // 4),

@@ -471,7 +471,7 @@ static void bench_all(struct bencher *b, struct jsonl_reader *reader)
 				log_error("cannot write the output:");
 				b->status = KG_EXIT_IO;
 			}
-			fflush(stdout);
+			cli_flush();
 			cJSON_Delete(record);
 			break;
 		case JSONL_BAD_LINE:

@@ -52,6 +52,32 @@ int gpu_arch(char arch[16])
 /* ---------------------------------------------------------------- one compile, in a child */
 
 
+/* Whether a line of the log is ptxas's resource report ("ptxas info    : Used 10
+ * registers", "ptxas         .     0 bytes stack frame"), not a message. */
+static int is_ptxas_report(const char *line, size_t len)
+{
+	if (len < 5 || strncmp(line, "ptxas", 5) != 0)
+		return 0;
+	size_t k = 5;
+	while (k < len && line[k] == ' ')
+		k++;
+	return (len - k >= 4 && strncmp(line + k, "info", 4) == 0) || (k < len && line[k] == '.');
+}
+
+/* Whether the log has a line that reports an error ("kernel.cu(3): error: ...", "ptxas
+ * error   : ..."); with --ptxas-options=-v, NVRTC can fail with ptxas's report alone. */
+static int names_an_error(const char *log)
+{
+	for (const char *p = log; *p;) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		if (!is_ptxas_report(p, len) && memmem(p, len, "error", 5))
+			return 1;
+		p += len + (eol != NULL);
+	}
+	return 0;
+}
+
 /* The compiler's messages without ptxas's resource report, at most 4 KB of them. */
 static char *compiler_errors(const char *log, const char *status)
 {
@@ -63,7 +89,7 @@ static char *compiler_errors(const char *log, const char *status)
 	for (const char *p = log; *p;) {
 		const char *eol = strchr(p, '\n');
 		size_t len = eol ? (size_t)(eol - p) : strlen(p);
-		if (len && strncmp(p, "ptxas info", 10) != 0 && strncmp(p, "ptxas         .", 16) != 0) {
+		if (len && !is_ptxas_report(p, len)) {
 			if (sb.len + len < LIMIT) {
 				strbuf_addch(&sb, '\n');
 				strbuf_add(&sb, p, len);
@@ -118,6 +144,25 @@ NORETURN static void compile_child(const struct compile_job *job, int fd)
 	for (size_t k = 0; k < job->noptions; k++)
 		strbuf_addf(&text, " %s", job->options[k]);
 	strbuf_addf(&text, "\n%s", out.log);
+	if (!out.ok && !names_an_error(out.log)) {
+		/* ptxas run verbose leaves its error out of NVRTC's log ("uses too much shared
+		 * data"): compiled again without -v, the log says what failed. */
+		const char *quiet[job->noptions + 1];
+		size_t n = 0;
+		for (size_t k = 0; k < job->noptions; k++)
+			if (strcmp(job->options[k], "--ptxas-options=-v") != 0)
+				quiet[n++] = job->options[k];
+		struct nvrtc_output again;
+		if (n < job->noptions && nvrtc_compile(job->source, "kernel.cu", quiet, n, NULL, &again) == 0) {
+			if (!again.ok && names_an_error(again.log)) {
+				strbuf_addf(&text, "# again without --ptxas-options=-v:\n%s", again.log);
+				free(out.log);
+				out.log = again.log;
+				again.log = NULL;
+			}
+			nvrtc_output_release(&again);
+		}
+	}
 	if (write_output(job->dir, "build.log", text.buf, text.len) != 0)
 		child_exit(fd, 0, 0, out.compile_ms, NULL, "cannot write build.log");
 	if (!out.ok)

@@ -14,6 +14,7 @@
 #include "compile.h"
 #include "fileio.h"
 #include "jsonl.h"
+#include "llm.h"
 #include "log.h"
 #include "materialize.h"
 #include "parse.h"
@@ -602,7 +603,8 @@ static char *materialize(struct builder *b, struct entry *e, const char *parent_
 		return NULL;
 	}
 	struct patch_report r;
-	patch_apply(e->tmp_dir, "kernel.cu", patch, &r);
+	const char *kernel_file = strrchr(e->run->spec->kernel_path, '/');
+	patch_apply(e->tmp_dir, "kernel.cu", kernel_file ? kernel_file + 1 : e->run->spec->kernel_path, patch, &r);
 	cJSON *report = json_object();
 	json_add_number(report, "hunks", (double)r.hunks);
 	if (r.offsets) {
@@ -777,6 +779,15 @@ static int prepare(struct builder *b, struct entry *e, long line)
 	e->run = find_run(b, run_dir);
 	if (e->run->error)
 		return record_error(b, line, "%s", e->run->error);
+	/* Refused before anything is patched, hashed or stored in the run (README "Limits"). */
+	if (patch && strlen(patch) > KG_CANDIDATE_MAX_BYTES) {
+		e->variant = failed_build("patch_failed", "candidate.patch: larger than 1 MiB, the most a patch may have", NULL);
+		return 0;
+	}
+	if (source && strlen(source) > KG_CANDIDATE_MAX_BYTES) {
+		e->variant = failed_build("compile_failed", "candidate.source: larger than 1 MiB, the most a source may have", NULL);
+		return 0;
+	}
 
 	struct parent parent;
 	if (load_parent(b, line, e->run, node, &parent))
@@ -791,6 +802,17 @@ static int prepare(struct builder *b, struct entry *e, long line)
 		plan.config = t1_config_to_json(e->run->spec, indices);
 		if (make_plan(e->run, indices, &plan, &why) == 0) {
 			char *text = materialize(b, e, parent.source, patch, source);
+			char *refused = NULL;
+			if (text && strlen(text) > KG_CANDIDATE_MAX_BYTES)
+				refused = xstrdup("kernel.cu: larger than 1 MiB after the patch, the most a source may have");
+			if (text && !refused)
+				source_check_includes(text, e->run->include_dir, &refused);
+			if (refused) {
+				e->variant = failed_build("compile_failed", refused, plan.config);
+				free(refused);
+				free(text);
+				text = NULL;
+			}
 			if (text) {
 				state_hash(e->run, text, &plan, e->state);
 				if (is_baseline(e->run, node, patch, source, plan.config) &&
@@ -867,7 +889,7 @@ static void flush_ready(struct builder *b)
 		return;
 	memmove(b->window, b->window + done, (b->nwindow - done) * sizeof(*b->window));
 	b->nwindow -= done;
-	fflush(stdout);
+	cli_flush();
 }
 
 /* A compile ended: the variant is published and records waiting on it become ready. */
@@ -938,10 +960,25 @@ static void build_all(struct builder *b, struct jsonl_reader *reader)
 	}
 }
 
+/* kg-build never calls an LLM endpoint, and NVRTC runs in its processes: a kernel that
+ * makes the compiler quote the environment finds no key in it. The value is overwritten
+ * first, since /proc/self/environ shows the environment the process started with. */
+static void forget_llm_settings(void)
+{
+	static const char *const names[] = {LLM_ENV_API_KEY, LLM_ENV_BASE_URL};
+	for (size_t k = 0; k < ARRAY_SIZE(names); k++) {
+		char *value = getenv(names[k]);
+		if (value)
+			explicit_bzero(value, strlen(value));
+		unsetenv(names[k]);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct options opt = {0};
 	log_init("kg-build");
+	forget_llm_settings();
 	parse_options(argc, argv, &opt);
 
 	struct strbuf why;

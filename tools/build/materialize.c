@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +39,121 @@ char *source_normalize(const char *text, size_t len)
 	out.len = kept;
 	out.buf[kept] = '\0';
 	return strbuf_detach(&out);
+}
+
+/* ---------------------------------------------------------------- what a source includes */
+
+/* The source with every line splice removed (a backslash, blanks, a newline; "??/" too,
+ * should trigraphs be on): *at maps each byte kept to its offset in source. Splicing more
+ * than the compiler does only joins lines, which cannot hide a directive from the scan. */
+static char *spliced(const char *source, size_t **at)
+{
+	size_t len = strlen(source), n = 0;
+	char *out = xmalloc(len + 1);
+	*at = xcalloc(len + 1, sizeof(**at));
+	for (size_t i = 0; i < len;) {
+		size_t j = source[i] == '\\' ? i + 1 : strncmp(source + i, "?\?/", 3) == 0 ? i + 3 : 0;
+		if (j) {
+			while (source[j] == ' ' || source[j] == '\t')
+				j++;
+			if (source[j] == '\n') {
+				i = j + 1;
+				continue;
+			}
+		}
+		(*at)[n] = i;
+		out[n++] = source[i++];
+	}
+	(*at)[n] = len;
+	out[n] = '\0';
+	return out;
+}
+
+/* Skips blanks and block comments, which may stand between "#" and "include". */
+static const char *skip_gap(const char *p)
+{
+	for (;;) {
+		while (*p == ' ' || *p == '\t' || *p == '\f' || *p == '\v')
+			p++;
+		if (p[0] != '/' || p[1] != '*')
+			return p;
+		const char *end = strstr(p + 2, "*/");
+		if (!end)
+			return p + strlen(p);
+		p = end + 2;
+	}
+}
+
+/* Why path may not be included, or NULL when it may. */
+static char *include_refused(const char *path, int quoted, const char *include_dir)
+{
+	if (!*path)
+		return xstrdup("an empty file name");
+	if (path[0] == '/')
+		return xstrdup("an absolute path");
+	for (const char *p = path; *p;) {
+		size_t len = strcspn(p, "/");
+		if (len == 2 && p[0] == '.' && p[1] == '.')
+			return xstrdup("a path through \"..\"");
+		p += len + (p[len] == '/');
+	}
+	if (!quoted)
+		return NULL;
+	char *full = xasprintf("%s/%s", include_dir, path);
+	char *real = realpath(full, NULL), *dir = realpath(include_dir, NULL);
+	size_t n = dir ? strlen(dir) : 0;
+	struct stat st;
+	char *refused = NULL;
+	if (!real || !dir || strncmp(real, dir, n) != 0 || real[n] != '/' || stat(real, &st) != 0 || !S_ISREG(st.st_mode))
+		refused = xasprintf("no such file in the kernel's folder '%s'", include_dir);
+	free(full);
+	free(real);
+	free(dir);
+	return refused;
+}
+
+int source_check_includes(const char *source, const char *include_dir, char **why)
+{
+	static const char *const directives[] = {"include", "include_next", "import", "embed"};
+	size_t *at;
+	char *text = spliced(source, &at);
+	int rc = 0;
+	for (const char *p = text; *p && !rc; p++) {
+		/* "#", its digraph "%:" and its trigraph "??=" all start a directive. */
+		const char *q = *p == '#' ? p + 1 : (p[0] == '%' && p[1] == ':') ? p + 2 : strncmp(p, "?\?=", 3) == 0 ? p + 3 : NULL;
+		if (!q)
+			continue;
+		q = skip_gap(q);
+		size_t len = strspn(q, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+		int named = 0;
+		for (size_t k = 0; k < ARRAY_SIZE(directives); k++)
+			named |= strlen(directives[k]) == len && strncmp(q, directives[k], len) == 0;
+		if (!named)
+			continue;
+		size_t line = 1;
+		for (size_t k = 0; k < at[p - text]; k++)
+			line += source[k] == '\n';
+		const char *name = skip_gap(q + len);
+		const char *close = *name == '"' ? strpbrk(name + 1, "\"\n") : *name == '<' ? strpbrk(name + 1, ">\n") : NULL;
+		if (!close || *close == '\n') {
+			*why = xasprintf("kernel.cu:%zu: #%.*s names its file with a macro or not at all; name it in \"\" or <>",
+					 line, (int)len, q);
+			rc = -1;
+			break;
+		}
+		char *path = xstrndup(name + 1, (size_t)(close - name - 1));
+		char *refused = include_refused(path, *name == '"', include_dir);
+		if (refused) {
+			*why = xasprintf("kernel.cu:%zu: #%.*s %c%.200s%c: %s; a kernel may include only files in its folder and the toolkit's headers",
+					 line, (int)len, q, *name, path, *close, refused);
+			rc = -1;
+		}
+		free(refused);
+		free(path);
+	}
+	free(text);
+	free(at);
+	return rc;
 }
 
 /* ---------------------------------------------------------------- the diff, rewritten */
@@ -126,19 +242,42 @@ static int parse_hunk_header(const struct line *l, long *old_start, long *old_co
 	return rc;
 }
 
-/* Rewrites diff into headers for kernel.cu and hunks whose line counts match their bodies.
+/* Whether a "--- " or "+++ " line names name or alias: the last component of its path,
+ * which ends at a tab (a timestamp follows) or at the end of the line. */
+static int header_names(const struct line *l, const char *name, const char *alias)
+{
+	const char *path = l->text + 4, *end = l->text + l->len;
+	const char *tab = memchr(path, '\t', (size_t)(end - path));
+	if (tab)
+		end = tab;
+	while (end > path && end[-1] == ' ')
+		end--;
+	for (const char *p = path; p < end; p++)
+		if (*p == '/')
+			path = p + 1;
+	size_t len = (size_t)(end - path);
+	return (strlen(name) == len && memcmp(path, name, len) == 0) ||
+	       (alias && strlen(alias) == len && memcmp(path, alias, len) == 0);
+}
+
+/* Rewrites diff into headers for name and hunks whose line counts match their bodies.
  * Returns 0, or -1 with *why set (allocated). */
-static int rewrite_diff(const char *diff, const char *name, struct strbuf *out, size_t *nhunks, int *recounted,
-			char **why)
+static int rewrite_diff(const char *diff, const char *name, const char *alias, struct strbuf *out, size_t *nhunks,
+			int *recounted, char **why)
 {
 	struct line *lines;
 	size_t n = split_lines(diff, &lines);
-	size_t files = 0;
+	size_t files = 0, other = 0; /* other: 1 + the index of the first header naming another file */
 	*nhunks = 0;
 	*recounted = 0;
 	strbuf_addf(out, "--- a/%s\n+++ b/%s\n", name, name);
 	for (size_t i = 0; i < n;) {
 		if (is_file_header(lines, i, n)) {
+			/* Applied to name whatever the header says, a diff for another file (a new
+			 * header, /dev/null) would change the kernel in ways nobody meant. */
+			for (size_t j = i; j < i + 2 && !other; j++)
+				if (!header_names(&lines[j], name, alias))
+					other = j + 1;
 			files++;
 			i += 2;
 			continue;
@@ -182,11 +321,20 @@ static int rewrite_diff(const char *diff, const char *name, struct strbuf *out, 
 		++*nhunks;
 		i = end;
 	}
-	free(lines);
 	if (files > 1) {
 		*why = xasprintf("the diff changes %zu files; a candidate may change %s only", files, name);
+		free(lines);
 		return -1;
 	}
+	if (other) {
+		const struct line *l = &lines[other - 1];
+		int two = alias && strcmp(alias, name) != 0;
+		*why = xasprintf("line %zu of the diff: \"%.*s\" names another file than the kernel's (%s%s%s)", other,
+				 (int)(l->len < 200 ? l->len : 200), l->text, name, two ? " or " : "", two ? alias : "");
+		free(lines);
+		return -1;
+	}
+	free(lines);
 	if (*nhunks == 0) {
 		*why = xasprintf("the diff has no hunks (no line starts with \"@@\")");
 		return -1;
@@ -271,7 +419,7 @@ static char *patch_message(const char *output)
 	return strbuf_detach(&sb);
 }
 
-void patch_apply(const char *dir, const char *name, const char *diff, struct patch_report *r)
+void patch_apply(const char *dir, const char *name, const char *alias, const char *diff, struct patch_report *r)
 {
 	static const char diff_name[] = ".candidate.patch";
 	memset(r, 0, sizeof(*r));
@@ -280,7 +428,7 @@ void patch_apply(const char *dir, const char *name, const char *diff, struct pat
 	strbuf_init(&output);
 	char *diff_path = xasprintf("%s/%s", dir, diff_name);
 	r->outcome = PATCH_REJECTED;
-	if (rewrite_diff(diff, name, &rewritten, &r->hunks, &r->recounted, &r->message))
+	if (rewrite_diff(diff, name, alias, &rewritten, &r->hunks, &r->recounted, &r->message))
 		goto done;
 	if (file_write(diff_path, rewritten.buf, rewritten.len) != 0) {
 		r->outcome = PATCH_NO_TOOL;

@@ -20,6 +20,16 @@
  * and the text ends with one "\n". The caller frees the result. */
 char *source_normalize(const char *text, size_t len);
 
+/* Checks every #include (and #include_next, #import, #embed) of source, whatever comments,
+ * strings or line splices surround it (a directive is looked for everywhere, so that no
+ * lexing trick hides one; one inside a comment is checked too): "name" must be a relative
+ * path without ".." to a file inside include_dir, the kernel's folder; <name> may not be
+ * absolute or go through ".." (it resolves in the kernel's folder, the toolkit's headers or
+ * NVRTC's own); a file named by a macro is refused. A kernel could otherwise have NVRTC
+ * quote any file of the host (/proc/self/environ) in its errors. Returns 0, or -1 with *why
+ * set (allocated) to "kernel.cu:LINE: ...". */
+int source_check_includes(const char *source, const char *include_dir, char **why);
+
 enum patch_outcome {
 	PATCH_APPLIED,	 /* every hunk applied; the file holds the result */
 	PATCH_REJECTED,	 /* the diff is unusable or a hunk did not apply; see message */
@@ -36,11 +46,12 @@ struct patch_report {
 };
 
 /* Applies diff to the file dir/name with GNU patch, running in dir. Only the hunks of the
- * diff are used: file names in its headers ("../../etc/passwd", absolute paths, git
- * renames) are ignored, so nothing but dir/name can change. A diff with sections for more
- * than one file, or no hunks, is rejected. Fills *report; the caller frees it with
- * patch_report_release. */
-void patch_apply(const char *dir, const char *name, const char *diff, struct patch_report *report);
+ * diff are used: the paths in its headers are never opened, so nothing but dir/name can
+ * change. A diff whose headers name a file other than name or alias (the kernel's own file
+ * name; compared by their last component, so "a/kernel.cu" and "../../kernel.cu" name it),
+ * with sections for more than one file, or with no hunks, is rejected. Fills *report; the
+ * caller frees it with patch_report_release. */
+void patch_apply(const char *dir, const char *name, const char *alias, const char *diff, struct patch_report *report);
 void patch_report_release(struct patch_report *report);
 
 #endif

@@ -471,6 +471,8 @@ static int take_candidates(const cJSON *answer, const char *proposer, struct pro
 				      : !p.method ? "method: missing"
 				      : p.config && !cJSON_IsObject(p.config) ? "config: must be an object or null"
 				      : !p.patch && !p.source && !p.config ? "changes nothing: no patch, source or config"
+				      : p.patch && strlen(p.patch) > KG_CANDIDATE_MAX_BYTES ? "patch: larger than 1 MiB, the most a patch may have"
+				      : p.source && strlen(p.source) > KG_CANDIDATE_MAX_BYTES ? "source: larger than 1 MiB, the most a source may have"
 									    : NULL;
 		if (problem) {
 			if (!why->len)

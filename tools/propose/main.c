@@ -366,7 +366,7 @@ static int print_count(const struct t1_spec *spec)
 {
 	uint64_t count;
 	int saturated;
-	if (t1_count(spec, &count, &saturated))
+	if (t1_count(spec, UINT64_MAX, &count, &saturated))
 		return KG_EXIT_INPUT;
 	if (count == 0)
 		return empty_space(spec);

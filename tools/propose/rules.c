@@ -172,7 +172,7 @@ long listed_configs(const struct t1_spec *spec, size_t **indices)
 	uint64_t count;
 	int saturated;
 	*indices = NULL;
-	if (t1_count(spec, &count, &saturated) != 0)
+	if (t1_count(spec, LISTED_MAX, &count, &saturated) != 0)
 		return -1;
 	return !saturated && count <= LISTED_MAX ? valid_configs(spec, indices) : -2;
 }

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,21 +31,40 @@ void search_params_default(struct search_params *p)
 	};
 }
 
-/* The parameters as name, offset pairs: one table serves saving and loading. */
+/* The parameters: the name each has in graph.json, the option that sets it and the range
+ * that option accepts, which a loaded graph's must lie in too. One table serves the command
+ * line, saving and loading. */
 static const struct {
-	const char *name;
+	const char *name, *option;
 	size_t offset;
 	int is_long;
+	double lo, hi;
 } param_fields[] = {
-#define D(f) {#f, offsetof(struct search_params, f), 0}
-#define L(f) {#f, offsetof(struct search_params, f), 1}
-	D(c_init), D(c_base), D(fpu_reduction), D(root_fpu_reduction), D(widen_k), D(widen_alpha),
-	D(reward_clip), D(failure_reward), D(cycle_penalty), D(noise_epsilon), D(noise_alpha),
-	D(improve_pct), L(converge_iters), L(budget_builds), D(rollout_epsilon), D(rollout_lambda),
-	L(rollout_depth),
+#define D(f, option, lo, hi) {#f, option, offsetof(struct search_params, f), 0, lo, hi}
+#define L(f, option) {#f, option, offsetof(struct search_params, f), 1, 0, GRAPH_COUNT_MAX}
+	/* Widening past N^1 or below 0, noise off [0, 1] and c_base <= 0 make no search; a
+	 * negative widen_k loops for ever, a noise_alpha of -1e9 recurses until the stack ends. */
+	D(c_init, "c-puct", -1e9, 1e9), D(c_base, "c-base", 1, 1e9), D(fpu_reduction, "fpu-reduction", -1e9, 1e9),
+	D(root_fpu_reduction, "root-fpu-reduction", -1e9, 1e9), D(widen_k, "widen-k", 0, 1e9),
+	D(widen_alpha, "widen-alpha", 0, 1), D(reward_clip, "reward-clip", 0, 1e9),
+	D(failure_reward, "failure-reward", -1e9, 1e9), D(cycle_penalty, "cycle-penalty", -1e9, 1e9),
+	D(noise_epsilon, "noise", 0, 1), D(noise_alpha, "noise-alpha", 0, 1e9), D(improve_pct, "improve-pct", -1e9, 1e9),
+	L(converge_iters, "converge"), L(budget_builds, "budget-builds"), D(rollout_epsilon, "rollout-epsilon", 0, 1),
+	D(rollout_lambda, "rollout-lambda", -1e9, 1e9), L(rollout_depth, "rollout-depth"),
 #undef D
 #undef L
 };
+
+int search_param_range(const char *option, double *lo, double *hi)
+{
+	for (size_t k = 0; k < ARRAY_SIZE(param_fields); k++)
+		if (strcmp(param_fields[k].option, option) == 0) {
+			*lo = param_fields[k].lo;
+			*hi = param_fields[k].hi;
+			return 0;
+		}
+	return -1;
+}
 
 void search_params_export(const struct search_params *p, double v[SEARCH_PARAMS_MAX])
 {
@@ -56,9 +76,18 @@ void search_params_export(const struct search_params *p, double v[SEARCH_PARAMS_
 	v[k] = p->backup_max;
 }
 
-void search_params_import(struct search_params *p, const double v[SEARCH_PARAMS_MAX])
+char *search_params_import(struct search_params *p, const double v[SEARCH_PARAMS_MAX])
 {
 	size_t k;
+	for (k = 0; k < ARRAY_SIZE(param_fields); k++) {
+		double lo = param_fields[k].lo, hi = param_fields[k].hi;
+		/* Written so that NaN fails too; a long must be whole before it is converted. */
+		if (!(v[k] >= lo && v[k] <= hi) || (param_fields[k].is_long && floor(v[k]) != v[k]))
+			return xasprintf("%s: %g is not %s in [%g, %g] (what --%s accepts)", param_fields[k].name, v[k],
+					 param_fields[k].is_long ? "a whole number" : "a number", lo, hi, param_fields[k].option);
+	}
+	if (v[k] != 0 && v[k] != 1)
+		return xasprintf("backup_max: %g is not 0 (mean) or 1 (max)", v[k]);
 	for (k = 0; k < ARRAY_SIZE(param_fields); k++) {
 		char *base = (char *)p + param_fields[k].offset;
 		if (param_fields[k].is_long)
@@ -67,6 +96,7 @@ void search_params_import(struct search_params *p, const double v[SEARCH_PARAMS_
 			*(double *)(void *)base = v[k];
 	}
 	p->backup_max = v[k] != 0;
+	return NULL;
 }
 
 static const struct blob no_blob = {BLOB_NONE, 0};
@@ -255,6 +285,101 @@ size_t graph_find_state(const struct graph *g, const char *state, size_t parent)
 	return MCGS_NONE;
 }
 
+/* ---------------------------------------------------------------- checking */
+
+static int count_ok(double v)
+{
+	return v >= 0 && v <= GRAPH_COUNT_MAX && floor(v) == v;
+}
+
+/* Each node's out-edges, walked as mcgs_out_edges and selection walk them: every edge must
+ * be on the chain of its from node, once, in increasing order, nout of them, ending at
+ * last_out (a chain longer than nout overflowed the array of choose_edge). */
+static int check_chains(const struct graph *g, const char *file)
+{
+	size_t n = g->g.nnodes, m = g->g.nedges, walked = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct mcgs_node *mn = &g->g.nodes[i];
+		size_t count = 0, last = MCGS_NONE;
+		for (size_t e = mn->first_out; e != MCGS_NONE; e = g->g.edges[e].next_out) {
+			if (e >= m || g->g.edges[e].from != i || (last != MCGS_NONE && e <= last) || count == mn->nout)
+				return log_error("%s: nodes[%zu]: nout %zu does not match its out-edges (edge %zu)", file, i,
+						 mn->nout, e);
+			last = e;
+			count++;
+		}
+		if (count != mn->nout || last != mn->last_out)
+			return log_error("%s: nodes[%zu]: nout %zu and last_out do not match its %zu out-edges", file, i,
+					 mn->nout, count);
+		walked += count;
+	}
+	if (walked != m)
+		return log_error("%s: %zu edges, but the nodes' out-edges are %zu of them", file, m, walked);
+	return 0;
+}
+
+int graph_check(const struct graph *g, const char *file)
+{
+	size_t n = g->g.nnodes, m = g->g.nedges;
+	double evaluations = 0;
+	if (n == 0)
+		return log_error("%s: the graph has no root", file);
+	if (!count_ok((double)g->iter) || !count_ok((double)g->builds) || !count_ok((double)g->last_improvement) ||
+	    g->last_improvement > g->iter || !count_ok((double)g->events_len))
+		return log_error("%s: iter %ld, builds %ld, last_improvement %ld, events_len %" PRIu64
+				 ": not counts in [0, 1e15] with last_improvement at most iter", file, g->iter, g->builds,
+				 g->last_improvement, g->events_len);
+	if (g->incumbent >= n)
+		return log_error("%s: incumbent: %zu is not a node", file, g->incumbent);
+	if (!isnan(g->baseline_ms) && !(g->baseline_ms > 0 && isfinite(g->baseline_ms)))
+		return log_error("%s: baseline_ms: %g is not a time", file, g->baseline_ms);
+	for (size_t i = 0; i < n; i++) {
+		const struct mcgs_node *mn = &g->g.nodes[i];
+		const struct gnode *gn = &g->nodes[i];
+		/* Ranks grow by one from a parent, so they are below the number of nodes. */
+		if (mn->rank < 0 || (uint64_t)mn->rank >= n || (i == 0 && mn->rank != 0))
+			return log_error("%s: nodes[%zu]: rank %" PRId64 " is not in [0, %zu) (0 for the root)", file, i,
+					 mn->rank, n);
+		if (!isfinite(mn->u) || !isfinite(mn->q) || !count_ok(mn->n) || mn->n < 1)
+			return log_error("%s: nodes[%zu]: u %g, n %g, q %g: not finite, or n not a count of visits", file, i,
+					 mn->u, mn->n, mn->q);
+		if (gn->failed < 0 || gn->failed > 1 || gn->exhausted < 0 || gn->exhausted > NODE_SPENT ||
+		    !count_ok((double)gn->created_iter))
+			return log_error("%s: nodes[%zu]: failed %d, exhausted %d, created_iter %" PRId64 ": not their values",
+					 file, i, gn->failed, gn->exhausted, gn->created_iter);
+	}
+	if (check_chains(g, file) != 0)
+		return -1;
+	for (size_t i = 0; i < m; i++) {
+		const struct mcgs_edge *me = &g->g.edges[i];
+		const struct gedge *ge = &g->edges[i];
+		/* The rank rule keeps the graph acyclic: backups and walks back to the root end. */
+		if (me->to != MCGS_NONE && (me->to >= n || g->g.nodes[me->to].rank <= g->g.nodes[me->from].rank))
+			return log_error("%s: edges[%zu]: to %zu is not a node of a higher rank than from %zu", file, i, me->to,
+					 me->from);
+		if (!count_ok(me->n) || !isfinite(me->prior))
+			return log_error("%s: edges[%zu]: n %g, prior %g: not a count of visits, or not finite", file, i, me->n,
+					 me->prior);
+		if (ge->evaluations != (me->to != MCGS_NONE) || !isfinite(ge->reward_sum) ||
+		    !(isfinite(ge->reward_max) || ge->reward_max == -INFINITY))
+			return log_error("%s: edges[%zu]: evaluations %" PRId64 ", reward_sum %g, reward_max %g: not an edge %s",
+					 file, i, ge->evaluations, ge->reward_sum, ge->reward_max,
+					 me->to == MCGS_NONE ? "registered, not evaluated" : "evaluated once");
+		evaluations += (double)ge->evaluations;
+	}
+	if (evaluations != (double)g->builds)
+		return log_error("%s: builds: %ld, but %g edges are evaluated", file, g->builds, evaluations);
+	const struct rollout *r = &g->rollout;
+	if (r->active) {
+		int ok = r->node < n && count_ok((double)r->steps_left) && count_ok((double)r->step) && isfinite(r->best);
+		for (size_t i = 0; ok && i < r->len; i++)
+			ok = r->path[i] < m && g->g.edges[r->path[i]].to != MCGS_NONE;
+		if (!ok)
+			return log_error("%s: rollout: its node, path, steps or best reward are not the graph's", file);
+	}
+	return 0;
+}
+
 /* ---------------------------------------------------------------- JSON */
 
 static cJSON *node_json(const struct graph *g, size_t i)
@@ -359,6 +484,14 @@ int graph_save(struct graph *g)
 }
 
 
+/* A count or an index of graph.json as a long: -1 when it is not a whole number in [0,
+ * GRAPH_COUNT_MAX] (converting 1e300 would be undefined), which graph_check then reports. */
+static long json_count(const cJSON *o, const char *key, double missing)
+{
+	double v = json_number(o, key, missing);
+	return count_ok(v) ? (long)v : -1;
+}
+
 static int load_nodes(struct graph *g, const cJSON *nodes, const char *path)
 {
 	const cJSON *o;
@@ -367,7 +500,8 @@ static int load_nodes(struct graph *g, const cJSON *nodes, const char *path)
 		const cJSON *state = cJSON_GetObjectItemCaseSensitive(o, "state");
 		if (!cJSON_IsString(state))
 			return log_error("%s: nodes[%zu].state: missing", path, k);
-		size_t id = graph_add_node(g, state->valuestring, json_number(o, "u", 0), (int)json_number(o, "rank", 0));
+		long rank = json_count(o, "rank", 0);
+		size_t id = graph_add_node(g, state->valuestring, json_number(o, "u", 0), rank > INT_MAX ? -1 : (int)rank);
 		struct gnode *n = &g->nodes[id];
 		g->g.nodes[id].n = json_number(o, "n", 0);
 		g->g.nodes[id].q = json_number(o, "q", 0);
@@ -377,7 +511,7 @@ static int load_nodes(struct graph *g, const cJSON *nodes, const char *path)
 		n->median_ms = json_number(o, "median_ms", NAN);
 		n->speedup = json_number(o, "speedup", NAN);
 		n->speedup_lo = json_number(o, "speedup_lo", NAN);
-		n->created_iter = (long)json_number(o, "created_iter", 0);
+		n->created_iter = json_count(o, "created_iter", 0);
 		const cJSON *config = cJSON_GetObjectItemCaseSensitive(o, "config");
 		const cJSON *methods = cJSON_GetObjectItemCaseSensitive(o, "methods");
 		graph_node_set_json(g, id, cJSON_IsObject(config) ? cJSON_Duplicate(config, 1) : NULL,
@@ -403,7 +537,7 @@ static int load_edges(struct graph *g, const cJSON *edges, const char *path)
 		g->g.edges[id].n = json_number(o, "n", 0);
 		g->edges[id].reward_sum = json_number(o, "reward_sum", 0);
 		g->edges[id].reward_max = json_number(o, "reward_max", -INFINITY);
-		g->edges[id].evaluations = (long)json_number(o, "evaluations", 0);
+		g->edges[id].evaluations = json_count(o, "evaluations", 0);
 		k++;
 	}
 	return 0;
@@ -444,25 +578,29 @@ static int import_json(struct graph *g, const char *run)
 		const cJSON *params = cJSON_GetObjectItemCaseSensitive(doc, "params");
 		const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(doc, "kernel");
 		const cJSON *rng = cJSON_GetObjectItemCaseSensitive(doc, "rng");
-		for (size_t k = 0; k < ARRAY_SIZE(param_fields); k++) {
-			char *base = (char *)&g->params + param_fields[k].offset;
-			const cJSON *v = cJSON_GetObjectItemCaseSensitive(params, param_fields[k].name);
-			if (!cJSON_IsNumber(v))
-				continue;
-			if (param_fields[k].is_long)
-				*(long *)(void *)base = (long)v->valuedouble;
-			else
-				*(double *)(void *)base = v->valuedouble;
+		double v[SEARCH_PARAMS_MAX];
+		size_t k;
+		search_params_export(&g->params, v); /* the defaults, for those it does not give */
+		for (k = 0; k < ARRAY_SIZE(param_fields); k++) {
+			const cJSON *value = cJSON_GetObjectItemCaseSensitive(params, param_fields[k].name);
+			if (cJSON_IsNumber(value))
+				v[k] = value->valuedouble;
 		}
-		g->params.backup_max = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(params, "backup_max"));
+		v[k] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(params, "backup_max"));
+		char *why = search_params_import(&g->params, v);
+		if (why) {
+			log_error("%s: params.%s", path, why);
+			free(why);
+			goto out;
+		}
 		g->kernel = xstrdup(cJSON_IsString(kernel) ? kernel->valuestring : "");
 		g->rng = cJSON_IsString(rng) ? strtoull(rng->valuestring, NULL, 16) : 0;
-		g->iter = (long)json_number(doc, "iter", 0);
-		g->builds = (long)json_number(doc, "builds", 0);
+		g->iter = json_count(doc, "iter", 0);
+		g->builds = json_count(doc, "builds", 0);
 		/* A graph made elsewhere without the field is taken to know its whole log. */
-		g->events_len = (uint64_t)json_number(doc, "events_len", (double)events_size(run));
-		g->last_improvement = (long)json_number(doc, "last_improvement", 0);
-		g->incumbent = (size_t)json_number(doc, "incumbent", 0);
+		g->events_len = (uint64_t)json_count(doc, "events_len", (double)events_size(run));
+		g->last_improvement = json_count(doc, "last_improvement", 0);
+		g->incumbent = (size_t)json_count(doc, "incumbent", 0);
 		g->baseline_ms = json_number(doc, "baseline_ms", NAN);
 		const cJSON *regraph = cJSON_GetObjectItemCaseSensitive(doc, "regraph");
 		g->regraph = cJSON_IsString(regraph) ? xstrdup(regraph->valuestring) : NULL;
@@ -470,26 +608,20 @@ static int import_json(struct graph *g, const char *run)
 		if (cJSON_IsObject(rollout)) {
 			const cJSON *edges = cJSON_GetObjectItemCaseSensitive(rollout, "path_edges");
 			g->rollout.active = 1;
-			g->rollout.node = (size_t)json_number(rollout, "node", 0);
-			g->rollout.steps_left = (long)json_number(rollout, "steps_left", 0);
-			g->rollout.step = (long)json_number(rollout, "step", 0);
+			g->rollout.node = (size_t)json_count(rollout, "node", 0);
+			g->rollout.steps_left = json_count(rollout, "steps_left", 0);
+			g->rollout.step = json_count(rollout, "step", 0);
 			g->rollout.best = json_number(rollout, "best", 0);
 			g->rollout.path = xcalloc((size_t)cJSON_GetArraySize(edges) + 1, sizeof(*g->rollout.path));
 			cJSON_ArrayForEach(item, edges)
-				g->rollout.path[g->rollout.len++] = (size_t)item->valuedouble;
+				g->rollout.path[g->rollout.len++] =
+					cJSON_IsNumber(item) && count_ok(item->valuedouble) ? (size_t)item->valuedouble : MCGS_NONE;
 		}
 		if (load_nodes(g, cJSON_GetObjectItemCaseSensitive(doc, "nodes"), path) == 0 &&
-		    load_edges(g, cJSON_GetObjectItemCaseSensitive(doc, "edges"), path) == 0) {
-			for (size_t i = 0; g->rollout.active && i < g->rollout.len; i++)
-				if (g->rollout.path[i] >= g->g.nedges)
-					g->rollout.active = 0;
-			if (g->rollout.node >= g->g.nnodes)
-				g->rollout.active = 0;
-			rc = g->g.nnodes > 0 ? 1 : log_error("%s: the graph has no root", path);
-			if (g->incumbent >= g->g.nnodes)
-				g->incumbent = 0;
-		}
+		    load_edges(g, cJSON_GetObjectItemCaseSensitive(doc, "edges"), path) == 0 && graph_check(g, path) == 0)
+			rc = 1;
 	}
+out:
 	cJSON_Delete(doc);
 	free(path);
 	return rc;

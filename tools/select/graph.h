@@ -35,7 +35,14 @@ void search_params_default(struct search_params *p);
 /* The parameters as numbers in a fixed order (for graph.bin). */
 #define SEARCH_PARAMS_MAX 32
 void search_params_export(const struct search_params *p, double v[SEARCH_PARAMS_MAX]);
-void search_params_import(struct search_params *p, const double v[SEARCH_PARAMS_MAX]);
+/* Sets p from v when every number lies in the range its option accepts (a damaged graph's
+ * -1e300 or NaN would make the search recurse or loop): NULL, or a message naming the first
+ * that does not ("noise_alpha: ..."), which the caller frees; p is then unchanged. */
+char *search_params_import(struct search_params *p, const double v[SEARCH_PARAMS_MAX]);
+/* The range kg-select's --OPTION (its long name) accepts: 0, or -1 when it sets no parameter. */
+int search_param_range(const char *option, double *lo, double *hi);
+/* Counters, visits and indices are at most this: exact in a double, far from overflowing. */
+#define GRAPH_COUNT_MAX 1e15
 
 /* Where a string or a JSON text lies in RUN/graph.blobs (NUL-terminated there); off is
  * BLOB_NONE until it is stored. */
@@ -125,6 +132,11 @@ uint64_t events_size(const char *run);
 /* Stores g in RUN/graph.bin so that a kill at any moment leaves the previous or the next
  * graph. Returns 0, or -1 after reporting. */
 int graph_save(struct graph *g);
+/* Checks what a loaded graph holds before anything uses it: out-edge chains that match each
+ * node's nout and end, edges between nodes with the rank rule, finite values, counters in
+ * [0, GRAPH_COUNT_MAX] that agree (builds = the edges' evaluations), an incumbent and a
+ * rollout that exist. 0, or -1 after reporting the first problem as "FILE: FIELD: ...". */
+int graph_check(const struct graph *g, const char *file);
 /* The whole graph as one JSON document (the graph.json schema, version 1). */
 cJSON *graph_export(const struct graph *g);
 void graph_init(struct graph *g, const char *run);

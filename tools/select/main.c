@@ -219,16 +219,20 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	opt->batch = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":b:ehqs:uvV", longopts, &index)) != -1) {
-		double *d = param_slot(&opt->params, c);
+		double *d = param_slot(&opt->params, c), lo = 0, hi = 0;
 		long *l = long_slot(&opt->params, c);
+		/* The ranges a loaded graph's parameters are checked against (each of these options
+		 * has one). */
+		if (d || l)
+			(void)search_param_range(longopts[index].name, &lo, &hi);
 		if (d) {
-			if ((why = parse_double(optarg, -1e9, 1e9, d)))
+			if ((why = parse_double(optarg, lo, hi, d)))
 				cli_usage_error("--%s: '%s': %s", longopts[index].name, optarg, why);
 			opt->given[c - OPT_C_PUCT] = 1;
 			continue;
 		}
 		if (l) {
-			if ((why = parse_int64(optarg, 0, INT64_MAX / 2, &i64)))
+			if ((why = parse_int64(optarg, (int64_t)lo, (int64_t)hi, &i64)))
 				cli_usage_error("--%s: '%s': %s", longopts[index].name, optarg, why);
 			*l = (long)i64;
 			opt->given[c - OPT_C_PUCT] = 1;
@@ -993,12 +997,14 @@ struct updater {
  * then (events, trace, dataset rows) is written already. */
 static int catching_up;
 
-static void append_line(const char *path, const cJSON *obj)
+static int append_line(const char *path, const cJSON *obj)
 {
 	if (catching_up)
-		return;
-	if (jsonl_append(path, obj) != 0)
-		log_warn("cannot append to '%s':", path);
+		return 0;
+	if (jsonl_append(path, obj) == 0)
+		return 0;
+	log_warn("cannot append to '%s':", path);
+	return -1;
 }
 
 static void append_text(const char *path, const char *text)
@@ -1367,16 +1373,31 @@ static int apply_record(struct updater *u, cJSON *record, long line)
 }
 
 /* The log is appended before the graph is saved, so a kill between the two leaves records in
- * RUN/events.jsonl past what the graph learned (events_len): they are learned again here. */
+ * RUN/events.jsonl past what the graph learned (events_len): they are learned again here,
+ * before an update and before a pick, so that no pick is made from a graph behind its log
+ * (it would hand out builds the log has spent, and edges it has evaluated). The graph keeps
+ * a byte offset rather than the ids it has seen: a step seeks to it instead of reading the
+ * whole log, and the record boundary it must fall on (a newline) shows a log changed under it. */
 static void catch_up_with_log(struct updater *u, const char *events)
 {
 	struct graph *g = u->g;
 	uint64_t size = events_size(g->run);
-	if (!u->exists || size <= g->events_len)
+	if (!u->exists || size == g->events_len)
 		return;
+	if (size < g->events_len) {
+		log_warn("%s: %" PRIu64 " bytes, shorter than the %" PRIu64 " the graph learned from: not read", events, size,
+			 g->events_len);
+		return;
+	}
 	FILE *fp = fopen(events, "r");
-	if (!fp || fseeko(fp, (off_t)g->events_len, SEEK_SET) != 0) {
-		log_warn("cannot read '%s':", events);
+	int c = EOF;
+	if (!fp || fseeko(fp, (off_t)(g->events_len ? g->events_len - 1 : 0), SEEK_SET) != 0 ||
+	    (g->events_len && (c = getc(fp)) != '\n')) {
+		if (c == EOF)
+			log_warn("cannot read '%s':", events);
+		else
+			log_warn("%s: byte %" PRIu64 ", where the graph's part of it ends, ends no record: not read", events,
+				 g->events_len);
 		if (fp)
 			fclose(fp);
 		return;
@@ -1406,17 +1427,43 @@ static void catch_up_with_log(struct updater *u, const char *events)
 		u->status = KG_EXIT_IO;
 }
 
-static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
+static void updater_init(struct updater *u, struct graph *g, int exists, const char *input_name)
 {
-	struct updater u = {.g = g, .exists = exists, .input_name = reader->name};
+	*u = (struct updater){.g = g, .exists = exists, .input_name = input_name};
 	char *copy = xstrdup(g->run), *parent = xstrdup(dirname(copy));
-	u.outdir = xstrdup(dirname(parent));
+	u->outdir = xstrdup(dirname(parent));
 	free(copy);
 	free(parent);
+}
+
+static void updater_release(struct updater *u)
+{
+	free(u->outdir);
+	cJSON_Delete(u->regraph_doc);
+}
+
+/* Before a pick: learns what the log holds beyond the graph (catch_up_with_log). Returns
+ * KG_EXIT_OK, or KG_EXIT_IO when the graph could not be saved. */
+static int catch_up_before_pick(struct graph *g)
+{
+	struct updater u;
+	updater_init(&u, g, 1, NULL);
+	char *events = xasprintf("%s/events.jsonl", g->run);
+	catch_up_with_log(&u, events);
+	free(events);
+	updater_release(&u);
+	return u.status == KG_EXIT_IO ? KG_EXIT_IO : KG_EXIT_OK;
+}
+
+static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
+{
+	struct updater u;
+	updater_init(&u, g, exists, reader->name);
 	char *events = xasprintf("%s/events.jsonl", g->run);
 	catch_up_with_log(&u, events);
 	cJSON *record;
 	enum jsonl_status st;
+	int learning = 1;
 	while ((st = jsonl_next(reader, &record)) != JSONL_EOF) {
 		if (st == JSONL_IO_ERROR) {
 			u.status = KG_EXIT_IO;
@@ -1428,7 +1475,7 @@ static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
 			continue;
 		}
 		double t0 = monotonic_ms();
-		int changed = apply_record(&u, record, reader->line);
+		int changed = learning && apply_record(&u, record, reader->line);
 		timing.decide_ms += monotonic_ms() - t0;
 		if (changed) {
 			/* The log first, then the graph: never a graph ahead of its log. */
@@ -1436,11 +1483,20 @@ static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
 			utc_now(t, sizeof(t), 1);
 			cJSON *logged = cJSON_Duplicate(record, 1);
 			json_add_string(logged, "t", t);
-			append_line(events, logged);
-			cJSON_Delete(logged);
-			g->events_len = events_size(g->run);
-			if (save_graph(g) != 0)
+			if (append_line(events, logged) != 0) {
+				/* The graph in memory learned what the log lacks: it is not saved, and
+				 * the rest is passed on unlearned; the records still go out. */
+				log_error("%s:%ld: not learned: the run's log could not hold it (the graph stays as the log has it)",
+					  reader->name, reader->line);
 				u.status = KG_EXIT_IO;
+				learning = 0;
+			}
+			cJSON_Delete(logged);
+			if (learning) {
+				g->events_len = events_size(g->run);
+				if (save_graph(g) != 0)
+					u.status = KG_EXIT_IO;
+			}
 		}
 		if (jsonl_write(stdout, record) != 0) {
 			log_error("cannot write the output:");
@@ -1449,8 +1505,7 @@ static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
 		cJSON_Delete(record);
 	}
 	free(events);
-	free(u.outdir);
-	cJSON_Delete(u.regraph_doc);
+	updater_release(&u);
 	return u.status;
 }
 
@@ -1520,7 +1575,7 @@ int main(int argc, char **argv)
 			status = KG_EXIT_INPUT;
 		} else if (opt.export_json) {
 			status = export_graph(&g);
-		} else {
+		} else if ((status = catch_up_before_pick(&g)) == KG_EXIT_OK) {
 			status = run_select(&g, &opt);
 		}
 	}

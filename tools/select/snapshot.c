@@ -3,6 +3,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,7 @@
 #include "snapshot.h"
 #include "xalloc.h"
 
-#define SNAPSHOT_VERSION 3 /* version 1 is graph.json */
+#define SNAPSHOT_VERSION 4 /* version 1 is graph.json; 4 added the checkpoint's checksum */
 #define BYTE_ORDER_MARK 0x01020304u
 #define PAGE 4096
 #define DELTAS_MAX 65536
@@ -34,6 +35,7 @@ struct file_head {
 	uint32_t version, byte_order, head_size, params;
 	uint32_t sizes[KINDS]; /* of the record kinds: a build with other sizes cannot read it */
 	uint64_t offset[KINDS], cap[KINDS], path_offset;
+	uint64_t checksum;     /* of what a load reads (checkpoint_checksum), this field 0 */
 };
 
 struct head_rec {
@@ -253,6 +255,21 @@ static int point_checkpoint(struct snapshot *s, const char *map, size_t len)
 	return 0;
 }
 
+/* The checksum of a checkpoint (FNV-1a by words): its file_head with the checksum 0, its head_rec, the records
+ * up to the counts (the room past them is never read) and the rollout path. Damage that
+ * still parses, a flipped bit in a visit count say, is caught here; graph_check catches what
+ * a bug could write. */
+static uint64_t checkpoint_checksum(const char *map, const struct file_head *fh, const struct head_rec *h)
+{
+	struct file_head zeroed = *fh;
+	zeroed.checksum = 0;
+	uint64_t sum = fnv1a64_words(FNV1A64_BASIS, &zeroed, sizeof(zeroed));
+	sum = fnv1a64_words(sum, h, sizeof(*h));
+	for (int k = 0; k < KINDS; k++)
+		sum = fnv1a64_words(sum, map + fh->offset[k], (k < MEDGE ? h->nnodes : h->nedges) * kind_size[k]);
+	return fnv1a64_words(sum, map + fh->path_offset, h->rollout_len * sizeof(uint64_t));
+}
+
 /* ---------------------------------------------------------------- loading */
 
 static int read_checkpoint(struct snapshot *s, const char *map, size_t len, const char *path)
@@ -271,10 +288,15 @@ static int read_checkpoint(struct snapshot *s, const char *map, size_t len, cons
 		return log_error("%s: version %u, but this kg-select reads version %d", path, fh.version, SNAPSHOT_VERSION);
 	if (point_checkpoint(s, map, len) != 0)
 		return log_error("%s: cut short", path);
+	if (checkpoint_checksum(map, &fh, &s->head) != fh.checksum)
+		return log_error("%s: damaged: its checkpoint does not match its checksum", path);
 	return 0;
 }
 
-/* Points at the records of the delta at *pos; -1, changing nothing, for one a kill cut short. */
+/* Points at the records of the delta at *pos; changing nothing, -1 for one a kill cut short,
+ * -2 for a damaged one. A save truncates the file where the delta goes and writes it in one
+ * piece, so a kill leaves a prefix of it: a header that promises more than the file holds.
+ * Any other failure is damage, and dropping it would lose the deltas after it. */
 static int read_delta(struct snapshot *s, const char *map, size_t len, size_t *pos)
 {
 	struct delta_head dh;
@@ -282,9 +304,12 @@ static int read_delta(struct snapshot *s, const char *map, size_t len, size_t *p
 		return -1;
 	memcpy(&dh, map + *pos, sizeof(dh));
 	size_t at = *pos + sizeof(dh);
-	if (memcmp(dh.magic, delta_magic, sizeof(dh.magic)) != 0 || dh.payload_len > len - at ||
-	    fnv1a64(map + at, dh.payload_len) != dh.checksum)
+	if (memcmp(dh.magic, delta_magic, sizeof(dh.magic)) != 0)
+		return -2;
+	if (dh.payload_len > len - at)
 		return -1;
+	if (fnv1a64(map + at, dh.payload_len) != dh.checksum)
+		return -2;
 	size_t end = at + dh.payload_len;
 	struct head_rec h;
 	uint64_t changed[2], i;
@@ -298,12 +323,12 @@ static int read_delta(struct snapshot *s, const char *map, size_t len, size_t *p
 	if (h.nnodes < s->head.nnodes || h.nedges < s->head.nedges || changed[0] > (end - at) / (8 + pair[0]) ||
 	    changed[1] > (end - at - changed[0] * (8 + pair[0])) / (8 + pair[1]) ||
 	    end - at - changed[0] * (8 + pair[0]) - changed[1] * (8 + pair[1]) != h.rollout_len * sizeof(uint64_t))
-		return -1;
+		return -2;
 	for (int kind = 0; kind < 2; kind++)
 		for (uint64_t c = 0; c < changed[kind]; c++) {
 			memcpy(&i, map + at, 8);
 			if (i >= count[kind])
-				return -1; /* checksummed, so written so: a bug, not a kill; nothing is lost */
+				return -2; /* checksummed, so written so: a bug, not a kill */
 			move_record(s, 2 * kind, i, map + at + 8);
 			move_record(s, 2 * kind + 1, i, map + at + 8 + kind_size[2 * kind]);
 			at += 8 + pair[kind];
@@ -344,28 +369,25 @@ static int decode(struct graph *g, const struct snapshot *s, const char *path)
 	g->g.nnodes = n;
 	g->g.nedges = m;
 	for (size_t i = 0; i < n; i++) {
-		const struct mcgs_node *mn = &g->g.nodes[i];
 		const struct gnode *gn = &g->nodes[i];
-		if ((mn->first_out >= m && mn->first_out != MCGS_NONE) || (mn->last_out >= m && mn->last_out != MCGS_NONE) ||
-		    mn->nout > m)
-			return log_error("%s: nodes[%zu]: its out-edges are not edges", path, i);
 		if (!blob_valid(s, gn->state, 0, &end) || !blob_valid(s, gn->config, 1, &end) ||
 		    !blob_valid(s, gn->methods, 1, &end))
 			return log_error("%s: nodes[%zu]: state, config or methods outside graph.blobs", path, i);
 	}
 	for (size_t i = 0; i < m; i++) {
-		const struct mcgs_edge *me = &g->g.edges[i];
 		const struct gedge *ge = &g->edges[i];
-		if (me->from >= n || (me->to != MCGS_NONE && me->to >= n) ||
-		    (me->next_out != MCGS_NONE && (me->next_out >= m || me->next_out <= i)))
-			return log_error("%s: edges[%zu]: from, to or the next out-edge is not a node or a later edge", path, i);
 		if (!blob_valid(s, ge->candidate, 1, &end) || !blob_valid(s, ge->method, 0, &end))
 			return log_error("%s: edges[%zu]: candidate or method outside graph.blobs", path, i);
 	}
 	if (s->blobs[end] != '\0')
 		return log_error("%s: graph.blobs does not match it", path);
 
-	search_params_import(&g->params, h->params);
+	char *why = search_params_import(&g->params, h->params);
+	if (why) {
+		log_error("%s: params.%s", path, why);
+		free(why);
+		return -1;
+	}
 	g->kernel = xstrdup(snapshot_blob_text(s, h->kernel));
 	g->kernel_blob = h->kernel;
 	const char *regraph = snapshot_blob_text(s, h->regraph);
@@ -376,19 +398,18 @@ static int decode(struct graph *g, const struct snapshot *s, const char *path)
 	g->builds = h->builds;
 	g->events_len = h->events_len;
 	g->last_improvement = h->last_improvement;
-	g->incumbent = h->incumbent < n ? h->incumbent : 0;
+	g->incumbent = h->incumbent;
 	g->baseline_ms = h->baseline_ms;
-	if (h->rollout_active && (uint64_t)h->rollout_node < n) {
+	if (h->rollout_active != 0 && h->rollout_active != 1)
+		return log_error("%s: rollout: active %" PRId64 " is not 0 or 1", path, h->rollout_active);
+	if (h->rollout_active) {
 		g->rollout = (struct rollout){.active = 1, .node = (size_t)h->rollout_node,
 					     .steps_left = h->rollout_steps_left, .step = h->rollout_step,
 					     .best = h->rollout_best, .len = h->rollout_len,
 					     .path = xcalloc(h->rollout_len + 1, sizeof(*g->rollout.path))};
 		memcpy(g->rollout.path, s->path, h->rollout_len * sizeof(*g->rollout.path));
-		for (size_t i = 0; i < h->rollout_len; i++)
-			if (g->rollout.path[i] >= m)
-				g->rollout.active = 0; /* a path that is not edges: no rollout */
 	}
-	return 0;
+	return graph_check(g, path);
 }
 
 int snapshot_load(struct graph *g)
@@ -410,14 +431,20 @@ int snapshot_load(struct graph *g)
 	int rc = read_checkpoint(s, map, len, path);
 	if (rc == 0) {
 		size_t pos = s->checkpoint_len;
-		while (pos < len && read_delta(s, map, len, &pos) == 0)
+		int got = 0;
+		while (pos < len && (got = read_delta(s, map, len, &pos)) == 0)
 			;
-		if (pos < len)
+		if (got == -2)
+			rc = log_error("%s: damaged: the delta at byte %zu does not match its checksum or its records (truncating "
+				       "the file there goes back to the graph before it, and the next kg-select learns the rest "
+				       "again from events.jsonl)", path, pos);
+		else if (pos < len)
 			log_warn("%s: dropping %zu bytes after the last whole delta (a step was killed while saving)",
 				 path, len - pos);
 		s->file_len = pos;
 		s->stored = 1;
-		rc = map_blobs(s, g->run);
+		if (rc == 0)
+			rc = map_blobs(s, g->run);
 	}
 	if (rc == 0 && !(s->arrays = file_map_copy(path, &s->arrays_mapped)))
 		rc = log_error("cannot read '%s':", path);
@@ -517,7 +544,6 @@ static char *build_checkpoint(const struct graph *g, const struct head_rec *h, s
 	fh.path_offset = pos;
 	*len = pos + h->rollout_len * sizeof(uint64_t);
 	char *buf = xcalloc(*len, 1);
-	memcpy(buf, &fh, sizeof(fh));
 	memcpy(buf + sizeof(fh), h, sizeof(*h));
 	for (int k = 0; k < KINDS; k++)
 		if (k < MEDGE ? h->nnodes : h->nedges) /* a graph of the root alone has no edge array */
@@ -526,6 +552,8 @@ static char *build_checkpoint(const struct graph *g, const struct head_rec *h, s
 		uint64_t v = g->rollout.path[i];
 		memcpy(buf + fh.path_offset + i * sizeof(v), &v, sizeof(v));
 	}
+	fh.checksum = checkpoint_checksum(buf, &fh, h);
+	memcpy(buf, &fh, sizeof(fh));
 	return buf;
 }
 

@@ -7,12 +7,16 @@
 
 #include "graph.h"
 
-/* graph.bin is a checkpoint (a header, the graph's four arrays as they are in memory, each
- * page-aligned with room to grow, the rollout path) followed by deltas, each with the header,
- * the records that changed and a checksum. A load maps it copy-on-write and points the graph
- * at the arrays; a save appends a delta and fdatasyncs it, or, past 64 KiB of deltas, writes
- * a new checkpoint atomically (write, fsync, rename). A delta cut short by a kill fails its
- * checksum and is dropped, so a load sees the previous or the next graph. graph.blobs is
+/* graph.bin (version 4) is a checkpoint (a header with an FNV-1a checksum of what a load
+ * reads, the graph's four arrays as they are in memory, each page-aligned with room to grow,
+ * the rollout path) followed by deltas, each with the header, the records that changed and a
+ * checksum. A load maps it copy-on-write and points the graph at the arrays; a save appends a
+ * delta and fdatasyncs it, or, past 64 KiB of deltas, writes a new checkpoint atomically
+ * (write, fsync, rename). A delta cut short by a kill (its header promises more than the file
+ * holds) is dropped, so a load sees the previous or the next graph; a checkpoint or a whole
+ * delta that fails its checksum is damage, refused. What passes is then checked as graph_check
+ * says (chains, ranks, parameters in their options' ranges, counters), since a bug may write
+ * what no checksum catches and the search must never crash or hang on it. graph.blobs is
  * append-only: the NUL-terminated strings and JSON texts (states, methods, configurations,
  * candidates) the records point at; bytes a kill left unreferenced at its end are never read.
  * Both files are in the host's byte order, for this machine only: graph_export is the
