@@ -183,12 +183,11 @@ evaluated() {
 
 @test "a full or closed standard output is exit 4 with the system's reason, from the tools and the pipelines" {
 	for tool in kg-build "kg-bench --replay $TABLE"; do
-		run bash -c "echo '{\"v\": 1}' | $tool >/dev/full"
-		[ "$status" -eq 4 ]
-		[ "${output##*$'\n'}" = "${tool%% *}: cannot write to standard output: No space left on device" ]
-		run bash -c "echo '{\"v\": 1}' | $tool >&-"
-		[ "$status" -eq 4 ]
-		[ "${output##*$'\n'}" = "${tool%% *}: cannot write to standard output: Bad file descriptor" ]
+		for out in '>/dev/full:No space left on device' '>&-:Bad file descriptor'; do
+			run bash -c "echo '{\"v\": 1}' | $tool ${out%%:*}"
+			[ "$status" -eq 4 ]
+			[ "${output##*$'\n'}" = "${tool%% *}: cannot write to standard output: ${out#*:}" ]
+		done
 	done
 	run bash -c "kg-init -q --replay '$TABLE' '$VECTOR_ADD' out >&-"
 	[ "$status" -eq 4 ]
