@@ -795,6 +795,7 @@ struct walk {
 	void *ctx;
 	uint64_t count;
 	uint64_t limit;	      /* when counting: stop once count exceeds it */
+	uint64_t tries, max_tries; /* values bound so far, and how many a count may bind */
 	int saturated;
 };
 
@@ -942,6 +943,10 @@ static int walk_level(struct walk *w, size_t level)
 	for (size_t v = 0; v < p->nvalues; v++) {
 		if (fixed != T1_FREE && v != fixed)
 			continue;
+		if (!w->fn && ++w->tries > w->max_tries) { /* sparse: counted as more than limit */
+			w->count = w->limit + 1;
+			return 1;
+		}
 		w->values[w->order[level]] = p->values[v];
 		w->indices[w->order[level]] = v;
 		int holds = conditions_hold(w, w->checks[level], w->nchecks[level]);
@@ -1007,6 +1012,7 @@ int t1_count(const struct t1_spec *s, uint64_t limit, uint64_t *count, int *satu
 	struct walk w;
 	walk_init(&w, s);
 	w.limit = limit;
+	w.max_tries = limit > UINT64_MAX / T1_COUNT_TRIES ? UINT64_MAX : limit * T1_COUNT_TRIES;
 	int rc = walk_run(&w);
 	*count = w.count;
 	*saturated = w.saturated;

@@ -84,10 +84,14 @@ int t1_enumerate(const struct t1_spec *spec, t1_config_fn fn, void *ctx);
 
 /* Counts the valid configurations without visiting subspaces that no condition constrains,
  * stopping as soon as the count exceeds limit, so that a caller asking only whether there
- * are more than limit does not walk a space of billions (UINT64_MAX: count them all).
+ * are more than limit does not walk a space of billions (UINT64_MAX: count them all). The
+ * walk binds at most T1_COUNT_TRIES x limit values: a space whose valid configurations are
+ * rarer than that (a condition rejecting nearly all of billions) counts as more than limit,
+ * since listing it would cost more than drawing from it.
  * Returns 0 with *count set: the count when it is at most limit, else a number above limit
  * (UINT64_MAX and *saturated when it does not fit); or -1 after reporting a condition that
  * failed to evaluate. */
+#define T1_COUNT_TRIES 16
 int t1_count(const struct t1_spec *spec, uint64_t limit, uint64_t *count, int *saturated);
 
 /* The configuration given by value indices (as passed to t1_config_fn) as a JSON object

@@ -141,6 +141,22 @@ MINIMAL="$BATS_TEST_DIRNAME/fixtures/t1/minimal.json"
 	[[ "$stderr" == *"1100000000 Cartesian points"* ]]
 }
 
+@test "a sparse space of 1.1 billion points counts as too large to list after 16 x the limit of tries, not a walk of all" {
+	# The sum of nine parameters at most 3: a few hundred valid points, every one of the
+	# 1.1 billion read by the condition; --count still counts them exactly.
+	jq '.ConfigurationSpace = {
+		"TuningParameters": ([{"Name": "p0", "Type": "int", "Values": "list(range(11))"}] +
+			[range(1; 9) | {"Name": "p\(.)", "Type": "int", "Values": "list(range(10))"}]),
+		"Conditions": [{"Parameters": [range(9) | "p\(.)"],
+			"Expression": "p0 + p1 + p2 + p3 + p4 + p5 + p6 + p7 + p8 <= 3"}]}
+		| .KernelSpecification.GlobalSize.X = "1024" | .KernelSpecification.LocalSize.X = "32"' "$MINIMAL" > "$BATS_TEST_TMPDIR/sparse.json"
+	run_tool 0 timeout 20 "$KG_TEST_DRIVER" t1-count "$BATS_TEST_TMPDIR/sparse.json" 200000
+	[ "$output" = more ]
+	jq '.ConfigurationSpace.TuningParameters |= map(.Values = "list(range(4))")' "$BATS_TEST_TMPDIR/sparse.json" > "$BATS_TEST_TMPDIR/small.json"
+	run_tool 0 "$KG_TEST_DRIVER" t1-count "$BATS_TEST_TMPDIR/small.json" 200000
+	[ "$output" = 220 ]
+}
+
 # A run made the way kg-init makes one: the scale kernel's spec and files, the baseline built
 # by kg-build (NVRTC) and made the root by kg-select with a measurement given by hand.
 RUN=out/kernels/scale

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +37,7 @@ static int usage(void)
 	      "       kg-libtest lock [--nowait] DIR CMD [ARG]...\n"
 	      "       kg-libtest parse int64|uint64|double TEXT MIN MAX\n"
 	      "       kg-libtest t4 PATH < results.jsonl\n"
+	      "       kg-libtest t1-count SPEC LIMIT\n"
 	      "       kg-libtest kargs SPEC [INPUT-SET]\n"
 	      "       kg-libtest compare TYPE ABS-TOL REL-TOL OUT-VALUES REF-VALUES\n"
 	      "       kg-libtest half VALUE...\n"
@@ -640,6 +642,26 @@ static double number_or_nan(const cJSON *obj, const char *key)
 	return cJSON_IsNumber(item) ? item->valuedouble : NAN;
 }
 
+/* t1_count of the spec at path up to limit: "COUNT" when at most limit, else "more". */
+static int cmd_t1_count(const char *path, const char *limit_text)
+{
+	int unreadable;
+	uint64_t count, limit;
+	int saturated;
+	if (parse_uint64(limit_text, UINT64_MAX, &limit))
+		return 2;
+	struct t1_spec *spec = t1_load(path, &unreadable);
+	if (!spec)
+		return 1;
+	int rc = t1_count(spec, limit, &count, &saturated);
+	if (rc == 0 && count > limit)
+		puts("more");
+	else if (rc == 0)
+		printf("%" PRIu64 "\n", count);
+	t1_free(spec);
+	return rc ? 1 : 0;
+}
+
 /* Reads one result per line (the fields of struct t4_result, times with an _ms suffix)
  * and writes them as one T4 document to path. */
 static int cmd_t4(const char *path)
@@ -1189,6 +1211,8 @@ int main(int argc, char **argv)
 		status = cmd_lock(argc - 2, argv + 2);
 	else if (strcmp(cmd, "t4") == 0 && argc == 3)
 		status = cmd_t4(argv[2]);
+	else if (strcmp(cmd, "t1-count") == 0 && argc == 4)
+		status = cmd_t1_count(argv[2], argv[3]);
 	else if (strcmp(cmd, "parse") == 0)
 		status = cmd_parse(argc - 2, argv + 2);
 	else if (strcmp(cmd, "kargs") == 0 && (argc == 3 || argc == 4))
