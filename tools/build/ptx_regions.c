@@ -377,7 +377,8 @@ static cJSON *line_ranges(struct region *r)
 	cJSON *ranges = cJSON_CreateArray();
 	if (!ranges)
 		xalloc_die();
-	qsort(r->lines, r->nlines, sizeof(*r->lines), compare_ints);
+	if (r->nlines) /* qsort may not be given NULL, even for nothing */
+		qsort(r->lines, r->nlines, sizeof(*r->lines), compare_ints);
 	for (size_t k = 0; k < r->nlines;) {
 		size_t j = k;
 		while (j + 1 < r->nlines && r->lines[j + 1] <= r->lines[j] + 1)
