@@ -132,7 +132,10 @@ $(BINOUT)/kg-%: pipelines/kg-%
 	@mkdir -p $(@D)
 	ln -sfr $< $@
 
-$(TEST_DRIVER): $(BUILD)/tests/driver/libtest.o $(EXTRA_OBJ_bench) $(LIBKG)
+# The driver tests kg-build's PTX parser too (ptx-regions).
+PTX_OBJ := $(BUILD)/tools/build/ptx_regions.o $(BUILD)/tools/build/ptx_profile.o
+$(BUILD)/tests/driver/libtest.o: ALL_CPPFLAGS += -Itools/build
+$(TEST_DRIVER): $(BUILD)/tests/driver/libtest.o $(EXTRA_OBJ_bench) $(PTX_OBJ) $(LIBKG)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(BASE_LIBS)
 

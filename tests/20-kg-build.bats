@@ -594,7 +594,7 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 	# what the state is made of is the same; what NVRTC makes is not there
 	common='[.state, .dir, .arch, .config, .grid, .block, .shared_bytes, .options, .kernel_file, .baseline, .edited]'
 	[ "$(jq -c ".build | $common" <<<"$output")" = "$(jq -c ".build | $common" <<<"$compiled")" ]
-	[ "$(jq -sc 'map(.build | .cubin, .ptx, .log, .nvrtc, .function, .registers, .compile_ms, .cached, .ptx_profile) | unique' <<<"$output")" = '[null]' ]
+	[ "$(jq -sc 'map(.build | .cubin, .ptx, .log, .nvrtc, .function, .registers, .compile_ms, .cached, .ptx_profile, .regions) | unique' <<<"$output")" = '[null]' ]
 	for state in $(jq -r .build.state <<<"$output"); do
 		[ "$(ls "b/variants/$state" | paste -sd' ')" = "$(ls "a/variants/$state" | grep -x -e build.json -e kernel.cu -e candidate.diff | paste -sd' ')" ]
 		cmp "a/variants/$state/kernel.cu" "b/variants/$state/kernel.cu"
@@ -656,4 +656,90 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 	assert_stderr "kg-build: cannot open 'no-such-file.jsonl': No such file or directory"
 	KG_NVRTC_LIBRARY=/nonexistent/libnvrtc.so run_tool 3 kg-build </dev/null
 	assert_stderr "kg-build: cannot load NVRTC (install the CUDA toolkit, set CUDA_HOME or KG_NVRTC_LIBRARY): /nonexistent/libnvrtc.so: cannot open shared object file: No such file or directory (KG_NVRTC_LIBRARY)"
+}
+
+# build_source RUN FIXTURE: builds the fixture kernel as a full-source candidate; the record
+# in $output.
+build_source() {
+	run_tool 0 kg-build < <(jq -cn --arg run "$1" --rawfile s "$1/$2" '{run: $run, candidate: {id: "r", source: $s}}')
+	assert_stderr_empty
+}
+
+# regions_of: the variant's regions.json, named by the build record in $output.
+regions_of() {
+	jq . "run/$(jq -r .build.regions.file <<<"$output")"
+}
+
+@test "build.regions: a loop with a barrier is two regions in the loop and one back edge, kept in regions.json" {
+	new_run run
+	build_source run regions_loop.cu
+	state=$(jq -r .build.state <<<"$output")
+	[ "$(jq -r .build.regions.file <<<"$output")" = "variants/$state/regions.json" ]
+	[ "$(jq -c '.build.regions | [.regions, .stages, .loops, .barriers, .async_waits]' <<<"$output")" = '[4,2,1,1,0]' ]
+	graph=$(regions_of)
+	[ "$(jq -c '.loops | map(.regions)' <<<"$graph")" = '[[1,2]]' ]
+	[ "$(jq -c '.edges | map(select(.kind == "loop_back") | [.from, .to])' <<<"$graph")" = '[[2,1]]' ]
+	[ "$(jq -c '[.edges[] | select(.kind == "next") | .to - .from] | unique' <<<"$graph")" = '[1]' ]
+	# up to the barrier: the global load and the shared store (line 12); after it the shared
+	# load and the fma (line 14), then the branch back
+	[ "$(jq -c '.regions[] | [.end, .loop_depth, .global_load_bytes, .shared_store_bytes, .shared_load_bytes,
+		.flops, .barriers]' <<<"$graph" | paste -sd' ')" = \
+		'["loop_start",0,0,0,0,0,0] ["barrier",1,4,4,0,0,1] ["loop_back",1,0,0,4,2,0] ["end",0,0,0,0,0,0]' ]
+	jq -e '.regions[1].lines | any(.[0] <= 12 and 12 <= .[1])' <<<"$graph"
+	jq -e '.regions[2].lines | any(.[0] <= 14 and 14 <= .[1])' <<<"$graph"
+	[ "$(jq -c '.build.regions.most_flops | [.region, .flops, .tensor_flops]' <<<"$output")" = '[2,2,0]' ]
+	[ "$(jq -c '.build.regions.most_global_bytes | [.region, .global_load_bytes]' <<<"$output")" = '[1,4]' ]
+	# build.json keeps the summary
+	[ "$(jq -c .regions "run/variants/$state/build.json")" = "$(jq -c .build.regions <<<"$output")" ]
+}
+
+@test "build.regions: each wait for cp.async copies ends a stage" {
+	new_run run
+	build_source run regions_pipeline.cu
+	[ "$(jq -c '.build.regions | [.regions, .stages, .loops, .barriers, .async_waits]' <<<"$output")" = '[3,3,0,0,2]' ]
+	graph=$(regions_of)
+	[ "$(jq -c '.regions[] | [.stage, .end, .cp_async, .cp_async_bytes, .shared_load_bytes, .global_store_bytes,
+		.flops, .async_waits, .lines]' <<<"$graph" | paste -sd' ')" = \
+		'[0,"async_wait",2,32,0,0,0,1,[[7,7],[10,15]]] [1,"async_wait",0,0,16,0,0,1,[[16,17]]] [2,"end",0,0,16,4,7,0,[[18,20]]]' ]
+	[ "$(jq -c '.edges | map([.from, .to, .kind])' <<<"$graph")" = '[[0,1,"next"],[1,2,"next"]]' ]
+}
+
+@test "build.regions: a guarded store is a predicated branch" {
+	new_run run
+	build_source run regions_branch.cu
+	graph=$(regions_of)
+	[ "$(jq -c '[.regions[] | .predicated_branches] | add' <<<"$graph")" = 1 ]
+	[ "$(jq -c '[.regions[] | [.global_load_bytes, .global_store_bytes]] | transpose | map(add)' <<<"$graph")" = '[4,4]' ]
+	jq -e '[.regions[].lines[]] | any(.[0] <= 10 and 10 <= .[1])' <<<"$graph"
+	# the same kernel storing from every thread has no branch
+	sed -i 's/if (threadIdx.x % 2)//' run/regions_branch.cu
+	build_source run regions_branch.cu
+	[ "$(regions_of | jq -c '[.regions[] | .predicated_branches] | add')" = 0 ]
+}
+
+@test "ptx_regions splits hand-written PTX at syncs and loops and counts bytes and FLOPs exactly" {
+	run_tool 0 "$LIBTEST" ptx-regions "$FIXTURES/build/regions.ptx" tiled
+	assert_stderr_empty
+	[ "$(jq -c '.entry' <<<"$output")" = '"tiled"' ]
+	[ "$(jq -c '.regions[] | [.id, .stage, .loop_depth, .ptx_lines, .lines, .instructions, .global_load_bytes,
+		.global_store_bytes, .shared_load_bytes, .shared_store_bytes, .cp_async, .cp_async_bytes, .bulk_copies,
+		.bulk_copy_bytes, .flops, .tensor_flops, .barriers, .async_waits, .fences, .predicated_branches, .end]' \
+		<<<"$output")" = "$(printf '%s\n' \
+		'[0,0,0,[22,32],[[10,12]],9,24,0,0,0,2,20,0,0,3,0,0,1,0,0,"async_wait"]' \
+		'[1,1,1,[35,37],[[14,14]],3,0,0,4,16,0,0,0,0,0,0,1,0,0,0,"barrier"]' \
+		'[2,2,1,[39,44],[[15,15]],6,0,0,32,0,0,0,0,0,4,4096,0,0,0,1,"loop_back"]' \
+		'[3,2,0,[46,51],[[18,18]],4,0,4,0,0,0,0,0,0,0,0,0,0,1,1,"fence"]' \
+		'[4,3,0,[52,52],[[18,18]],1,0,0,0,0,0,0,1,1024,0,0,0,0,0,0,"loop_start"]' \
+		'[5,3,1,[55,55],[[20,20]],1,0,0,0,0,0,0,0,0,0,0,0,1,0,0,"async_wait"]' \
+		'[6,4,1,[56,56],[[20,20]],1,0,0,0,0,0,0,0,0,0,0,0,0,0,1,"loop_back"]' \
+		'[7,4,0,[57,60],[[20,20]],4,0,36,0,0,0,0,0,0,0,65536,0,0,0,0,"end"]')" ]
+	[ "$(jq -c '[.edges[] | select(.kind == "loop_back") | [.from, .to]], [.loops[] | [.header, .regions]]' \
+		<<<"$output" | paste -sd' ')" = '[[2,1],[6,5]] [["$L__BB0_1",[1,2]],["$L__BB0_5",[5,6]]]' ]
+	[ "$(jq -c '[.edges[] | select(.kind == "next")] | length' <<<"$output")" = 7 ]
+	[ "$(jq -c .summary <<<"$output")" = '{"regions":8,"stages":5,"loops":2,"barriers":1,"async_waits":2,"most_global_bytes":{"region":7,"global_load_bytes":0,"global_store_bytes":36,"lines":[20,20]},"most_flops":{"region":7,"flops":0,"tensor_flops":65536,"lines":[20,20]}}' ]
+	# without a name, the first entry; lines of another file named like the kernel are not its own
+	run_tool 0 "$LIBTEST" ptx-regions "$FIXTURES/build/regions.ptx"
+	[ "$(jq -c '[.entry, (.regions | map([.global_load_bytes, .lines]))]' <<<"$output")" = '["other",[[4,[]]]]' ]
+	run_tool 1 "$LIBTEST" ptx-regions "$FIXTURES/build/regions.ptx" missing
+	assert_stderr "kg-libtest: '$FIXTURES/build/regions.ptx' has no such entry"
 }

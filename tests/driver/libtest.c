@@ -19,6 +19,7 @@
 #include "gp.h"
 #include "nvrtc_dl.h"
 #include "pyexpr.h"
+#include "ptx_regions.h"
 #include "pyexpr_cuda.h"
 #include "rng.h"
 #include "sha256.h"
@@ -46,6 +47,7 @@ static int usage(void)
 	      "       kg-libtest harness ARCH\n"
 	      "       kg-libtest gp FILE\n"
 	      "       kg-libtest mcgs T1|T1b|T2|T3|T4|T4c|T4d|T4e|T5|T7d|T8|T8b|T8c|T8d|widen\n"
+	      "       kg-libtest ptx-regions FILE [ENTRY]\n"
 	      "       kg-libtest cuda function|refuse|program|eval|nvrtc [--index NAME] [--let NAME=EXPR]... [EXPR|FILE|ARCH]\n",
 	      stderr);
 	return KG_EXIT_USAGE;
@@ -1188,6 +1190,24 @@ static int cmd_mcgs(const char *vector)
 	return KG_EXIT_OK;
 }
 
+/* Prints kg-build's Region-DAG of the PTX in path, with its summary as "summary"; lines are
+ * those of the .file "kernel.cu". */
+static int cmd_ptx_regions(const char *path, const char *entry)
+{
+	size_t len;
+	char *ptx = file_read_all(path, &len);
+	if (!ptx)
+		log_die(KG_EXIT_IO, "cannot read '%s':", path);
+	cJSON *graph = ptx_regions(ptx, entry, "kernel.cu");
+	free(ptx);
+	if (!graph)
+		log_die(KG_EXIT_INPUT, "'%s' has no such entry", path);
+	json_add(graph, "summary", ptx_regions_summary(graph));
+	int rc = jsonl_write(stdout, graph) ? KG_EXIT_IO : KG_EXIT_OK;
+	cJSON_Delete(graph);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	log_init("kg-libtest");
@@ -1233,6 +1253,8 @@ int main(int argc, char **argv)
 		status = cmd_mcgs(argv[2]);
 	else if (strcmp(cmd, "cuda") == 0)
 		status = cmd_cuda(argc - 2, argv + 2);
+	else if (strcmp(cmd, "ptx-regions") == 0 && (argc == 3 || argc == 4))
+		status = cmd_ptx_regions(argv[2], argc == 4 ? argv[3] : NULL);
 	else
 		return usage();
 	return cli_finish(status);

@@ -19,6 +19,7 @@
 #include "materialize.h"
 #include "parse.h"
 #include "ptx_profile.h"
+#include "ptx_regions.h"
 #include "run.h"
 #include "sha256.h"
 #include "t1.h"
@@ -406,6 +407,28 @@ static void drop_tmp_dir(struct entry *e)
 	}
 }
 
+/* Writes the Region-DAG of the compiled entry to regions.json beside kernel.cu and its summary
+ * into the build object as "regions"; without an entry in the PTX, or when the file cannot be
+ * written (reported), neither. */
+static void describe_regions(struct entry *e, const char *dir, const char *ptx, const char *function)
+{
+	cJSON *graph = ptx_regions(ptx, function, "kernel.cu");
+	if (!graph)
+		return;
+	char *json = cJSON_PrintUnformatted(graph);
+	if (!json)
+		xalloc_die();
+	if (write_in_tmp(e, "regions.json", json) == 0) {
+		cJSON *summary = ptx_regions_summary(graph);
+		char *p = xasprintf("%s/regions.json", dir);
+		json_add_string(summary, "file", p);
+		free(p);
+		json_add(e->variant, "regions", summary);
+	}
+	cJSON_free(json);
+	cJSON_Delete(graph);
+}
+
 /* Reads what the compile left in the temporary directory into the variant's build object. */
 static void describe_compile(struct entry *e, const struct compile_result *res, int cached)
 {
@@ -448,8 +471,10 @@ static void describe_compile(struct entry *e, const struct compile_result *res, 
 	json_add_number(v, "compile_ms", (double)(long long)(res->compile_ms * 10 + 0.5) / 10);
 	if (!cJSON_AddBoolToObject(v, "cached", cached))
 		xalloc_die();
-	if (res->ok && ptx)
+	if (res->ok && ptx) {
 		json_add(v, "ptx_profile", ptx_profile(ptx));
+		describe_regions(e, dir, ptx, res->function);
+	}
 	free(log);
 	free(ptx);
 	free(log_path);

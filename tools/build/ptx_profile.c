@@ -1,5 +1,5 @@
 /* ptx_profile.c: one pass over the PTX text, classifying each instruction by its opcode
- * (the dotted first word, after any "@%p" guard). */
+ * (the dotted first word, after any "@%p" guard); the line tokenizer ptx_regions.c shares. */
 #include "common.h"
 
 #include <stdlib.h>
@@ -29,7 +29,7 @@ struct profile {
 	size_t nlabels;
 };
 
-static int has_part(const char *opcode, const char *part)
+int ptx_has_part(const char *opcode, const char *part)
 {
 	size_t n = strlen(part);
 	for (const char *p = strstr(opcode, part); p; p = strstr(p + 1, part))
@@ -38,20 +38,57 @@ static int has_part(const char *opcode, const char *part)
 	return 0;
 }
 
-static int starts(const char *opcode, const char *prefix)
+int ptx_starts(const char *opcode, const char *prefix)
 {
 	return strncmp(opcode, prefix, strlen(prefix)) == 0;
 }
 
+enum ptx_line_kind ptx_split_line(char *line, struct ptx_line *out)
+{
+	char *p = line;
+	char *comment = strstr(p, "//");
+	if (comment)
+		*comment = '\0';
+	while (*p == ' ' || *p == '\t')
+		p++;
+	memset(out, 0, sizeof(*out));
+	out->text = p;
+	if (*p == '\0' || *p == '.' || *p == '{' || *p == '}' || *p == ')' || *p == '(')
+		return out->kind = PTX_OTHER;
+	size_t word = strcspn(p, " \t;:");
+	while (p[word] == ':' && p[word + 1] == ':') /* a qualifier such as "shared::cta", not a label */
+		word += 2 + strcspn(p + word + 2, " \t;:");
+	if (p[word] == ':') {
+		p[word] = '\0';
+		return out->kind = PTX_LABEL;
+	}
+	if (*p == '@') { /* a guard predicate: "@%p1 bra ..." */
+		out->guarded = 1;
+		p += word;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		word = strcspn(p, " \t;");
+	}
+	if (word == 0)
+		return out->kind = PTX_OTHER;
+	out->operands = p[word] ? p + word + 1 : p + word;
+	p[word] = '\0';
+	out->text = p;
+	return out->kind = PTX_INSTRUCTION;
+}
+
 static int is_float_type(const char *opcode)
 {
-	return has_part(opcode, ".f16") || has_part(opcode, ".f16x2") || has_part(opcode, ".bf16") ||
-	       has_part(opcode, ".bf16x2") || has_part(opcode, ".f32") || has_part(opcode, ".f64");
+	return ptx_has_part(opcode, ".f16") || ptx_has_part(opcode, ".f16x2") || ptx_has_part(opcode, ".bf16") ||
+	       ptx_has_part(opcode, ".bf16x2") || ptx_has_part(opcode, ".f32") || ptx_has_part(opcode, ".f64");
 }
 
 static void count_memory(struct profile *pr, enum memory_op op, const char *opcode)
 {
-	enum width w = has_part(opcode, ".v8") ? W_V8 : has_part(opcode, ".v4") ? W_V4 : has_part(opcode, ".v2") ? W_V2 : W_SCALAR;
+	enum width w = ptx_has_part(opcode, ".v8")   ? W_V8
+		       : ptx_has_part(opcode, ".v4") ? W_V4
+		       : ptx_has_part(opcode, ".v2") ? W_V2
+						     : W_SCALAR;
 	pr->memory[op][w]++;
 }
 
@@ -73,35 +110,35 @@ static void classify(struct profile *pr, const char *opcode, const char *operand
 	static const char *const flop_ops[] = {"add", "sub", "mul", "fma", "mad", "div", "rcp", "sqrt", "rsqrt",
 					       "ex2", "lg2", "sin", "cos", "tanh", "min", "max", "neg", "abs", NULL};
 	pr->counts[C_INSTRUCTIONS]++;
-	if (starts(opcode, "ld.global") || starts(opcode, "ldu.global"))
+	if (ptx_starts(opcode, "ld.global") || ptx_starts(opcode, "ldu.global"))
 		count_memory(pr, GLOBAL_LOAD, opcode);
-	else if (starts(opcode, "st.global"))
+	else if (ptx_starts(opcode, "st.global"))
 		count_memory(pr, GLOBAL_STORE, opcode);
-	else if (starts(opcode, "ld.shared"))
+	else if (ptx_starts(opcode, "ld.shared"))
 		count_memory(pr, SHARED_LOAD, opcode);
-	else if (starts(opcode, "st.shared"))
+	else if (ptx_starts(opcode, "st.shared"))
 		count_memory(pr, SHARED_STORE, opcode);
-	else if (starts(opcode, "ldmatrix"))
+	else if (ptx_starts(opcode, "ldmatrix"))
 		pr->counts[C_LDMATRIX]++;
-	else if (starts(opcode, "cp.async.bulk") || starts(opcode, "cp.reduce.async.bulk"))
+	else if (ptx_starts(opcode, "cp.async.bulk") || ptx_starts(opcode, "cp.reduce.async.bulk"))
 		pr->counts[C_BULK]++;
-	else if (starts(opcode, "cp.async.ca") || starts(opcode, "cp.async.cg"))
+	else if (ptx_starts(opcode, "cp.async.ca") || ptx_starts(opcode, "cp.async.cg"))
 		pr->counts[C_CP_ASYNC]++;
-	else if (starts(opcode, "wgmma.mma_async"))
+	else if (ptx_starts(opcode, "wgmma.mma_async"))
 		pr->counts[C_WGMMA]++;
-	else if (starts(opcode, "mma.") || starts(opcode, "wmma.mma"))
+	else if (ptx_starts(opcode, "mma.") || ptx_starts(opcode, "wmma.mma"))
 		pr->counts[C_MMA]++;
-	else if ((starts(opcode, "bar.") && !starts(opcode, "bar.warp")) || starts(opcode, "barrier."))
+	else if ((ptx_starts(opcode, "bar.") && !ptx_starts(opcode, "bar.warp")) || ptx_starts(opcode, "barrier."))
 		pr->counts[C_BARRIERS]++;
-	else if (strcmp(opcode, "bra") == 0 || starts(opcode, "bra."))
+	else if (strcmp(opcode, "bra") == 0 || ptx_starts(opcode, "bra."))
 		count_branch(pr, operands);
-	else if (starts(opcode, "atom.") || starts(opcode, "red."))
+	else if (ptx_starts(opcode, "atom.") || ptx_starts(opcode, "red."))
 		pr->counts[C_ATOMICS]++;
-	else if (starts(opcode, "shfl."))
+	else if (ptx_starts(opcode, "shfl."))
 		pr->counts[C_SHUFFLES]++;
 	if (is_float_type(opcode)) {
 		for (size_t k = 0; flop_ops[k]; k++)
-			if (starts(opcode, flop_ops[k]) && opcode[strlen(flop_ops[k])] == '.') {
+			if (ptx_starts(opcode, flop_ops[k]) && opcode[strlen(flop_ops[k])] == '.') {
 				pr->counts[C_FLOP]++;
 				if (k == 3 || k == 4)
 					pr->counts[C_FMA]++;
@@ -112,32 +149,18 @@ static void classify(struct profile *pr, const char *opcode, const char *operand
 
 static void read_line(struct profile *pr, char *line)
 {
-	char *p = line;
-	char *comment = strstr(p, "//");
-	if (comment)
-		*comment = '\0';
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (*p == '\0' || *p == '.' || *p == '{' || *p == '}' || *p == ')' || *p == '(')
-		return;
-	size_t word = strcspn(p, " \t;:");
-	if (p[word] == ':') { /* a label */
+	struct ptx_line l;
+	switch (ptx_split_line(line, &l)) {
+	case PTX_LABEL:
 		pr->labels = xreallocarray(pr->labels, pr->nlabels + 1, sizeof(*pr->labels));
-		pr->labels[pr->nlabels++] = xstrndup(p, word);
-		return;
+		pr->labels[pr->nlabels++] = xstrdup(l.text);
+		break;
+	case PTX_INSTRUCTION:
+		classify(pr, l.text, l.operands);
+		break;
+	case PTX_OTHER:
+		break;
 	}
-	if (*p == '@') { /* a guard predicate: "@%p1 bra ..." */
-		p += word;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		word = strcspn(p, " \t;");
-	}
-	if (word == 0)
-		return;
-	char save = p[word];
-	p[word] = '\0';
-	classify(pr, p, save ? p + word + 1 : p + word);
-	p[word] = save;
 }
 
 static void add_counts(cJSON *obj, const char *name, long n)
