@@ -260,8 +260,10 @@ def run_kg(space, budget, seed, opts, cache_dir, tmp_root):
         t0 = time.perf_counter()
         p = subprocess.run(cmd, capture_output=True, text=True, env=env)
         wall = time.perf_counter() - t0
-        run = os.path.join(tmp, "out", "kernels")
-        run = os.path.join(run, os.listdir(run)[0]) if os.path.isdir(run) and os.listdir(run) else None
+        kernels = os.path.join(tmp, "out", "kernels")  # the run, beside its lock (.NAME.lock)
+        runs = [os.path.join(kernels, n) for n in sorted(os.listdir(kernels))
+                if not n.startswith(".")] if os.path.isdir(kernels) else []
+        run = runs[0] if runs else None
         if p.returncode != 0 or not run:
             return {"error": "kg-tune exited %d: %s" % (p.returncode, (p.stdout + p.stderr)[-2000:]), "wall_s": wall}
         trace, cached = [], 0
