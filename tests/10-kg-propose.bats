@@ -126,15 +126,20 @@ MINIMAL="$BATS_TEST_DIRNAME/fixtures/t1/minimal.json"
 	[ "$(jq -c .candidate.config <<<"$output" | sort -u | wc -l)" -eq 14 ]
 }
 
-@test "--random on a 1.1-billion-point space stops counting once it is too large to list" {
-	# One condition reads every parameter, so nothing can be skipped: counting it all took
-	# 11 minutes, and the rules (and --random) only ask whether it exceeds what they list.
-	jq '.ConfigurationSpace = {
+# billion_points CONDITION FILE: a spec of 1.1 billion points (p0 to p8) whose one condition
+# reads every parameter, so that no subspace can be skipped.
+billion_points() {
+	jq --arg c "$1" '.ConfigurationSpace = {
 		"TuningParameters": ([{"Name": "p0", "Type": "int", "Values": "list(range(11))"}] +
 			[range(1; 9) | {"Name": "p\(.)", "Type": "int", "Values": "list(range(10))"}]),
-		"Conditions": [{"Parameters": [range(9) | "p\(.)"],
-			"Expression": "p0 + p1 + p2 + p3 + p4 + p5 + p6 + p7 + p8 >= 0"}]}
-		| .KernelSpecification.GlobalSize.X = "1024" | .KernelSpecification.LocalSize.X = "32"' "$MINIMAL" > "$BATS_TEST_TMPDIR/big.json"
+		"Conditions": [{"Parameters": [range(9) | "p\(.)"], "Expression": $c}]}
+		| .KernelSpecification.GlobalSize.X = "1024" | .KernelSpecification.LocalSize.X = "32"' "$MINIMAL" > "$2"
+}
+
+@test "--random on a 1.1-billion-point space stops counting once it is too large to list" {
+	# Counting it all took 11 minutes, and the rules (and --random) only ask whether it
+	# exceeds what they list.
+	billion_points "p0 + p1 + p2 + p3 + p4 + p5 + p6 + p7 + p8 >= 0" "$BATS_TEST_TMPDIR/big.json"
 	run -0 --separate-stderr timeout 20 kg-propose -v --random 3 --seed 1 --spec "$BATS_TEST_TMPDIR/big.json"
 	[ "${#lines[@]}" -eq 3 ]
 	[ "$(jq -c .candidate.config <<<"$output" | sort -u | wc -l)" -eq 3 ]
@@ -142,14 +147,8 @@ MINIMAL="$BATS_TEST_DIRNAME/fixtures/t1/minimal.json"
 }
 
 @test "a sparse space of 1.1 billion points counts as too large to list after 16 x the limit of tries, not a walk of all" {
-	# The sum of nine parameters at most 3: a few hundred valid points, every one of the
-	# 1.1 billion read by the condition; --count still counts them exactly.
-	jq '.ConfigurationSpace = {
-		"TuningParameters": ([{"Name": "p0", "Type": "int", "Values": "list(range(11))"}] +
-			[range(1; 9) | {"Name": "p\(.)", "Type": "int", "Values": "list(range(10))"}]),
-		"Conditions": [{"Parameters": [range(9) | "p\(.)"],
-			"Expression": "p0 + p1 + p2 + p3 + p4 + p5 + p6 + p7 + p8 <= 3"}]}
-		| .KernelSpecification.GlobalSize.X = "1024" | .KernelSpecification.LocalSize.X = "32"' "$MINIMAL" > "$BATS_TEST_TMPDIR/sparse.json"
+	# The sum of nine parameters at most 3: 220 valid points among 1.1 billion.
+	billion_points "p0 + p1 + p2 + p3 + p4 + p5 + p6 + p7 + p8 <= 3" "$BATS_TEST_TMPDIR/sparse.json"
 	run_tool 0 timeout 20 "$KG_TEST_DRIVER" t1-count "$BATS_TEST_TMPDIR/sparse.json" 200000
 	[ "$output" = more ]
 	jq '.ConfigurationSpace.TuningParameters |= map(.Values = "list(range(4))")' "$BATS_TEST_TMPDIR/sparse.json" > "$BATS_TEST_TMPDIR/small.json"
