@@ -419,6 +419,19 @@ measure_by_formula() {
 	[[ "$stderr" == *": model of 16 configurations (16 correct, 16 measurements from --model-history) over 3 parameters and 2 launch figures, best 0.5 ms"* ]]
 	[ "$(head -1 <<<"$output" | jq -c '.candidate | [.proposer, .config]')" = \
 		'["rules:model",{"block_size_x":256,"items_per_thread":2,"use_fma":false}]' ]
+	# with them and a run of its own, a rules' move that gains on its node (the slowest the
+	# run measured) but even optimistically not on the run's best is dropped, whatever
+	# --min-pred-gain
+	run_tool 0 kg-propose --rules pick.jsonl
+	measure_by_formula <<<"$output"
+	jq -c --argjson n "$(jq -c 'select(.bench.status == "ok") | {s: .update.child, c: .build.config, t: .bench.median_ms}' \
+		"$RUN/events.jsonl" | jq -s 'max_by(.t)')" '.node = $n.s | .config = $n.c' pick.jsonl > slowest.jsonl
+	jq '.results[].times.runtimes[0] *= 2' yesterday.json > today.json
+	run_tool 0 kg-propose -v --rules --min-pred-gain 0 --model-history today.json slowest.jsonl
+	[[ "$stderr" == *": rules:neighbour: use_fma false -> true: dropped: the model expects it no faster than the run's best"* ]]
+	# without the history, the model of five measurements is too unsure to drop it
+	run_tool 0 kg-propose -v --rules --min-pred-gain 0 slowest.jsonl
+	[[ "$stderr" != *"use_fma false -> true: dropped"* ]]
 	run_tool 2 kg-propose --model-history missing.json pick.jsonl
 	assert_stderr "$(printf '%s\n' "kg-propose: cannot read 'missing.json': No such file or directory" \
 		"kg-propose: --model-history: 'missing.json' is not a table of measurements" "Try 'kg-propose --help' for more information.")"

@@ -91,20 +91,24 @@ static void encode(const struct model *m, const size_t *indices, double *x)
 
 /* A move's prior (its expected improvement of ln time over the run's best) from a prediction
  * in standardized units; *weak (unless NULL) when even an optimistic outcome gains less than
- * min_pred_gain over the node. */
-static double gain_prior(const struct model *m, double mu, double var, int *weak)
+ * min_pred_gain over the node, or does not beat the run's best (at a slow node every move
+ * gains on the node: those the model knows cannot win are builds wasted). */
+static double gain_prior(const struct model *m, double mu, double var, enum move_weakness *weak)
 {
 	double mu_y = m->gp.mean + m->gp.sd * mu, sd_y = m->gp.sd * sqrt(var);
+	double y_best = m->gp.mean + m->gp.sd * m->best_z, optimistic = mu_y - KAPPA * sd_y;
 	if (weak)
-		*weak = exp(m->y_node - (mu_y - KAPPA * sd_y)) - 1 < m->settings.min_pred_gain;
-	return fmax(gp_expected_improvement(mu_y, sd_y, m->gp.mean + m->gp.sd * m->best_z), PRIOR_FLOOR);
+		*weak = exp(m->y_node - optimistic) - 1 < m->settings.min_pred_gain ? MOVE_WEAK_ON_NODE
+			: optimistic >= y_best					       ? MOVE_WEAK_ON_BEST
+										       : MOVE_STRONG;
+	return fmax(gp_expected_improvement(mu_y, sd_y, y_best), PRIOR_FLOOR);
 }
 
-double model_prior(const struct model *m, const cJSON *full, int *weak)
+double model_prior(const struct model *m, const cJSON *full, enum move_weakness *weak)
 {
 	size_t *indices = xcalloc(m->spec->nparams + 1, sizeof(*indices));
 	double *x = xcalloc(m->d + 1, sizeof(*x)), mu, var, prior = PRIOR_FLOOR;
-	*weak = 0;
+	*weak = MOVE_STRONG;
 	if (config_indices(m->spec, full, indices) == 0) {
 		encode(m, indices, x);
 		gp_predict(&m->gp, x, &mu, &var, NULL);

@@ -42,9 +42,10 @@ void model_propose(struct model *m, struct run_info *run, const struct node_info
 
 /* A configuration move's prior: its expected improvement of ln time over the run's best
  * (floored at 1e-3), which kg-select normalizes over siblings: the same order as the model's
- * own picks, wherever the node is; *weak set when even an optimistic
+ * own picks, wherever the node is; *weak set (else MOVE_STRONG) when even an optimistic
  * outcome (the predicted ln time less two standard deviations) would not be min_pred_gain
- * faster than the node. full is a complete configuration. */
-double model_prior(const struct model *m, const cJSON *full, int *weak);
+ * faster than the node, or not faster than the run's best. full is a complete configuration. */
+enum move_weakness { MOVE_STRONG, MOVE_WEAK_ON_NODE, MOVE_WEAK_ON_BEST };
+double model_prior(const struct model *m, const cJSON *full, enum move_weakness *weak);
 
 #endif

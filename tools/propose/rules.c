@@ -264,12 +264,14 @@ static void price(const struct model *m, struct run_info *run, const struct node
 	size_t kept = 0;
 	for (size_t i = 0; i < *n; i++) {
 		struct proposal *p = &list[i];
-		int weak = 0;
+		enum move_weakness weak = MOVE_STRONG;
 		if (!p->patch && !p->source && p->full_config && strcmp(p->proposer, "rules:model") != 0)
 			p->prior = model_prior(m, p->full_config, &weak);
-		if (weak) {
-			log_info("%s: node %s: %s: %s: dropped: the model expects too little gain (--min-pred-gain)",
-				 run->dir, node->state, p->proposer, p->detail);
+		if (weak != MOVE_STRONG) {
+			log_info("%s: node %s: %s: %s: dropped: the model expects %s", run->dir, node->state, p->proposer,
+				 p->detail,
+				 weak == MOVE_WEAK_ON_NODE ? "too little gain (--min-pred-gain)"
+							   : "it no faster than the run's best");
 			proposal_release(p);
 			(*dropped)++;
 		} else {
