@@ -2,7 +2,7 @@
 def f: if . == null then "–" else (. * 10 | round / 10 | tostring) end;
 .bench as $b | ($b.metrics.values // {}) as $v |
 [$name,
- (if .build.baseline then "baseline" else "best " + (.build.config | to_entries | map("\(.key)=\(.value)") | join(",")) end),
+ (if .build.baseline then "baseline" elif .candidate.id == "again" then "the same, again" else "best " + (.build.config | to_entries | map("\(.key)=\(.value)") | join(",")) end),
  ($b.median_ms * 1000 | round / 1000 | tostring),
  ($v.sm_throughput_pct | f), ($v.dram_throughput_pct | f), ($v.memory_throughput_pct | f),
  "\($v.achieved_occupancy_pct | f)/\($v.theoretical_occupancy_pct | f) (\($v.occupancy_limiter // "none"))",

@@ -12,7 +12,9 @@ import json
 import sys
 
 # kg-bench's figure, the ncu metrics whose sum it is, what to multiply kg-bench's value by to
-# get ncu's unit, and the tolerance: (absolute, relative), either one suffices.
+# get ncu's unit, and the tolerance: (absolute, relative), either one suffices. The blocks
+# shared memory allows are left out: ncu counts them at the carveout the driver chose for
+# the launch, kg-bench at the largest the kernel may get.
 PAIRS = [
     ("sm_throughput_pct", ["sm__throughput.avg.pct_of_peak_sustained_elapsed"], 1, (5, 0.10)),
     ("dram_throughput_pct", ["dram__throughput.avg.pct_of_peak_sustained_elapsed"], 1, (5, 0.10)),
@@ -20,7 +22,6 @@ PAIRS = [
     ("achieved_occupancy_pct", ["sm__warps_active.avg.pct_of_peak_sustained_active"], 1, (5, 0.10)),
     ("theoretical_occupancy_pct", ["sm__maximum_warps_per_active_cycle_pct"], 1, (0.5, 0)),
     ("blocks_per_sm_by.registers", ["launch__occupancy_limit_registers"], 1, (0, 0)),
-    ("blocks_per_sm_by.shared_memory", ["launch__occupancy_limit_shared_mem"], 1, (0, 0)),
     ("blocks_per_sm_by.threads", ["launch__occupancy_limit_warps"], 1, (0, 0)),
     ("blocks_per_sm_by.blocks", ["launch__occupancy_limit_blocks"], 1, (0, 0)),
     ("l1_hit_rate_pct", ["l1tex__t_sector_hit_rate.pct"], 1, (5, 0.10)),
@@ -35,7 +36,9 @@ PAIRS = [
                         "l1tex__t_requests_pipe_lsu_mem_global_op_red.sum"], 1, (0, 0.01)),
     ("instructions_issued", ["smsp__inst_issued.sum"], 1, (0, 0.02)),
     ("ipc", ["sm__inst_executed.avg.per_cycle_active"], 1, (0.1, 0.10)),
-    ("dram_bytes", ["dram__bytes.sum"], 1, (0, 0.10)),
+    # kg-bench's passes start from an L2 full of the flush's dirty lines, which the kernel's
+    # misses write back; ncu's cache control leaves it clean
+    ("dram_bytes", ["dram__bytes.sum"], 1, (64e6, 0.10)),
     ("duration_us", ["gpu__time_duration.sum"], 1000, (0, 0.25)),
     ("stalls.long_scoreboard", ["smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct"], 1, (5, 0.15)),
     ("stalls.barrier", ["smsp__warp_issue_stalled_barrier_per_warp_active.pct"], 1, (5, 0.15)),

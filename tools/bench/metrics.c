@@ -119,7 +119,10 @@ static void add_occupancy(const struct metrics_target *t, cJSON *values, cJSON *
 	/* Shared memory goes to blocks in units of 128 bytes, each with the driver's reserve. */
 	long smem_block = ((long)smem_static + (long)t->dynamic_smem + smem_reserved + 127) / 128 * 128;
 	static const char *const names[] = {"registers", "shared_memory", "threads", "blocks"};
-	long limits[] = {warps_by_regs / warps, smem_block ? smem_sm / smem_block : max_blocks, max_warps / warps, max_blocks};
+	/* At the largest carveout the kernel may get: the driver may choose a smaller one for a
+	 * launch that cannot use more (Nsight Compute reports that one). */
+	long by_smem = smem_sm / smem_block < max_blocks ? smem_sm / smem_block : max_blocks;
+	long limits[] = {warps_by_regs / warps, by_smem, max_warps / warps, max_blocks};
 	cJSON *by = json_object();
 	size_t limiter = 0;
 	for (size_t k = 0; k < ARRAY_SIZE(limits); k++) {
