@@ -57,6 +57,8 @@ BASE_LIBS    = $(CJSON_LIBS) $(CRYPTO_LIBS) -lm
 # and starts (to say what is missing) on machines without them.
 $(BUILD)/tools/build/%.o: ALL_CPPFLAGS += -isystem $(CUDA_HOME)/include -DKG_CUDA_HOME='"$(CUDA_HOME)"'
 $(BUILD)/tools/bench/%.o: ALL_CPPFLAGS += -isystem $(CUDA_HOME)/include -DKG_CUDA_HOME='"$(CUDA_HOME)"'
+# CUPTI's profiler host header includes C++'s <string>: an empty one stands in for it.
+$(BUILD)/tools/bench/%.o: ALL_CPPFLAGS += -Itools/bench/c-shim
 $(BUILD)/lib/nvrtc_dl.o: ALL_CPPFLAGS += -isystem $(CUDA_HOME)/include -DKG_CUDA_HOME='"$(CUDA_HOME)"'
 LIBS_build = -ldl
 LIBS_bench = -ldl

@@ -42,6 +42,37 @@ built() {
 	assert_stderr "kg-bench: cannot read '/nonexistent.json': No such file or directory"
 }
 
+@test "--metrics and --metrics-every: their usage errors exit 2" {
+	for bad in 0 -1 x 1000001; do
+		run_tool 2 kg-bench --metrics-every "$bad" </dev/null
+		[[ "${stderr_lines[0]}" == "kg-bench: --metrics-every: '$bad': "* ]]
+	done
+	run_tool 2 kg-bench --metrics --metrics-every 3 </dev/null
+	assert_stderr "$(printf '%s\n' "kg-bench: --metrics and --metrics-every: give one, once" "Try 'kg-bench --help' for more information.")"
+	run_tool 2 kg-bench --metrics-every 2 --metrics-every 3 </dev/null
+	assert_stderr "$(printf '%s\n' "kg-bench: --metrics and --metrics-every: give one, once" "Try 'kg-bench --help' for more information.")"
+	for other in --t4 --calibrate; do
+		run_tool 2 kg-bench --metrics "$other" </dev/null
+		assert_stderr "$(printf '%s\n' "kg-bench: --metrics and --metrics-every profile candidates: not with --t4 or --calibrate" "Try 'kg-bench --help' for more information.")"
+	done
+	run_tool 2 kg-bench --metrics-every </dev/null
+	[ "${stderr_lines[0]}" = "kg-bench: option '--metrics-every' needs an argument" ]
+}
+
+@test "--metrics without a GPU: exit 3 as without it; with --replay the answers carry no metrics" {
+	if [ ! -e /dev/nvidia0 ]; then
+		run_tool 3 kg-bench --metrics </dev/null
+		[[ "$stderr" == "kg-bench: no CUDA driver on this machine ("*"); give --replay FILE to answer from recorded measurements" ]]
+		assert_output ""
+		run_tool 3 kg-bench --metrics-every 5 </dev/null
+		[[ "$stderr" == "kg-bench: no CUDA driver on this machine ("*")"* ]]
+	fi
+	built '{"block_size_x":256,"items_per_thread":1}' >input.jsonl
+	run_tool 0 kg-bench --metrics --replay "$REPLAY" input.jsonl
+	assert_stderr_empty
+	[ "$(jq -c '.bench | [.status, .replayed, has("metrics")]' <<<"$output")" = '["ok",true,false]' ]
+}
+
 @test "--replay answers from a T4 table: summaries of its runtimes, failures by their invalidity" {
 	{
 		built '{"block_size_x":256,"items_per_thread":1}'

@@ -72,6 +72,8 @@ evaluated() {
 	usage kg-tune "--jobs: '0' is not a positive whole number"
 	run_tool 2 kg-tune --outdir out --max-failures 0 "$VECTOR_ADD"
 	usage kg-tune "--max-failures: '0' is not a positive whole number"
+	run_tool 2 kg-tune --outdir out --ncu-every 0 "$VECTOR_ADD"
+	usage kg-tune "--ncu-every: '0' is not a positive whole number"
 	run_tool 2 kg-tune --outdir out --seed -1 "$VECTOR_ADD"
 	usage kg-tune "--seed: '-1' is not a whole number"
 	run_tool 2 kg-tune --outdir out
@@ -374,6 +376,14 @@ fake_stage() {
 	[ "$(jq -r .node_id <<<"$output" | sort -u | wc -l)" -eq 2 ] # two expansions at once
 	[ "$(evaluated "$RUN" | sort | uniq -d)" = "" ]
 	[ "$(jq -c 'select(.update.child != null) | .iter' <<<"$output" | sort -u)" = 2 ]
+}
+
+@test "kg-tune --ncu-every N hands every kg-bench --metrics-every N: kg-init's and each iteration's" {
+	fake_stage kg-bench "echo \"\$*\" >>'$BATS_TEST_TMPDIR/bench-args'; exec '$KG_BIN_DIR/kg-bench' \"\$@\""
+	ln -s "$KG_BIN_DIR/kg-tune" "$KG_BIN_DIR/kg-init" fake/
+	run_tool 0 fake/kg-tune -q --no-llm --replay "$TABLE" --budget-builds 4 --ncu-every 2 --outdir out "$VECTOR_ADD"
+	[ "$(wc -l <bench-args)" -ge 2 ]
+	run ! grep -v -e '--metrics-every 2' bench-args
 }
 
 @test "kg-tune --replay on the recorded table gets within 5 % of the table's optimum within its budget, builds exactly the budget" {

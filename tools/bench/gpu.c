@@ -18,6 +18,8 @@
 
 struct cu_api cu;
 struct cupti_api cupti;
+struct cupti_profiler_api cupti_prof;
+static void *cupti_handle; /* what cupti_open loaded, for cupti_profiler_open */
 
 int cuda_open(struct strbuf *why)
 {
@@ -86,6 +88,23 @@ int cupti_open(struct strbuf *why)
 	}
 	CUPTI_FUNCTIONS(CUPTI_LOAD)
 #undef CUPTI_LOAD
+	cupti_handle = h;
+	return 0;
+}
+
+int cupti_profiler_open(struct strbuf *why)
+{
+	if (!cupti_handle) {
+		strbuf_addstr(why, "no CUPTI");
+		return -1;
+	}
+#define CUPTI_PROF_LOAD(f)                                                                         \
+	if (!(*(void **)&cupti_prof.f = dlsym(cupti_handle, STRINGIFY(f)))) {                      \
+		strbuf_addf(why, "this CUPTI has no %s (its range profiler came with CUDA 12.6)", STRINGIFY(f)); \
+		return -1;                                                                         \
+	}
+	CUPTI_PROFILER_FUNCTIONS(CUPTI_PROF_LOAD)
+#undef CUPTI_PROF_LOAD
 	return 0;
 }
 

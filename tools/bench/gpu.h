@@ -7,6 +7,10 @@
 
 #include <cuda.h>
 #include <cupti_activity.h>
+#include <cupti_profiler_host.h>
+#include <cupti_profiler_target.h>
+#include <cupti_range_profiler.h>
+#include <cupti_target.h>
 
 #include "xalloc.h"
 
@@ -22,7 +26,7 @@
 	X(cuMemcpyHtoDAsync) X(cuMemsetD8Async) X(cuLaunchKernel) X(cuStreamCreate)                \
 	X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)             \
 	X(cuEventElapsedTime) X(cuFuncGetAttribute) X(cuCtxGetDevice) X(cuMemcpyDtoHAsync)            \
-	X(cuMemsetD32Async) X(cuEventDestroy)
+	X(cuMemsetD32Async) X(cuEventDestroy) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 
 #define CU_DECLARE(f) __typeof__(&f) f;
 struct cu_api {
@@ -37,6 +41,25 @@ struct cupti_api {
 	CUPTI_FUNCTIONS(CU_DECLARE)
 };
 extern struct cupti_api cupti;
+
+/* CUPTI's profiling API (the host side: metrics and config images; the range profiler on
+ * the context), loaded apart from the tracing functions so that a CUPTI without it still
+ * times kernels. */
+#define CUPTI_PROFILER_FUNCTIONS(X)                                                              \
+	X(cuptiProfilerInitialize) X(cuptiProfilerDeviceSupported) X(cuptiDeviceGetChipName)        \
+	X(cuptiProfilerGetCounterAvailability) X(cuptiProfilerHostInitialize)                      \
+	X(cuptiProfilerHostDeinitialize) X(cuptiProfilerHostGetBaseMetrics)                        \
+	X(cuptiProfilerHostConfigAddMetrics) X(cuptiProfilerHostGetConfigImageSize)                \
+	X(cuptiProfilerHostGetConfigImage) X(cuptiProfilerHostGetNumOfPasses)                      \
+	X(cuptiProfilerHostEvaluateToGpuValues) X(cuptiRangeProfilerEnable)                        \
+	X(cuptiRangeProfilerDisable) X(cuptiRangeProfilerGetCounterDataSize)                       \
+	X(cuptiRangeProfilerCounterDataImageInitialize) X(cuptiRangeProfilerSetConfig)             \
+	X(cuptiRangeProfilerStart) X(cuptiRangeProfilerStop) X(cuptiRangeProfilerDecodeData)       \
+	X(cuptiRangeProfilerGetCounterDataInfo)
+struct cupti_profiler_api {
+	CUPTI_PROFILER_FUNCTIONS(CU_DECLARE)
+};
+extern struct cupti_profiler_api cupti_prof;
 #undef CU_DECLARE
 
 /* Loads the driver and initializes it. Returns 0, or -1 with why set in plain words ("no
@@ -48,6 +71,10 @@ const char *cuda_error(CUresult rc);
 /* Loads CUPTI for kernel timestamps; returns 0, or -1 with why set (timing then falls back
  * to CUDA events). */
 int cupti_open(struct strbuf *why);
+
+/* Loads CUPTI's profiling API (cupti_prof), after cupti_open; returns 0, or -1 with why set
+ * (hardware metrics are then unavailable). */
+int cupti_profiler_open(struct strbuf *why);
 
 /* The SM clock in MHz of the GPU with that PCI bus id, through NVML; -1 when NVML or the
  * reading is unavailable. */

@@ -31,6 +31,7 @@ struct options {
 	int calibrate;		 /* --calibrate */
 	int t4;			 /* --t4 */
 	double watchdog_s;	 /* --watchdog; 0: the larger of 10 s and 100x the baseline */
+	long metrics_every;	 /* --metrics (1), --metrics-every N; 0: no hardware metrics */
 	struct bench_settings settings;
 };
 
@@ -64,6 +65,11 @@ static void usage(FILE *fp)
 	      "      --noise PCT        stop sampling under this relative standard error of the\n"
 	      "                         median, in percent (default 0.5)\n"
 	      "      --input-sets N     fresh random input sets per check (default 2)\n"
+	      "      --metrics          collect the hardware metrics of every candidate that passes\n"
+	      "                         (CUPTI's range profiler, in passes of their own after its\n"
+	      "                         timing) into bench.metrics and variants/STATE/metrics.json\n"
+	      "      --metrics-every N  only of every Nth candidate the run evaluates, the baseline\n"
+	      "                         and each that beats the run's best speedup (RUN/best.json)\n"
 	      "  -w, --watchdog SEC     a kernel silent this long is killed (default: the larger of\n"
 	      "                         10 s and 100 times the baseline's median)\n"
 	      "      --replay FILE      answer from recorded measurements (a T4 file, or an\n"
@@ -82,6 +88,10 @@ static void usage(FILE *fp)
 	      "\n"
 	      "bench.status is ok, incorrect (check.argument, first_bad, max_abs_err say where),\n"
 	      "crashed (the kernel faulted), timeout (the watchdog fired) or error.\n"
+	      "bench.metrics.status is ok, or unavailable with a why (no profiling API, no permission\n"
+	      "to read the GPU's counters: ERR_NVGPUCTRPERM); a metric that cannot be collected is\n"
+	      "named in bench.metrics.unavailable, never given a value, and the record's status and\n"
+	      "times stay as measured. --replay answers carry no metrics (nothing runs).\n"
 	      "\n"
 	      "Exit status: 0 every record handled; 1 some record could not be, and was reported:\n"
 	      "one without a run (passed on as it is), or one given an error record (a variant the\n"
@@ -93,7 +103,8 @@ static void usage(FILE *fp)
 
 static void parse_options(int argc, char **argv, struct options *opt)
 {
-	enum { OPT_HOT = 256, OPT_MIN_SAMPLES, OPT_NOISE, OPT_INPUT_SETS, OPT_REPLAY, OPT_CALIBRATE, OPT_T4 };
+	enum { OPT_HOT = 256, OPT_MIN_SAMPLES, OPT_NOISE, OPT_INPUT_SETS, OPT_REPLAY, OPT_CALIBRATE, OPT_T4, OPT_METRICS,
+	       OPT_METRICS_EVERY };
 	static const struct option longopts[] = {
 		{"budget", required_argument, NULL, 'b'},
 		{"calibrate", no_argument, NULL, OPT_CALIBRATE},
@@ -101,6 +112,8 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{"help", no_argument, NULL, 'h'},
 		{"hot", no_argument, NULL, OPT_HOT},
 		{"input-sets", required_argument, NULL, OPT_INPUT_SETS},
+		{"metrics", no_argument, NULL, OPT_METRICS},
+		{"metrics-every", required_argument, NULL, OPT_METRICS_EVERY},
 		{"min-samples", required_argument, NULL, OPT_MIN_SAMPLES},
 		{"noise", required_argument, NULL, OPT_NOISE},
 		{"quiet", no_argument, NULL, 'q'},
@@ -142,6 +155,14 @@ static void parse_options(int argc, char **argv, struct options *opt)
 				cli_usage_error("--input-sets: '%s': %s", optarg, why);
 			s->input_sets = (size_t)i64;
 			break;
+		case OPT_METRICS:
+		case OPT_METRICS_EVERY:
+			if (opt->metrics_every)
+				cli_usage_error("--metrics and --metrics-every: give one, once");
+			if (c == OPT_METRICS_EVERY && (why = parse_int64(optarg, 1, 1000000, &i64)))
+				cli_usage_error("--metrics-every: '%s': %s", optarg, why);
+			opt->metrics_every = c == OPT_METRICS ? 1 : (long)i64;
+			break;
 		case OPT_MIN_SAMPLES:
 			if ((why = parse_int64(optarg, 1, 100000, &i64)))
 				cli_usage_error("--min-samples: '%s': %s", optarg, why);
@@ -171,6 +192,8 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		cli_usage_error("--calibrate takes no input and no --replay");
 	if (opt->t4 && (opt->replay_path || opt->calibrate))
 		cli_usage_error("--t4 measures nothing: it takes no --replay or --calibrate");
+	if (opt->metrics_every && (opt->t4 || opt->calibrate))
+		cli_usage_error("--metrics and --metrics-every profile candidates: not with --t4 or --calibrate");
 }
 
 /* ---------------------------------------------------------------- the worker, from outside */
@@ -302,8 +325,11 @@ static cJSON *failure(const char *status, const char *error, const char *device)
 }
 
 /* Sends one record's build to the worker and waits for its bench, restarting the worker
- * after a fault or a hang. Returns the bench object, or NULL when no GPU can be opened. */
-static cJSON *bench_on_gpu(struct worker *w, const struct options *opt, const char *run, const cJSON *build)
+ * after a fault or a hang; the worker collects its hardware metrics when it passes with a
+ * speedup over metrics_above (NAN: never). Returns the bench object, or NULL when no GPU
+ * can be opened. */
+static cJSON *bench_on_gpu(struct worker *w, const struct options *opt, const char *run, const cJSON *build,
+			   double metrics_above)
 {
 	if (!w->pid && start_worker(w, &opt->settings) != 0)
 		return NULL;
@@ -312,6 +338,8 @@ static cJSON *bench_on_gpu(struct worker *w, const struct options *opt, const ch
 	    !cJSON_AddItemToObject(request, "build", cJSON_Duplicate(build, 1)) ||
 	    !cJSON_AddBoolToObject(request, "baseline", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(build, "baseline"))))
 		xalloc_die();
+	if (!isnan(metrics_above))
+		json_add_number(request, "metrics_above", metrics_above);
 	char *text = cJSON_PrintUnformatted(request);
 	cJSON_Delete(request);
 	struct strbuf line;
@@ -359,9 +387,18 @@ static cJSON *bench_on_gpu(struct worker *w, const struct options *opt, const ch
 
 /* ---------------------------------------------------------------- records */
 
+/* What --metrics-every knows of a run: the candidates it has evaluated and its best speedup. */
+struct metrics_run {
+	char *dir;
+	long evaluated;
+	double best;
+};
+
 struct bencher {
 	const struct options *opt;
 	struct worker worker;
+	struct metrics_run *mruns; /* the runs met, for --metrics-every */
+	size_t nmruns;
 	struct replay *replay;
 	struct replay_edits *edits; /* the code edits among the records read, for --replay */
 	const char *input_name;
@@ -425,6 +462,69 @@ static cJSON *replay_bench(struct bencher *b, const cJSON *record, long line, co
 	return bench;
 }
 
+/* The candidates RUN/events.jsonl holds measurements of, the baseline aside. The log is
+ * kg-select's, and a line a kill cut short is its to report: here it is only not counted. */
+static long count_evaluated(const char *run)
+{
+	char *path = xasprintf("%s/events.jsonl", run);
+	size_t len = 0;
+	char *text = file_read_all(path, &len);
+	long n = 0;
+	for (char *line = text, *end; line && line < text + len; line = end + 1) {
+		end = memchr(line, '\n', (size_t)(text + len - line));
+		if (!end)
+			end = text + len;
+		cJSON *record = cJSON_ParseWithLength(line, (size_t)(end - line));
+		const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
+		n += cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(record, "bench")) &&
+		     !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(build, "baseline"));
+		cJSON_Delete(record);
+	}
+	free(text);
+	free(path);
+	return n;
+}
+
+/* The run's --metrics-every state, read from its files the first time it is met. */
+static struct metrics_run *metrics_run_for(struct bencher *b, const char *dir)
+{
+	for (size_t k = 0; k < b->nmruns; k++)
+		if (strcmp(b->mruns[k].dir, dir) == 0)
+			return &b->mruns[k];
+	b->mruns = xreallocarray(b->mruns, b->nmruns + 1, sizeof(*b->mruns));
+	struct metrics_run *m = &b->mruns[b->nmruns++];
+	char *path = xasprintf("%s/best.json", dir);
+	cJSON *best = json_read_file(path);
+	m->dir = xstrdup(dir);
+	m->evaluated = count_evaluated(dir);
+	m->best = json_number(best, "speedup", 1); /* before kg-select names one, the baseline is best */
+	cJSON_Delete(best);
+	free(path);
+	return m;
+}
+
+/* When to collect a record's hardware metrics, as the worker's metrics_above: the baseline
+ * and every Nth candidate of the run always (0), the others only when faster than the run's
+ * best (its speedup), none without --metrics (NAN). */
+static double metrics_above(struct bencher *b, const char *run, const cJSON *build)
+{
+	if (!b->opt->metrics_every)
+		return NAN;
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(build, "baseline")))
+		return 0;
+	struct metrics_run *m = metrics_run_for(b, run);
+	return ++m->evaluated % b->opt->metrics_every == 0 ? 0 : m->best;
+}
+
+/* A candidate that passed faster than the run's best is its best now, for --metrics-every. */
+static void metrics_note(struct bencher *b, const char *run, const cJSON *bench)
+{
+	const char *status = json_string(bench, "status");
+	double speedup = json_number(bench, "speedup", NAN);
+	if (b->opt->metrics_every > 1 && status && strcmp(status, "ok") == 0 && speedup > metrics_run_for(b, run)->best)
+		metrics_run_for(b, run)->best = speedup;
+}
+
 /* Adds "bench" to a record that has a successful build; returns -1 when there is no GPU. */
 static int bench_record(struct bencher *b, cJSON *record, long line)
 {
@@ -445,9 +545,10 @@ static int bench_record(struct bencher *b, cJSON *record, long line)
 		record_error(b, line, msg);
 		bench = failure("error", msg, NULL);
 	} else {
-		bench = bench_on_gpu(&b->worker, b->opt, run_dir, build);
+		bench = bench_on_gpu(&b->worker, b->opt, run_dir, build, metrics_above(b, run_dir, build));
 		if (!bench)
 			return -1;
+		metrics_note(b, run_dir, bench);
 	}
 	if (cJSON_HasObjectItem(record, "bench"))
 		cJSON_ReplaceItemInObjectCaseSensitive(record, "bench", bench);
@@ -536,6 +637,9 @@ int main(int argc, char **argv)
 	strbuf_release(&b.worker.unread);
 	replay_free(b.replay);
 	replay_edits_free(b.edits);
+	for (size_t k = 0; k < b.nmruns; k++)
+		free(b.mruns[k].dir);
+	free(b.mruns);
 	jsonl_reader_release(&reader);
 	free(cache);
 	return cli_finish(b.status);

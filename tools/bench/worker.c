@@ -19,6 +19,7 @@
 #include "kargs.h"
 #include "log.h"
 #include "mcgs.h"
+#include "metrics.h"
 #include "pyexpr_cuda.h"
 #include "rng.h"
 #include "stats.h"
@@ -95,6 +96,7 @@ static struct {
 	double last_progress;
 	uint64_t rng;		/* which timed launches are verified: nothing a kernel can see */
 	const char *cache_dir;	/* where compiled device code is kept */
+	int spoiled;		/* a CUDA error the answer does not report (the metrics replay): end after it */
 } gpu;
 
 /* Tells the parent the GPU is alive, at most every 50 ms. */
@@ -1630,6 +1632,55 @@ static void add_clocks(cJSON *bench, int before, const char *state)
 	}
 }
 
+/* The metrics replay: each pass readied and launched as a timed launch is. */
+struct metrics_pass {
+	const struct wrun *r;
+	const struct kernel *kn;
+	const struct bench_settings *cfg;
+	struct failure f;
+};
+
+static const char *metrics_prepare(void *arg)
+{
+	struct metrics_pass *p = arg;
+	progress();
+	if (ready_outputs(p->r, SLOT_OUT, &p->f) ||
+	    (!p->cfg->hot && check_cuda(&p->f, cu.cuMemsetD8Async(gpu.flush, 0x5a, gpu.flush_bytes, gpu.stream), "L2 flush")) ||
+	    check_cuda(&p->f, cu.cuStreamSynchronize(gpu.stream), "the kernel"))
+		return p->f.what;
+	return NULL;
+}
+
+static const char *metrics_launch(void *arg)
+{
+	struct metrics_pass *p = arg;
+	if (launch_into(p->r, p->kn, SLOT_OUT, &p->f) || check_cuda(&p->f, cu.cuStreamSynchronize(gpu.stream), "the kernel"))
+		return p->f.what;
+	return NULL;
+}
+
+/* kg-bench --metrics: the hardware metrics of a timed kernel, in a replay of its own on the
+ * spec's inputs, into bench.metrics and variants/STATE/metrics.json. Whatever happens here
+ * the record keeps its status and figures; a CUDA error only ends the worker after it. */
+static void add_metrics(const struct wrun *r, const struct kernel *kn, const cJSON *build, const struct bench_settings *cfg,
+			cJSON *bench)
+{
+	struct metrics_pass pass = {.r = r, .kn = kn, .cfg = cfg};
+	struct metrics_target t = {.ctx = gpu.ctx, .dev = gpu.dev, .ordinal = cfg->device, .device = gpu.name,
+				   .function = kn->function, .dynamic_smem = kn->smem};
+	struct metrics_replay replay = {.prepare = metrics_prepare, .launch = metrics_launch, .arg = &pass};
+	memcpy(t.block, kn->block, sizeof(t.block));
+	cJSON *m = metrics_collect(&t, &replay);
+	gpu.spoiled |= pass.f.failed;
+	const char *dir = json_string(build, "dir");
+	if (dir) {
+		char *path = xasprintf("%s/%s/metrics.json", r->dir, dir);
+		write_json_file(path, m);
+		free(path);
+	}
+	json_add(bench, "metrics", m);
+}
+
 /* Correctness of a candidate: fresh input sets (the baseline computes each one's expected
  * outputs), then the spec's own set against the reference. */
 static int check_candidate(struct wrun *r, const struct kernel *cand, const char *state, const struct bench_settings *cfg,
@@ -1643,9 +1694,11 @@ static int check_candidate(struct wrun *r, const struct kernel *cand, const char
 	return 0;
 }
 
-/* Benches one record's build; fills bench (the record's "bench" object). */
-static void bench_record(const char *run_dir, const cJSON *build, int is_baseline, const struct bench_settings *cfg,
-			 double wait_ms, cJSON *bench, struct failure *f)
+/* Benches one record's build; fills bench (the record's "bench" object). Its hardware
+ * metrics are collected when it passes and its speedup is over metrics_above (0: always;
+ * NAN: never). */
+static void bench_record(const char *run_dir, const cJSON *build, int is_baseline, double metrics_above,
+			 const struct bench_settings *cfg, double wait_ms, cJSON *bench, struct failure *f)
 {
 	struct phases ph = {.wait = wait_ms};
 	double t0 = monotonic_ms();
@@ -1716,6 +1769,8 @@ static void bench_record(const char *run_dir, const cJSON *build, int is_baselin
 			xalloc_die();
 		keep_samples(r->dir, build, bench, series, is_baseline ? 1 : 2, cupti_used);
 		ph.write = monotonic_ms() - t0;
+		if (v.passed && json_number(bench, "speedup", NAN) > metrics_above)
+			add_metrics(r, &cand, build, cfg, bench);
 	} else if (!cJSON_AddItemToObject(bench, "check", verdict_to_json(&v, input_sets))) {
 		xalloc_die();
 	}
@@ -1823,7 +1878,7 @@ NORETURN void worker_main(int in_fd, int out_fd, const struct bench_settings *cf
 			utc_now(started, sizeof(started), 1);
 			double t0 = monotonic_ms();
 			bench_record(run->valuestring, build, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(request, "baseline")),
-				     cfg, wait_ms, bench, &f);
+				     json_number(request, "metrics_above", NAN), cfg, wait_ms, bench, &f);
 			json_add_number(bench, "wall_ms", monotonic_ms() - t0);
 			json_add_string(bench, "started", started);
 			gpu_lock_release();
@@ -1838,7 +1893,7 @@ NORETURN void worker_main(int in_fd, int out_fd, const struct bench_settings *cf
 		}
 		answer(out_fd, bench);
 		cJSON_Delete(request);
-		if (f.failed)
+		if (f.failed || gpu.spoiled)
 			_exit(0); /* a fresh worker, with a fresh context, takes the next record */
 	}
 	_exit(0);
