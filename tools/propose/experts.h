@@ -31,6 +31,11 @@ struct experts {
 char *experts_catalog_path(const struct experts *ex, const struct run_info *run);
 char *experts_regraph_path(const struct experts *ex, const struct run_info *run);
 
+/* A JSON file of node's variant directory (RUN/variants/STATE/NAME: regions.json,
+ * metrics.json), or NULL when it is absent (an unreadable or malformed one is reported). The
+ * caller frees it with cJSON_Delete. */
+cJSON *experts_variant_json(const struct run_info *run, const struct node_info *node, const char *name);
+
 /* The built-in personas, or one from a prompt file (NAME.txt or NAME.md). Returns 0, or -1
  * after reporting a name that is neither. */
 int persona_add(struct experts *ex, const char *name_or_file);
