@@ -306,3 +306,89 @@ rule() {
 	[ "${#lines[@]}" -eq 2 ]
 	[[ "$stderr" == *"out/regraph.json: no transition out of 'unroll' in the ReGraph: every method is allowed"* ]]
 }
+
+# calls RULE-MATCH CALLS-JSON: a mock rule answering once with these function calls.
+calls() {
+	jq -cn --argjson m "$1" --argjson c "$2" '{match: $m, times: 1, tool_calls: $c}'
+}
+
+# variant: the picked node's variant directory.
+variant() {
+	echo "$RUN/variants/$(jq -r .node pick.jsonl)"
+}
+
+# An illustration of kg-bench --metrics' metrics.json, written by hand.
+METRICS='{"status":"ok","source":"cupti-range-profiler","device":"NVIDIA H100 80GB HBM3","cost_ms":41,
+	"values":{"dram_throughput_pct":91.5,"sm_throughput_pct":12.25,"achieved_occupancy_pct":88,
+	"occupancy_limiter":"threads","stalls":{"long_scoreboard":61.5,"barrier":0,"wait":12}},
+	"unavailable":{"l1_hit_rate_pct":"not supported by this CUPTI"}}'
+
+@test "the prompt has the variant's regions with their kernel.cu lines, and its metrics only when measured" {
+	mock "{\"rules\": [$(rule 'role: throughput' "$(answer)")]}"
+	run_tool 0 kg-propose --llm --persona throughput pick.jsonl
+	prompt=$(jq -r '.body.messages[1].content' requests.jsonl)
+	# one region: the load and the store of line 10 (scale_op, inlined from the header, counts
+	# as line 10), the bounds check's branch of line 9
+	[[ "$prompt" == *"$(printf '%s\n' '' '## Regions of the PTX (regions.json: static counts per thread, a loop body counted once)' \
+		'Regions 1, stages 1, loops 0, barriers 0, async waits 0. The heaviest (bytes and FLOPs, weighted by loop depth), in program order:' \
+		'- region 0 (stage 0, loop depth 0; kernel.cu lines 5, 7, 9-11): global loads 4 B, global stores 4 B, FLOPs 2, predicated branches 1; ends at end' \
+		'' '## History')"* ]]
+	[[ "$prompt" != *"## Hardware metrics"* ]]
+	[[ "$prompt" != *"## Functions"* ]]
+	echo "$METRICS" > "$(variant)/metrics.json"
+	run_tool 0 kg-propose --llm --persona throughput pick.jsonl
+	prompt=$(jq -r 'select(.n == 2) | .body.messages[1].content' requests.jsonl)
+	[[ "$prompt" == *"$(printf '%s\n' \
+		'## Hardware metrics of this variant (cupti-range-profiler)' '- DRAM throughput: 91.5 % of peak' \
+		'- SM throughput: 12.25 % of peak' '- achieved occupancy: 88 %' '- occupancy limited by: threads' \
+		'- warp stall reasons (share of stalls): long_scoreboard 61.5 %, wait 12 %, barrier 0 %' \
+		'- unavailable (not measured; do not assume): l1_hit_rate_pct')"* ]]
+	# metrics that could not be collected say why, and nothing else
+	echo '{"status":"unavailable","why":"CUPTI: insufficient privileges (ERR_NVGPUCTRPERM)"}' > "$(variant)/metrics.json"
+	run_tool 0 kg-propose --llm --persona throughput pick.jsonl
+	prompt=$(jq -r 'select(.n == 3) | .body.messages[1].content' requests.jsonl)
+	[[ "$prompt" == *$'## Hardware metrics of this variant (kg-bench --metrics)\n- not collected: CUPTI: insufficient privileges (ERR_NVGPUCTRPERM)\n\n## History'* ]]
+}
+
+@test "--tool-rounds: two rounds of function calls, then the answer; each function's result goes back to the model" {
+	echo "$METRICS" > "$(variant)/metrics.json"
+	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "source_lines", "arguments": {"start": 9, "end": 11}},
+			{"name": "region_detail", "arguments": {"id": 0}}]'),
+		$(calls '["call_1_0", "call_1_1"]' '[{"name": "metrics", "arguments": {"names": ["dram_throughput_pct", "l1_hit_rate_pct", "stalls", "bogus"]}},
+			{"name": "ptx_for_lines", "arguments": {"start": 10, "end": 10}}]'),
+		$(rule 'call_2_1' "$(answer)")]}"
+	run_tool 0 kg-propose --llm --persona throughput --tool-rounds 3 -v pick.jsonl
+	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
+	[[ "$stderr" == *"throughput answered in "*" ms (3 rounds, 4 function calls, "* ]]
+	[ "$(jq -s length requests.jsonl)" -eq 3 ]
+	# the functions are offered in every round, and the prompt says so
+	[ "$(jq -c '.body | [.tool_choice, (.tools | map(.type + ":" + .function.name + ":" + (.function.strict | tostring)))]' requests.jsonl | sort -u)" = \
+		'["auto",["function:metrics:true","function:region_detail:true","function:source_lines:true","function:ptx_for_lines:true"]]' ]
+	[[ "$(jq -r 'select(.n == 1) | .body.messages[1].content' requests.jsonl)" == *$'## Functions\nBefore you answer, you may call functions to look closer at this variant (at most 3 rounds of calls)'* ]]
+	# the third request: the conversation with both rounds' calls and results
+	last=$(jq -c 'select(.n == 3) | .body.messages' requests.jsonl)
+	[ "$(jq -c 'map(.role)' <<<"$last")" = '["system","user","assistant","tool","tool","assistant","tool","tool"]' ]
+	[ "$(jq -c '[.[2].content, (.[2].tool_calls | map(.id + " " + .function.name + " " + .function.arguments))]' <<<"$last")" = \
+		'[null,["call_1_0 source_lines {\"start\": 9, \"end\": 11}","call_1_1 region_detail {\"id\": 0}"]]' ]
+	[ "$(jq -c '[.[3, 4, 6, 7].tool_call_id]' <<<"$last")" = '["call_1_0","call_1_1","call_2_0","call_2_1"]' ]
+	# source_lines: numbered
+	[ "$(jq -r '.[3].content' <<<"$last")" = "$(printf '%s\n' '   9  		if (i < n)' '  10  			y[i] = scale_op(x[i]);' '  11  }')" ]
+	# region_detail: the region of regions.json with its edges and loops
+	[ "$(jq -r '.[4].content' <<<"$last" | jq -cS .)" = \
+		"$(jq -cS '.regions[0] + {next: [.edges[] | select(.from == 0 and .kind == "next") | .to], loops_back_to: [],
+			in_loops: [.loops[] | select(.regions | index(0)) | .id]}' "$(variant)/regions.json")" ]
+	# metrics: what was asked, the unavailable ones and unknown names said so, with the names there are
+	[ "$(jq -r '.[6].content' <<<"$last")" = '{"status":"ok","source":"cupti-range-profiler","device":"NVIDIA H100 80GB HBM3","values":{"dram_throughput_pct":91.5,"stalls":{"long_scoreboard":61.5,"barrier":0,"wait":12}},"unavailable":{"l1_hit_rate_pct":"not supported by this CUPTI","bogus":"not a metric of metrics.json"},"metrics":["dram_throughput_pct","sm_throughput_pct","achieved_occupancy_pct","occupancy_limiter","stalls","l1_hit_rate_pct"]}' ]
+	# ptx_for_lines: the PTX compiled from line 10, as lib/ptx_lines maps it, each with its lines
+	ptx="$(variant)/kernel.ptx"
+	result=$(jq -r '.[7].content' <<<"$last")
+	[ "$(head -1 <<<"$result")" = 'kernel.ptx line, kernel.cu line, PTX (kernel.cu lines 10 to 10):' ]
+	"$LIBTEST" ptx-lines "$ptx" 10 10 | jq -r '.lines[] | "\(.[0]) \(.[1])"' > want
+	tail -n +2 <<<"$result" | awk '{print $1, $2}' > got
+	diff want got
+	[ "$(wc -l < got)" -ge 3 ]
+	tail -n +2 <<<"$result" | while read -r n line text; do [ "$(sed -n "${n}p" "$ptx" | sed 's/^[ \t]*//')" = "$text" ]; done
+	grep -q 'ld.global' <<<"$result"
+	grep -q 'st.global' <<<"$result"
+	grep -q 'add.f32\|fma.rn.f32\|mul' <<<"$result"
+}

@@ -10,6 +10,7 @@
 #include "experts.h"
 #include "fileio.h"
 #include "fnv1a.h"
+#include "functions.h"
 #include "jsonl.h"
 #include "log.h"
 #include "methods.h"
@@ -260,7 +261,7 @@ static void regions_section(struct strbuf *sb, const struct run_info *run, const
 	const cJSON *summary = cJSON_GetObjectItemCaseSensitive(node->build, "regions");
 	strbuf_addstr(sb, "\n## Regions of the PTX (regions.json: static counts per thread, a loop body counted once)\n");
 	if (summary)
-		strbuf_addf(sb, "%g regions, %g stages, %g loops, %g barriers, %g async waits. ",
+		strbuf_addf(sb, "Regions %g, stages %g, loops %g, barriers %g, async waits %g. ",
 			    json_number(summary, "regions", NAN), json_number(summary, "stages", NAN),
 			    json_number(summary, "loops", NAN), json_number(summary, "barriers", NAN),
 			    json_number(summary, "async_waits", NAN));
@@ -479,11 +480,17 @@ static char *prompt_context(const struct experts *ex, const struct run_info *run
 	return strbuf_detach(&sb);
 }
 
-static char *user_prompt(const char *context, const struct persona *persona)
+static char *user_prompt(const char *context, const struct persona *persona, int tool_rounds)
 {
 	struct strbuf sb;
 	strbuf_init(&sb);
 	strbuf_addf(&sb, "%s\n## Your role: %s\n%s\n", context, persona->name, persona->text);
+	if (tool_rounds > 0)
+		strbuf_addf(&sb, "\n## Functions\nBefore you answer, you may call functions to look closer at this variant "
+				 "(at most %d round%s of calls): metrics(names) for its hardware metrics, region_detail(id) "
+				 "for a region above, source_lines(start, end) for kernel.cu lines, ptx_for_lines(start, end) "
+				 "for the PTX compiled from kernel.cu lines. Ask only for what your proposal needs.\n",
+			    tool_rounds, tool_rounds == 1 ? "" : "s");
 	strbuf_addstr(&sb,
 		      "\n## Answer\nOne JSON object {\"candidates\": [...]}; each candidate has:\n"
 		      "- \"think\": your reasoning, in a few sentences\n"
@@ -712,6 +719,10 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 	s.cache_dir = cache_dir;
 	s.jitter_seed ^= fnv1a64(node->state, strlen(node->state));
 	cJSON *schema = answer_schema(run->spec);
+	struct variant_view view = {run, node};
+	struct llm_tools tools = {.max_rounds = ex->tool_rounds, .max_result_bytes = (size_t)ex->tool_result_bytes,
+				  .max_total_bytes = (size_t)ex->tool_total_bytes};
+	functions_init(&tools, &view);
 	struct expert_call *calls = xcalloc(ex->npersonas + 1, sizeof(*calls));
 	struct llm_request *reqs = xcalloc(ex->npersonas + 1, sizeof(*reqs));
 	char *context = prompt_context(ex, run, node);
@@ -720,7 +731,7 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 		c->persona = &ex->personas[i];
 		c->proposer = xasprintf("llm:%s/%s", s.model, c->persona->name);
 		c->messages = cJSON_CreateArray();
-		char *prompt = user_prompt(context, c->persona);
+		char *prompt = user_prompt(context, c->persona, ex->tool_rounds);
 		json_append(c->messages, message("system", system_prompt));
 		json_append(c->messages, message("user", prompt));
 		free(prompt);
@@ -733,7 +744,8 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 			if (calls[i].done)
 				continue;
 			reqs[k] = (struct llm_request){.label = calls[i].persona->name, .messages = calls[i].messages,
-						       .schema = schema, .schema_name = "candidates"};
+						       .schema = schema, .schema_name = "candidates",
+						       .tools = ex->tool_rounds > 0 ? &tools : NULL};
 			index[k++] = i;
 		}
 		if (k)
@@ -747,8 +759,10 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 				llm_request_release(r);
 				continue;
 			}
-			log_info("%s: node %s: %s answered in %.0f ms (%s%.0f + %.0f tokens, $%.4f)", run->dir, node->state,
-				 c->persona->name, r->ms, r->cached ? "cached, " : "", r->tokens_in, r->tokens_out, r->cost_usd);
+			log_info("%s: node %s: %s answered in %.0f ms (%s%d round%s, %d function call%s, %.0f + %.0f tokens, $%.4f)",
+				 run->dir, node->state, c->persona->name, r->ms, r->cached ? "cached, " : "", r->rounds,
+				 r->rounds == 1 ? "" : "s", r->function_calls, r->function_calls == 1 ? "" : "s", r->tokens_in,
+				 r->tokens_out, r->cost_usd);
 			struct strbuf why;
 			strbuf_init(&why);
 			cJSON *answer = answer_extract(r->text, &why);

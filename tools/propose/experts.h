@@ -25,6 +25,9 @@ struct experts {
 	const char *regraph;	 /* --regraph, else OUTDIR/regraph.json */
 	int allowed;		 /* --regraph-filter: only the ReGraph's neighbours of the last method */
 	long allowed_top;	 /* --regraph-top */
+	int tool_rounds;	 /* --tool-rounds: rounds of function calls before the answer; 0: none */
+	long tool_result_bytes;	 /* --tool-result-bytes: the most one function's result may hold */
+	long tool_total_bytes;	 /* --tool-total-bytes: the most the results of one expert may hold */
 };
 
 /* The catalog and the ReGraph a run's proposals use; the caller frees them. */
