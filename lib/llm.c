@@ -345,7 +345,8 @@ static char *cut_result(char *result, size_t max)
 	const char *newline = memrchr(result, '\n', keep);
 	if (newline && (size_t)(newline - result) >= keep / 2)
 		keep = (size_t)(newline - result) + 1;
-	char *out = xasprintf("%.*s\n[cut: the first %zu of %zu bytes; ask for less]", (int)keep, result, keep, len);
+	char *out = xasprintf("%.*s%s[cut: the first %zu of %zu bytes; ask for less]", (int)keep, result,
+			      keep && result[keep - 1] == '\n' ? "" : "\n", keep, len);
 	free(result);
 	return out;
 }

@@ -392,3 +392,88 @@ METRICS='{"status":"ok","source":"cupti-range-profiler","device":"NVIDIA H100 80
 	grep -q 'st.global' <<<"$result"
 	grep -q 'add.f32\|fma.rn.f32\|mul' <<<"$result"
 }
+
+@test "--tool-rounds: bad calls get an error back as their result, not a crash; results are cut to --tool-result-bytes" {
+	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "disassemble", "arguments": {}},
+			{"name": "source_lines", "arguments": "{\"start\": 1,"},
+			{"name": "source_lines", "arguments": {"start": 0, "end": 4}},
+			{"name": "source_lines", "arguments": {"start": 9, "end": 99}},
+			{"name": "region_detail", "arguments": {"id": 7}},
+			{"name": "region_detail", "arguments": {"id": "first"}},
+			{"name": "metrics", "arguments": {"names": ["dram_throughput_pct"]}},
+			{"name": "ptx_for_lines", "arguments": {"start": 1, "end": 4}},
+			{"name": "ptx_for_lines", "arguments": {"start": 1, "end": 11}}]'),
+		$(rule 'call_1_8' "$(answer)")]}"
+	run_tool 0 kg-propose --llm --persona throughput --tool-rounds 1 --tool-result-bytes 200 pick.jsonl
+	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
+	jq -r 'select(.n == 2) | .body.messages[] | select(.role == "tool") | .content' requests.jsonl > got
+	cat > want <<-'END'
+	error: there is no function 'disassemble'; the functions are metrics, region_detail, source_lines, ptx_for_lines
+	error: the arguments of source_lines are not a JSON object: {"start": 1,
+	error: lines 0 to 4 are not a range of kernel.cu, whose lines are 1 to 11
+	   9  		if (i < n)
+	  10  			y[i] = scale_op(x[i]);
+	  11  }
+
+	error: there is no region 7; the regions are 0 to 0
+	error: id must be a whole number
+	{"status":"unavailable","why":"no hardware metrics were collected for this variant (kg-bench --metrics writes variants/STATE/metrics.json)"}
+	no PTX instruction comes from kernel.cu lines 1 to 4
+	END
+	head -n "$(wc -l < want)" got | diff want -
+	# the last result is longer than 200 bytes: cut at a line's end, with a note
+	tail -n +"$(($(wc -l < want) + 2))" got > cut
+	[ "$(head -1 cut)" = 'kernel.ptx line, kernel.cu line, PTX (kernel.cu lines 1 to 11):' ]
+	[[ "$(tail -1 cut)" =~ ^\[cut:\ the\ first\ [0-9]+\ of\ [0-9]+\ bytes\;\ ask\ for\ less\]$ ]]
+	[ "$(head -n -1 cut | wc -c)" -le 201 ]
+}
+
+@test "--tool-rounds: the round after the last must answer (tool_choice none); calls there are the expert's error" {
+	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "source_lines", "arguments": {"start": 1, "end": 2}}]'),
+		$(jq -cn '{match: ["call_1_0", "\"tool_choice\":\"none\""], times: 1, tool_calls: [{name: "source_lines", arguments: {start: 3, end: 4}}]}')]}"
+	run_tool 1 kg-propose --llm --persona throughput --tool-rounds 1 pick.jsonl
+	[ "$(jq -r '.propose.errors[0].error' <<<"$output")" = 'the model still called functions in round 2, after the 1 round that may' ]
+	[ "$(jq -c '.body.tool_choice' requests.jsonl | tr -d '\n')" = '"auto""none"' ]
+	# a conversation whose results reach --tool-total-bytes is refused further calls and must answer
+	rm requests.jsonl
+	kill "$(cat mock.pid)"
+	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "source_lines", "arguments": {"start": 1, "end": 11}},
+			{"name": "source_lines", "arguments": {"start": 1, "end": 2}}]'),
+		$(jq -cn --argjson a "$(answer)" '{match: ["call_1_1", "\"tool_choice\":\"none\""], times: 1, content: ($a | tojson)}')]}"
+	run_tool 0 kg-propose --llm --persona throughput --tool-rounds 4 --tool-total-bytes 200 pick.jsonl
+	[ "$(jq -r 'select(.n == 2) | .body.messages[-1].content' requests.jsonl)" = \
+		'error: the results of this conversation reached their limit (200 bytes): answer now with what you have' ]
+}
+
+@test "--tool-rounds: every round is logged and cached; a rerun is answered by the cache round after round" {
+	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "source_lines", "arguments": {"start": 10, "end": 10}}]'),
+		$(calls '"call_1_0"' '[{"name": "region_detail", "arguments": {"id": 0}}]'),
+		$(rule 'call_2_0' "$(answer)")]}"
+	kg-propose --llm --persona throughput --tool-rounds 2 pick.jsonl > first.jsonl
+	[ "$(jq -c '[.label, .round, .function_calls, .ok, .cached, .attempts]' "$RUN/llm/calls.jsonl" | tr -d '\n')" = \
+		'["throughput",1,1,true,false,1]["throughput",2,1,true,false,1]["throughput",3,0,true,false,1]' ]
+	ls "$RUN"/llm/*-throughput-round{1,2,3}.json
+	[ "$(jq -c '[.round, .function_calls[0].name, .function_calls[0].result]' "$RUN"/llm/*-throughput-round1.json)" = \
+		'[1,"source_lines","  10  \t\t\ty[i] = scale_op(x[i]);\n"]' ]
+	[ "$(jq -c '.response.choices[0].message.tool_calls[0].function.name' "$RUN"/llm/*-throughput-round2.json)" = '"region_detail"' ]
+	[ "$(jq -c '[.round, .function_calls, .response.choices[0].message.content != null]' "$RUN"/llm/*-throughput-round3.json)" = '[3,null,true]' ]
+	[ "$(ls "$RUN"/llm/cache | wc -l)" -eq 3 ]
+	run_tool 0 kg-propose --llm --persona throughput --tool-rounds 2 -v pick.jsonl
+	[ "$output" = "$(cat first.jsonl)" ]
+	[ "$(jq -s length requests.jsonl)" -eq 3 ]
+	[[ "$stderr" == *"throughput answered in "*" ms (cached, 3 rounds, 2 function calls, "* ]]
+	[ "$(jq -c 'select(.cached) | .round' "$RUN/llm/calls.jsonl" | tr -d '\n')" = 123 ]
+}
+
+@test "--tool-rounds with the Responses API: function_call items answered by function_call_output inputs" {
+	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "source_lines", "arguments": {"start": 5, "end": 5}}]'),
+		$(rule 'call_1_0' "$(answer)")]}"
+	run_tool 0 kg-propose --llm --api responses --persona throughput --tool-rounds 1 pick.jsonl
+	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
+	[ "$(jq -r .path requests.jsonl | sort -u)" = /v1/responses ]
+	[ "$(jq -c 'select(.n == 1) | .body | [.tool_choice, (.tools | map([.type, .name, .strict, .parameters.required]))]' requests.jsonl)" = \
+		'["auto",[["function","metrics",true,["names"]],["function","region_detail",true,["id"]],["function","source_lines",true,["start","end"]],["function","ptx_for_lines",true,["start","end"]]]]' ]
+	[ "$(jq -c 'select(.n == 2) | .body | [.tool_choice, (.input | map(.role // .type)), .input[2].call_id, .input[2].name,
+		.input[2].arguments, .input[3].call_id, .input[3].output]' requests.jsonl)" = \
+		'["none",["system","user","function_call","function_call_output"],"call_1_0","source_lines","{\"start\": 5, \"end\": 5}","call_1_0","   5  extern \"C\" __global__ void scale(float *y, const float *x, int n)\n"]' ]
+}
