@@ -194,8 +194,7 @@ static cJSON *request_body(const struct call *c)
 	return body;
 }
 
-/* The answer's text and token counts from a response body. Returns the text (the caller
- * frees it), or NULL with *why set. */
+/* The token counts of a response body. */
 static void usage_of(const struct llm_settings *s, const cJSON *doc, double *in, double *out)
 {
 	const cJSON *usage = cJSON_GetObjectItemCaseSensitive(doc, "usage");
@@ -210,6 +209,8 @@ static const cJSON *chat_message(const cJSON *doc)
 	return cJSON_GetObjectItemCaseSensitive(choice, "message");
 }
 
+/* The answer's text and token counts from a response body. Returns the text (the caller
+ * frees it), or NULL with *why set. */
 static char *answer_text(const struct llm_settings *s, const cJSON *doc, double *in, double *out, char **why)
 {
 	usage_of(s, doc, in, out);

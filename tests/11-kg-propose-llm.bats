@@ -348,6 +348,16 @@ METRICS='{"status":"ok","source":"cupti-range-profiler","device":"NVIDIA H100 80
 	run_tool 0 kg-propose --llm --persona throughput pick.jsonl
 	prompt=$(jq -r 'select(.n == 3) | .body.messages[1].content' requests.jsonl)
 	[[ "$prompt" == *$'## Hardware metrics of this variant (kg-bench --metrics)\n- not collected: CUPTI: insufficient privileges (ERR_NVGPUCTRPERM)\n\n## History'* ]]
+	# a malformed file is reported, naming it, and shows nothing; arrays where objects belong show no values
+	echo '{"status": "ok", "values": ' > "$(variant)/metrics.json"
+	run_tool 0 kg-propose --llm --persona throughput --no-cache pick.jsonl
+	assert_stderr "kg-propose: $(variant)/metrics.json:1:28: invalid JSON"
+	prompt=$(jq -r 'select(.n == 4) | .body.messages[1].content' requests.jsonl)
+	[[ "$prompt" != *"## Hardware metrics"* ]]
+	echo '{"status": "ok", "values": [1, 2], "unavailable": ["x"]}' > "$(variant)/metrics.json"
+	run_tool 0 kg-propose --llm --persona throughput pick.jsonl
+	prompt=$(jq -r 'select(.n == 5) | .body.messages[1].content' requests.jsonl)
+	[[ "$prompt" == *$'## Hardware metrics of this variant (kg-bench --metrics)\n\n## History'* ]]
 }
 
 @test "--tool-rounds: two rounds of function calls, then the answer; each function's result goes back to the model" {

@@ -216,9 +216,11 @@ static void region_lines(struct strbuf *sb, const cJSON *region, int max)
 			strbuf_addstr(sb, ", ...");
 			break;
 		}
-		long a = (long)cJSON_GetNumberValue(cJSON_GetArrayItem(range, 0));
-		long b = (long)cJSON_GetNumberValue(cJSON_GetArrayItem(range, 1));
-		strbuf_addf(sb, a == b ? "%s%ld" : "%s%ld-%ld", k > 1 ? ", " : "", a, b);
+		double a = cJSON_GetNumberValue(cJSON_GetArrayItem(range, 0));
+		double b = cJSON_GetNumberValue(cJSON_GetArrayItem(range, 1));
+		strbuf_addf(sb, "%s%g", k > 1 ? ", " : "", a);
+		if (b != a)
+			strbuf_addf(sb, "-%g", b);
 	}
 	if (!k)
 		strbuf_addstr(sb, "none");
@@ -302,6 +304,12 @@ static void regions_section(struct strbuf *sb, const struct run_info *run, const
 	cJSON_Delete(graph);
 }
 
+const cJSON *experts_object_member(const cJSON *obj, const char *key)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+	return cJSON_IsObject(item) ? item : NULL;
+}
+
 /* The hardware metrics of the variant (kg-bench --metrics: metrics.json) as they are: a value
  * the file does not hold is named unavailable, never estimated; nothing without the file. */
 static void metrics_section(struct strbuf *sb, const struct run_info *run, const struct node_info *node)
@@ -337,7 +345,8 @@ static void metrics_section(struct strbuf *sb, const struct run_info *run, const
 		cJSON_Delete(doc);
 		return;
 	}
-	const cJSON *values = cJSON_GetObjectItemCaseSensitive(doc, "values"), *v;
+	/* Members of objects only: a malformed file's arrays have no names to show. */
+	const cJSON *values = experts_object_member(doc, "values"), *v;
 	cJSON_ArrayForEach(v, values) {
 		if (strcmp(v->string, "stalls") == 0)
 			continue;
@@ -353,7 +362,7 @@ static void metrics_section(struct strbuf *sb, const struct run_info *run, const
 			strbuf_addf(sb, "- %s: %.80s\n", label, v->valuestring);
 	}
 	/* The stall reasons, largest first, at most 5. */
-	const cJSON *stalls = cJSON_GetObjectItemCaseSensitive(values, "stalls");
+	const cJSON *stalls = experts_object_member(values, "stalls");
 	int nstalls = cJSON_GetArraySize(stalls);
 	char *taken = xcalloc((size_t)nstalls + 1, 1);
 	int listed = 0;
@@ -375,7 +384,7 @@ static void metrics_section(struct strbuf *sb, const struct run_info *run, const
 	if (listed)
 		strbuf_addch(sb, '\n');
 	free(taken);
-	const cJSON *unavailable = cJSON_GetObjectItemCaseSensitive(doc, "unavailable");
+	const cJSON *unavailable = experts_object_member(doc, "unavailable");
 	int k = 0;
 	cJSON_ArrayForEach(v, unavailable)
 		strbuf_addf(sb, "%s%s", k++ ? ", " : "- unavailable (not measured; do not assume): ", v->string);

@@ -39,6 +39,10 @@ char *experts_regraph_path(const struct experts *ex, const struct run_info *run)
  * caller frees it with cJSON_Delete. */
 cJSON *experts_variant_json(const struct run_info *run, const struct node_info *node, const char *name);
 
+/* The member key of obj when it is an object, else NULL (a malformed file's array has no
+ * names to show). */
+const cJSON *experts_object_member(const cJSON *obj, const char *key);
+
 /* The built-in personas, or one from a prompt file (NAME.txt or NAME.md). Returns 0, or -1
  * after reporting a name that is neither. */
 int persona_add(struct experts *ex, const char *name_or_file);

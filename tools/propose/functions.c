@@ -94,8 +94,8 @@ static char *call_metrics(const struct variant_view *v, const cJSON *arguments)
 	for (size_t k = 0; k < ARRAY_SIZE(about); k++)
 		if (json_string(doc, about[k]))
 			json_add_string(out, about[k], json_string(doc, about[k]));
-	const cJSON *values = cJSON_GetObjectItemCaseSensitive(doc, "values");
-	const cJSON *unavailable = cJSON_GetObjectItemCaseSensitive(doc, "unavailable");
+	const cJSON *values = experts_object_member(doc, "values");
+	const cJSON *unavailable = experts_object_member(doc, "unavailable");
 	if (cJSON_GetArraySize(names) == 0) {
 		json_add(out, "values", cJSON_Duplicate(values, 1));
 		json_add(out, "unavailable", cJSON_Duplicate(unavailable, 1));
