@@ -21,10 +21,17 @@
 #include "sha256.h"
 #include "xalloc.h"
 
-/* What one request goes through, attempt after attempt. */
+/* What the calls of one llm_run have spent so far, against the caps. */
+struct session {
+	long calls, tokens;
+};
+
+/* What one request goes through, attempt after attempt and, with tools, round after round. */
 struct call {
 	struct llm_request *req;
 	const struct llm_settings *s;
+	struct session *session;
+	size_t index;		/* in llm_run's batch: names its log files */
 	char *url;
 	char *body;		/* the request body, as sent and as cached */
 	char key[SHA256_HEX_SIZE]; /* the cache key */
@@ -37,6 +44,18 @@ struct call {
 	int running, done;
 	cJSON *attempts;	/* for the log: status, ms, error of each */
 	char errbuf[CURL_ERROR_SIZE];
+
+	/* Function calling (req->tools); without it, one round. */
+	cJSON *conversation;	/* the messages, then each round's calls and their results */
+	int round;		/* from 1 */
+	int answered;		/* this round succeeded: with an answer, or with calls to run */
+	int has_calls;		/* its answer asks for function calls */
+	cJSON *ran;		/* for the round's log: {"id", "name", "arguments", "result"} of each */
+	size_t tool_bytes;	/* of the results sent back so far */
+	int cached_rounds;
+	/* This round alone, for its log and calls.jsonl. */
+	int round_attempts, round_cached;
+	double round_in, round_out, round_cost, round_started_ms;
 };
 
 /* The price per million tokens (input, output) kernelgraph knows for model; 0, 0 when it
@@ -88,11 +107,52 @@ int llm_settings_from_env(struct llm_settings *s)
 
 /* ---------------------------------------------------------------- requests */
 
-static cJSON *request_body(const struct llm_settings *s, const struct llm_request *r)
+/* Whether the round about to be sent may call functions: within the rounds, and results left. */
+static int may_call(const struct call *c)
 {
+	const struct llm_tools *t = c->req->tools;
+	return t && c->round <= t->max_rounds && c->tool_bytes < t->max_total_bytes;
+}
+
+/* "tools" in the form of the API: Chat nests each function under "function". */
+static cJSON *tools_json(const struct llm_settings *s, const struct llm_tools *t)
+{
+	cJSON *tools = cJSON_CreateArray();
+	if (!tools)
+		xalloc_die();
+	for (size_t k = 0; k < t->nfunctions; k++) {
+		const struct llm_function *f = &t->functions[k];
+		cJSON *tool = json_object(), *holder = tool;
+		json_add_string(tool, "type", "function");
+		if (s->api == LLM_CHAT) {
+			holder = json_object();
+			json_add(tool, "function", holder);
+		}
+		json_add_string(holder, "name", f->name);
+		json_add_string(holder, "description", f->description);
+		/* Text that is not JSON (the caller's bug) goes as a string, which the server refuses. */
+		cJSON *parameters = cJSON_Parse(f->parameters);
+		json_add(holder, "parameters", parameters ? parameters : cJSON_CreateString(f->parameters));
+		json_add_bool(holder, "strict", 1);
+		json_append(tools, tool);
+	}
+	return tools;
+}
+
+static cJSON *request_body(const struct call *c)
+{
+	const struct llm_settings *s = c->s;
+	const struct llm_request *r = c->req;
 	cJSON *body = json_object();
 	json_add_string(body, "model", s->model);
-	json_add(body, s->api == LLM_CHAT ? "messages" : "input", cJSON_Duplicate(r->messages, 1));
+	json_add(body, s->api == LLM_CHAT ? "messages" : "input",
+		 cJSON_Duplicate(c->conversation ? c->conversation : r->messages, 1));
+	if (r->tools) {
+		/* The round after the last that may call functions gets them still (the conversation
+		 * holds calls), but must answer. */
+		json_add(body, "tools", tools_json(s, r->tools));
+		json_add_string(body, "tool_choice", may_call(c) ? "auto" : "none");
+	}
 	if (!isnan(s->temperature))
 		json_add_number(body, "temperature", s->temperature);
 	if (s->max_output_tokens > 0)
@@ -134,16 +194,28 @@ static cJSON *request_body(const struct llm_settings *s, const struct llm_reques
 	return body;
 }
 
-/* The answer's text and token counts from a response body. Returns the text (the caller
- * frees it), or NULL with *why set. */
-static char *answer_text(const struct llm_settings *s, const cJSON *doc, double *in, double *out, char **why)
+/* The token counts of a response body. */
+static void usage_of(const struct llm_settings *s, const cJSON *doc, double *in, double *out)
 {
 	const cJSON *usage = cJSON_GetObjectItemCaseSensitive(doc, "usage");
 	*in = json_number(usage, s->api == LLM_CHAT ? "prompt_tokens" : "input_tokens", 0);
 	*out = json_number(usage, s->api == LLM_CHAT ? "completion_tokens" : "output_tokens", 0);
+}
+
+/* The first choice's message of a Chat Completions response. */
+static const cJSON *chat_message(const cJSON *doc)
+{
+	const cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "choices"), 0);
+	return cJSON_GetObjectItemCaseSensitive(choice, "message");
+}
+
+/* The answer's text and token counts from a response body. Returns the text (the caller
+ * frees it), or NULL with *why set. */
+static char *answer_text(const struct llm_settings *s, const cJSON *doc, double *in, double *out, char **why)
+{
+	usage_of(s, doc, in, out);
 	if (s->api == LLM_CHAT) {
-		const cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "choices"), 0);
-		const cJSON *message = cJSON_GetObjectItemCaseSensitive(choice, "message");
+		const cJSON *message = chat_message(doc);
 		const char *content = json_string(message, "content"), *refusal = json_string(message, "refusal");
 		if (content)
 			return xstrdup(content);
@@ -188,6 +260,154 @@ static char *server_message(const char *body)
 	return out;
 }
 
+/* ---------------------------------------------------------------- function calls */
+
+static void add_asked(cJSON *asked, const char *id, const char *name, const char *arguments)
+{
+	cJSON *a = json_object();
+	json_add_string(a, "id", id ? id : "");
+	json_add_string(a, "name", name ? name : "");
+	if (arguments)
+		json_add_string(a, "arguments", arguments);
+	json_append(asked, a);
+}
+
+/* The function calls a response asks for, as [{"id", "name", "arguments"}] (arguments as the
+ * text the model wrote; absent when it wrote none); empty when it asks for none. */
+static cJSON *calls_asked(const struct llm_settings *s, const cJSON *doc)
+{
+	cJSON *asked = cJSON_CreateArray();
+	if (!asked)
+		xalloc_die();
+	const cJSON *item;
+	if (s->api == LLM_CHAT) {
+		cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(chat_message(doc), "tool_calls")) {
+			const cJSON *f = cJSON_GetObjectItemCaseSensitive(item, "function");
+			add_asked(asked, json_string(item, "id"), json_string(f, "name"), json_string(f, "arguments"));
+		}
+		return asked;
+	}
+	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(doc, "output")) {
+		const char *type = json_string(item, "type");
+		if (type && strcmp(type, "function_call") == 0)
+			add_asked(asked, json_string(item, "call_id"), json_string(item, "name"), json_string(item, "arguments"));
+	}
+	return asked;
+}
+
+/* Appends the model's turn to the conversation, as the API wants it back: Chat's assistant
+ * message with its tool_calls; the Responses API's function_call items, and the reasoning
+ * items a reasoning model needs beside them. */
+static void add_model_turn(const struct llm_settings *s, cJSON *conversation, const cJSON *doc)
+{
+	const cJSON *item;
+	if (s->api == LLM_CHAT) {
+		const cJSON *message = chat_message(doc);
+		const char *content = json_string(message, "content");
+		cJSON *turn = json_object();
+		json_add_string(turn, "role", "assistant");
+		json_add(turn, "content", content ? cJSON_CreateString(content) : cJSON_CreateNull());
+		json_add(turn, "tool_calls", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(message, "tool_calls"), 1));
+		json_append(conversation, turn);
+		return;
+	}
+	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(doc, "output")) {
+		const char *type = json_string(item, "type");
+		if (type && (strcmp(type, "function_call") == 0 || strcmp(type, "reasoning") == 0))
+			json_append(conversation, cJSON_Duplicate(item, 1));
+	}
+}
+
+static void add_result(const struct llm_settings *s, cJSON *conversation, const char *id, const char *result)
+{
+	cJSON *m = json_object();
+	if (s->api == LLM_CHAT) {
+		json_add_string(m, "role", "tool");
+		json_add_string(m, "tool_call_id", id);
+		json_add_string(m, "content", result);
+	} else {
+		json_add_string(m, "type", "function_call_output");
+		json_add_string(m, "call_id", id);
+		json_add_string(m, "output", result);
+	}
+	json_append(conversation, m);
+}
+
+/* result cut to at most max bytes (at a line's end when one is in the second half, never
+ * inside a UTF-8 character), with a note saying how much was left out. Takes result. */
+static char *cut_result(char *result, size_t max)
+{
+	size_t len = strlen(result);
+	if (len <= max)
+		return result;
+	size_t keep = max;
+	while (keep > 0 && ((unsigned char)result[keep] & 0xC0) == 0x80)
+		keep--;
+	const char *newline = memrchr(result, '\n', keep);
+	if (newline && (size_t)(newline - result) >= keep / 2)
+		keep = (size_t)(newline - result) + 1;
+	char *out = xasprintf("%.*s%s[cut: the first %zu of %zu bytes; ask for less]", (int)keep, result,
+			      keep && result[keep - 1] == '\n' ? "" : "\n", keep, len);
+	free(result);
+	return out;
+}
+
+/* The result of one call the model asked for: the function's, or what was wrong with the call. */
+static char *call_result(struct call *c, const char *name, const char *arguments)
+{
+	const struct llm_tools *t = c->req->tools;
+	if (c->tool_bytes >= t->max_total_bytes)
+		return xasprintf("error: the results of this conversation reached their limit (%zu bytes): answer now with "
+				 "what you have", t->max_total_bytes);
+	const struct llm_function *f = NULL;
+	for (size_t k = 0; k < t->nfunctions; k++)
+		if (strcmp(t->functions[k].name, name) == 0)
+			f = &t->functions[k];
+	if (!f) {
+		struct strbuf sb;
+		strbuf_init(&sb);
+		strbuf_addf(&sb, "error: there is no function '%.100s'; the functions are", name);
+		for (size_t k = 0; k < t->nfunctions; k++)
+			strbuf_addf(&sb, "%s %s", k ? "," : "", t->functions[k].name);
+		return strbuf_detach(&sb);
+	}
+	cJSON *args = arguments ? cJSON_Parse(arguments) : NULL;
+	char *result;
+	if (!cJSON_IsObject(args))
+		result = xasprintf("error: the arguments of %s are not a JSON object: %.200s", name,
+				   arguments ? arguments : "(none)");
+	else
+		result = t->call(t->ctx, name, args);
+	cJSON_Delete(args);
+	size_t left = t->max_total_bytes - c->tool_bytes;
+	result = cut_result(result, left < t->max_result_bytes ? left : t->max_result_bytes);
+	c->tool_bytes += strlen(result);
+	return result;
+}
+
+/* Runs the calls the round's answer (doc) asks for: the model's turn and each result go into
+ * the conversation, and into c->ran for the round's log. */
+static void run_calls(struct call *c, const cJSON *doc)
+{
+	const struct llm_settings *s = c->s;
+	cJSON *asked = calls_asked(s, doc), *a;
+	add_model_turn(s, c->conversation, doc);
+	c->ran = cJSON_CreateArray();
+	if (!c->ran)
+		xalloc_die();
+	cJSON_ArrayForEach(a, asked) {
+		const char *id = json_string(a, "id"), *name = json_string(a, "name"), *arguments = json_string(a, "arguments");
+		char *result = call_result(c, name, arguments);
+		add_result(s, c->conversation, id, result);
+		cJSON *ran = cJSON_Duplicate(a, 1);
+		json_add_string(ran, "result", result);
+		json_append(c->ran, ran);
+		free(result);
+		c->req->function_calls++;
+	}
+	cJSON_Delete(asked);
+}
+
 /* ---------------------------------------------------------------- files */
 
 /* The key never reaches a file: any echo of it (an error body quoting the header) is cut. */
@@ -222,8 +442,9 @@ static char *cache_path(const struct call *c)
 	return xasprintf("%s/%s.json", c->s->cache_dir, c->key);
 }
 
-/* Keeps the request, its answer and its cost in log_dir; one line per call in calls.jsonl. */
-static void log_call(struct call *c, size_t index)
+/* Keeps the request (a round of it, with tools), its answer and its cost in log_dir; one line
+ * per call in calls.jsonl. */
+static void log_call(struct call *c)
 {
 	const struct llm_settings *s = c->s;
 	struct llm_request *r = c->req;
@@ -240,21 +461,27 @@ static void log_call(struct call *c, size_t index)
 		if (*p != '-' && *p != ':')
 			stamp[k++] = *p;
 	stamp[k] = '\0';
-	r->log_file = xasprintf("%s-%ld-%zu-%s.json", stamp, (long)getpid(), index, r->label);
+	free(r->log_file);
+	r->log_file = r->tools ? xasprintf("%s-%ld-%zu-%s-round%d.json", stamp, (long)getpid(), c->index, r->label, c->round)
+			       : xasprintf("%s-%ld-%zu-%s.json", stamp, (long)getpid(), c->index, r->label);
 	cJSON *doc = json_object();
 	json_add_string(doc, "t", t);
 	json_add_string(doc, "label", r->label);
+	if (r->tools)
+		json_add_number(doc, "round", c->round);
 	json_add_string(doc, "api", s->api == LLM_CHAT ? "chat" : "responses");
 	json_add_string(doc, "url", c->url);
 	cJSON *request = cJSON_Parse(c->body);
 	json_add(doc, "request", request ? request : cJSON_CreateString(c->body));
 	cJSON *response = c->response.len ? cJSON_Parse(c->response.buf) : NULL;
 	json_add(doc, "response", response ? response : c->response.len ? cJSON_CreateString(c->response.buf) : cJSON_CreateNull());
-	json_add_bool(doc, "ok", r->ok);
+	json_add_bool(doc, "ok", c->answered);
 	json_add(doc, "error", r->error ? cJSON_CreateString(r->error) : cJSON_CreateNull());
 	json_add_number(doc, "http_status", (double)r->http_status);
 	json_add(doc, "attempts", cJSON_Duplicate(c->attempts, 1));
-	json_add_bool(doc, "cached", r->cached);
+	json_add_bool(doc, "cached", c->round_cached);
+	if (c->ran)
+		json_add(doc, "function_calls", cJSON_Duplicate(c->ran, 1));
 	char *path = xasprintf("%s/%s", s->log_dir, r->log_file);
 	write_redacted(s, path, doc, 0);
 	free(path);
@@ -263,15 +490,19 @@ static void log_call(struct call *c, size_t index)
 	json_add_string(line, "t", t);
 	json_add_string(line, "file", r->log_file);
 	json_add_string(line, "label", r->label);
+	if (r->tools) {
+		json_add_number(line, "round", c->round);
+		json_add_number(line, "function_calls", cJSON_GetArraySize(c->ran));
+	}
 	json_add_string(line, "model", s->model);
-	json_add_bool(line, "ok", r->ok);
-	json_add_bool(line, "cached", r->cached);
+	json_add_bool(line, "ok", c->answered);
+	json_add_bool(line, "cached", c->round_cached);
 	json_add_number(line, "http_status", (double)r->http_status);
-	json_add_number(line, "attempts", r->attempts);
-	json_add_number(line, "tokens_in", r->tokens_in);
-	json_add_number(line, "tokens_out", r->tokens_out);
-	json_add_number(line, "cost_usd", r->cost_usd);
-	json_add_number(line, "ms", r->ms);
+	json_add_number(line, "attempts", c->round_attempts);
+	json_add_number(line, "tokens_in", c->round_in);
+	json_add_number(line, "tokens_out", c->round_out);
+	json_add_number(line, "cost_usd", c->round_cost);
+	json_add_number(line, "ms", monotonic_ms() - c->round_started_ms);
 	if (r->error)
 		json_add_string(line, "error", r->error);
 	path = xasprintf("%s/calls.jsonl", s->log_dir);
@@ -387,6 +618,7 @@ static int start_attempt(CURLM *multi, struct call *c, struct curl_slist *header
 		return -1;
 	c->running = 1;
 	c->req->attempts++;
+	c->round_attempts++;
 	c->started_ms = monotonic_ms();
 	return 0;
 }
@@ -403,17 +635,35 @@ static void finish(struct call *c, char *error)
 	double in = 0, out = 0;
 	char *why = NULL;
 	cJSON *doc = cJSON_Parse(c->response.buf ? c->response.buf : "");
-	r->text = doc ? answer_text(c->s, doc, &in, &out, &why) : NULL;
+	cJSON *asked = doc && r->tools ? calls_asked(c->s, doc) : NULL;
+	int calls = cJSON_GetArraySize(asked);
+	cJSON_Delete(asked);
+	if (calls && may_call(c)) {
+		c->has_calls = 1;
+		usage_of(c->s, doc, &in, &out);
+	} else {
+		r->text = doc ? answer_text(c->s, doc, &in, &out, &why) : NULL;
+	}
 	cJSON_Delete(doc);
-	if (!r->text) {
+	if (!c->has_calls && !r->text) {
+		if (calls) { /* tool_choice "none" was not heeded */
+			free(why);
+			why = xasprintf("the model still called functions in round %d, after the %d round%s that may", c->round,
+					r->tools->max_rounds, r->tools->max_rounds == 1 ? "" : "s");
+		}
 		r->error = redacted(c->s, why ? why : xstrdup("the response is not JSON"));
 		return;
 	}
-	r->ok = 1;
-	r->tokens_in = in;
-	r->tokens_out = out;
-	if (!r->cached)
-		r->cost_usd = (in * c->s->price_in + out * c->s->price_out) / 1e6;
+	c->answered = 1;
+	r->ok = !c->has_calls;
+	c->round_in = in;
+	c->round_out = out;
+	c->round_cost = c->round_cached ? 0 : (in * c->s->price_in + out * c->s->price_out) / 1e6;
+	r->tokens_in += in;
+	r->tokens_out += out;
+	r->cost_usd += c->round_cost;
+	if (!c->round_cached)
+		c->session->tokens += (long)(in + out);
 }
 
 /* An attempt ended: keep its outcome, then finish or schedule the next attempt. */
@@ -454,8 +704,8 @@ static void attempt_done(struct call *c, CURLcode code, uint64_t *rng)
 		finish(c, NULL);
 		return;
 	}
-	if (!retryable || r->attempts > s->retries) {
-		char *full = xasprintf("%s (%d attempt%s)", error, r->attempts, r->attempts == 1 ? "" : "s");
+	if (!retryable || c->round_attempts > s->retries) {
+		char *full = xasprintf("%s (%d attempt%s)", error, c->round_attempts, c->round_attempts == 1 ? "" : "s");
 		free(error);
 		finish(c, full);
 		return;
@@ -464,14 +714,15 @@ static void attempt_done(struct call *c, CURLcode code, uint64_t *rng)
 	if (!isnan(c->retry_after_s)) {
 		if (c->retry_after_s > s->retry_after_max_s) {
 			char *full = xasprintf("%s; the server asks to wait %g s, more than --retry-after-max %g s (%d attempt%s)",
-					       error, c->retry_after_s, s->retry_after_max_s, r->attempts, r->attempts == 1 ? "" : "s");
+					       error, c->retry_after_s, s->retry_after_max_s, c->round_attempts,
+					       c->round_attempts == 1 ? "" : "s");
 			free(error);
 			finish(c, full);
 			return;
 		}
 		wait_s = c->retry_after_s;
 	} else {
-		wait_s = fmin(s->backoff_max_s, s->backoff_s * pow(2, r->attempts - 1)) * (0.5 + 0.5 * rng_uniform(rng));
+		wait_s = fmin(s->backoff_max_s, s->backoff_s * pow(2, c->round_attempts - 1)) * (0.5 + 0.5 * rng_uniform(rng));
 	}
 	char *shown = redacted(s, error);
 	log_debug("%s: %s; again in %.2f s", r->label, shown, wait_s);
@@ -494,20 +745,21 @@ static int from_cache(struct call *c)
 	strbuf_add(&c->response, text, len);
 	free(text);
 	response_arrived(c); /* an entry written before the key was cut from answers */
-	c->req->cached = 1;
+	c->round_cached = 1;
 	finish(c, NULL);
-	if (!c->req->ok) { /* a damaged entry: ask again */
+	if (!c->answered) { /* a damaged entry: ask again */
 		free(c->req->error);
 		c->req->error = NULL;
-		c->req->cached = c->done = 0;
+		c->round_cached = c->done = 0;
 		return 0;
 	}
+	c->cached_rounds++;
 	return 1;
 }
 
 static void store_in_cache(const struct call *c)
 {
-	if (!c->s->cache_dir || !c->req->ok || c->req->cached)
+	if (!c->s->cache_dir || !c->answered || c->round_cached)
 		return;
 	char *path = cache_path(c);
 	if (dir_create(c->s->cache_dir) != 0 || file_write_atomic(path, c->response.buf, c->response.len) != 0)
@@ -527,13 +779,67 @@ static struct curl_slist *request_headers(const struct llm_settings *s)
 	return h;
 }
 
+/* A round whose answer asks for function calls is over: runs them, logs the round and makes
+ * the call ready for the next. Returns 1 then, 0 when the call has ended (or is not done). */
+static int round_continues(struct call *c)
+{
+	if (!c->done || !c->has_calls)
+		return 0;
+	cJSON *doc = cJSON_Parse(c->response.buf);
+	run_calls(c, doc);
+	cJSON_Delete(doc);
+	log_call(c);
+	cJSON_Delete(c->ran);
+	cJSON_Delete(c->attempts);
+	c->ran = NULL;
+	c->attempts = cJSON_CreateArray();
+	strbuf_reset(&c->response);
+	c->round++;
+	c->req->rounds++;
+	c->done = c->answered = c->has_calls = c->round_attempts = c->round_cached = 0;
+	c->round_in = c->round_out = c->round_cost = 0;
+	c->req->http_status = 0;
+	c->due_ms = 0;
+	return 1;
+}
+
+/* Makes the body of the call's round: answered from the cache (rounds after rounds, as long as
+ * it holds them), refused by a spending cap, or due now. */
+static void round_begin(struct call *c)
+{
+	const struct llm_settings *s = c->s;
+	struct session *ss = c->session;
+	for (;;) {
+		c->round_started_ms = monotonic_ms();
+		cJSON *body = request_body(c);
+		cJSON_free(c->body);
+		c->body = cJSON_PrintUnformatted(body);
+		cJSON_Delete(body);
+		if (!c->body)
+			xalloc_die();
+		char *keyed = xasprintf("%s\n%s", c->url, c->body);
+		sha256_hex(keyed, strlen(keyed), c->key);
+		free(keyed);
+		if (!from_cache(c))
+			break;
+		if (!round_continues(c))
+			return;
+	}
+	if (s->max_calls > 0 && ss->calls >= s->max_calls)
+		finish(c, xasprintf("--max-calls %ld reached (%ld calls in %s/calls.jsonl)", s->max_calls, ss->calls, s->log_dir));
+	else if (s->max_tokens > 0 && ss->tokens >= s->max_tokens)
+		finish(c, xasprintf("--max-tokens %ld reached (%ld tokens in %s/calls.jsonl)", s->max_tokens, ss->tokens, s->log_dir));
+	else
+		ss->calls++; /* counted when it starts, so that a batch cannot overshoot the cap */
+}
+
 size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
 {
 	static int initialized;
 	if (!initialized && curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK)
 		initialized = 1;
-	long calls, tokens;
-	spent_so_far(s, &calls, &tokens);
+	struct session session;
+	spent_so_far(s, &session.calls, &session.tokens);
 	struct call *calls_of = xcalloc(n + 1, sizeof(*calls_of));
 	uint64_t rng = s->jitter_seed;
 	const char *path = s->api == LLM_CHAT ? "/chat/completions" : "/responses";
@@ -544,27 +850,17 @@ size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
 		struct call *c = &calls_of[i];
 		c->req = &reqs[i];
 		c->s = s;
+		c->session = &session;
+		c->index = i;
 		c->url = xasprintf("%.*s%s", (int)base_len, s->base_url, path);
-		cJSON *body = request_body(s, &reqs[i]);
-		c->body = cJSON_PrintUnformatted(body);
-		cJSON_Delete(body);
-		if (!c->body)
-			xalloc_die();
-		char *keyed = xasprintf("%s\n%s", c->url, c->body);
-		sha256_hex(keyed, strlen(keyed), c->key);
-		free(keyed);
 		strbuf_init(&c->response);
 		c->attempts = cJSON_CreateArray();
 		c->retry_after_s = NAN;
+		c->round = c->req->rounds = 1;
 		c->req->ms = monotonic_ms();
-		if (from_cache(c))
-			continue;
-		if (s->max_calls > 0 && calls >= s->max_calls)
-			finish(c, xasprintf("--max-calls %ld reached (%ld calls in %s/calls.jsonl)", s->max_calls, calls, s->log_dir));
-		else if (s->max_tokens > 0 && tokens >= s->max_tokens)
-			finish(c, xasprintf("--max-tokens %ld reached (%ld tokens in %s/calls.jsonl)", s->max_tokens, tokens, s->log_dir));
-		else
-			calls++; /* counted when it starts, so that a batch cannot overshoot the cap */
+		if (c->req->tools)
+			c->conversation = cJSON_Duplicate(c->req->messages, 1);
+		round_begin(c);
 	}
 
 	CURLM *multi = curl_multi_init();
@@ -599,6 +895,8 @@ size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
 			attempt_done(c, code, &rng);
 			if (c->done) {
 				store_in_cache(c);
+				if (round_continues(c))
+					round_begin(c);
 			}
 		}
 		for (size_t i = 0; i < n; i++)
@@ -614,8 +912,11 @@ size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		struct call *c = &calls_of[i];
 		c->req->ms = monotonic_ms() - c->req->ms;
+		c->req->cached = c->cached_rounds == c->req->rounds;
 		failed += !c->req->ok;
-		log_call(c, i);
+		log_call(c);
+		cJSON_Delete(c->conversation);
+		cJSON_Delete(c->ran);
 		if (c->easy)
 			curl_easy_cleanup(c->easy);
 		strbuf_release(&c->response);

@@ -48,21 +48,53 @@ struct llm_settings {
 	long max_tokens;
 };
 
+/* A function the model may call before it answers. */
+struct llm_function {
+	const char *name;
+	const char *description;
+	const char *parameters; /* its arguments' JSON schema, as text: an object whose properties
+				 * are all required, with no others (strict function calling) */
+};
+
+/* Function calling: Chat Completions' "tools", answered "tool_calls" and "role": "tool"
+ * messages; the Responses API's "function_call" items and "function_call_output" inputs. A
+ * request that asks for functions is a round: the calls are run, their results appended to
+ * the conversation, and the next round sent, each round logged and cached as a request of its
+ * own, so that a rerun with the same inputs is served by the cache round after round. */
+struct llm_tools {
+	const struct llm_function *functions;
+	size_t nfunctions;
+	/* Runs a call of one of the functions, arguments an object; returns its result (llm
+	 * frees it). What the model got wrong (a bad argument) is a result too, that the model
+	 * reads: "error: ...". Never called for an unknown function or arguments that are not a
+	 * JSON object: the model is told so without it. */
+	char *(*call)(void *ctx, const char *name, const cJSON *arguments);
+	void *ctx;
+	int max_rounds;		 /* rounds that may call functions; the one after must answer
+				  * (it is sent with tool_choice "none") */
+	size_t max_result_bytes; /* a longer result is cut, with a note saying so */
+	size_t max_total_bytes;	 /* the results of one conversation, together; once reached,
+				  * every further call is refused and the next round must answer */
+};
+
 /* One conversation to send. The caller fills the first block; llm_run fills the rest. */
 struct llm_request {
 	const char *label;	  /* names the request in logs and file names ("throughput") */
 	const cJSON *messages;	  /* [{"role", "content"}, ...] */
 	const cJSON *schema;	  /* the answer's JSON schema (with LLM_FORMAT_SCHEMA) */
 	const char *schema_name;
+	const struct llm_tools *tools; /* NULL: one request, no function calling */
 
 	int ok;			  /* an answer came */
 	char *text;		  /* the answer's text (ok) */
 	char *error;		  /* why not (!ok): status, the server's message, attempts */
 	long http_status;	  /* of the last attempt; 0 when none answered */
 	int attempts;		  /* made for this request (0 when served by the cache) */
-	int cached;		  /* the answer came from the cache */
-	double tokens_in, tokens_out, cost_usd, ms;
-	char *log_file;		  /* the stored request and response, inside log_dir */
+	int cached;		  /* the answer came from the cache (every round of it) */
+	int rounds;		  /* requests sent (1 without tools) */
+	int function_calls;	  /* calls the model made, over every round */
+	double tokens_in, tokens_out, cost_usd, ms; /* summed over the rounds */
+	char *log_file;		  /* the stored request and response (of the last round), inside log_dir */
 };
 
 /* Sends every request at once and returns when each has an answer or has failed. Returns

@@ -306,3 +306,184 @@ rule() {
 	[ "${#lines[@]}" -eq 2 ]
 	[[ "$stderr" == *"out/regraph.json: no transition out of 'unroll' in the ReGraph: every method is allowed"* ]]
 }
+
+# calls RULE-MATCH CALLS-JSON: a mock rule answering once with these function calls.
+calls() {
+	jq -cn --argjson m "$1" --argjson c "$2" '{match: $m, times: 1, tool_calls: $c}'
+}
+
+# variant: the picked node's variant directory.
+variant() {
+	echo "$RUN/variants/$(jq -r .node pick.jsonl)"
+}
+
+# An illustration of kg-bench --metrics' metrics.json, written by hand.
+METRICS='{"status":"ok","source":"cupti-range-profiler","device":"NVIDIA H100 80GB HBM3","cost_ms":41,
+	"values":{"dram_throughput_pct":91.5,"sm_throughput_pct":12.25,"achieved_occupancy_pct":88,
+	"occupancy_limiter":"threads","stalls":{"long_scoreboard":61.5,"barrier":0,"wait":12}},
+	"unavailable":{"l1_hit_rate_pct":"not supported by this CUPTI"}}'
+
+@test "the prompt has the variant's regions with their kernel.cu lines, and its metrics only when measured" {
+	mock "{\"rules\": [$(rule 'role: throughput' "$(answer)")]}"
+	run_tool 0 kg-propose --llm --persona throughput pick.jsonl
+	prompt=$(jq -r '.body.messages[1].content' requests.jsonl)
+	# one region: the load and the store of line 10 (scale_op, inlined from the header, counts
+	# as line 10), the bounds check's branch of line 9
+	[[ "$prompt" == *"$(printf '%s\n' '' '## Regions of the PTX (regions.json: static counts per thread, a loop body counted once)' \
+		'Regions 1, stages 1, loops 0, barriers 0, async waits 0. The heaviest (bytes and FLOPs, weighted by loop depth), in program order:' \
+		'- region 0 (stage 0, loop depth 0; kernel.cu lines 5, 7, 9-11): global loads 4 B, global stores 4 B, FLOPs 2, predicated branches 1; ends at end' \
+		'' '## History')"* ]]
+	[[ "$prompt" != *"## Hardware metrics"* ]]
+	[[ "$prompt" != *"## Functions"* ]]
+	echo "$METRICS" > "$(variant)/metrics.json"
+	run_tool 0 kg-propose --llm --persona throughput pick.jsonl
+	prompt=$(jq -r 'select(.n == 2) | .body.messages[1].content' requests.jsonl)
+	[[ "$prompt" == *"$(printf '%s\n' \
+		'## Hardware metrics of this variant (cupti-range-profiler)' '- DRAM throughput: 91.5 % of peak' \
+		'- SM throughput: 12.25 % of peak' '- achieved occupancy: 88 %' '- occupancy limited by: threads' \
+		'- warp stall reasons (share of stalls): long_scoreboard 61.5 %, wait 12 %, barrier 0 %' \
+		'- unavailable (not measured; do not assume): l1_hit_rate_pct')"* ]]
+	# metrics that could not be collected say why, and nothing else
+	echo '{"status":"unavailable","why":"CUPTI: insufficient privileges (ERR_NVGPUCTRPERM)"}' > "$(variant)/metrics.json"
+	run_tool 0 kg-propose --llm --persona throughput pick.jsonl
+	prompt=$(jq -r 'select(.n == 3) | .body.messages[1].content' requests.jsonl)
+	[[ "$prompt" == *$'## Hardware metrics of this variant (kg-bench --metrics)\n- not collected: CUPTI: insufficient privileges (ERR_NVGPUCTRPERM)\n\n## History'* ]]
+	# a malformed file is reported, naming it, and shows nothing; arrays where objects belong show no values
+	echo '{"status": "ok", "values": ' > "$(variant)/metrics.json"
+	run_tool 0 kg-propose --llm --persona throughput --no-cache pick.jsonl
+	assert_stderr "kg-propose: $(variant)/metrics.json:1:28: invalid JSON"
+	prompt=$(jq -r 'select(.n == 4) | .body.messages[1].content' requests.jsonl)
+	[[ "$prompt" != *"## Hardware metrics"* ]]
+	echo '{"status": "ok", "values": [1, 2], "unavailable": ["x"]}' > "$(variant)/metrics.json"
+	run_tool 0 kg-propose --llm --persona throughput pick.jsonl
+	prompt=$(jq -r 'select(.n == 5) | .body.messages[1].content' requests.jsonl)
+	[[ "$prompt" == *$'## Hardware metrics of this variant (kg-bench --metrics)\n\n## History'* ]]
+}
+
+@test "--tool-rounds: two rounds of function calls, then the answer; each function's result goes back to the model" {
+	echo "$METRICS" > "$(variant)/metrics.json"
+	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "source_lines", "arguments": {"start": 9, "end": 11}},
+			{"name": "region_detail", "arguments": {"id": 0}}]'),
+		$(calls '["call_1_0", "call_1_1"]' '[{"name": "metrics", "arguments": {"names": ["dram_throughput_pct", "l1_hit_rate_pct", "stalls", "bogus"]}},
+			{"name": "ptx_for_lines", "arguments": {"start": 10, "end": 10}}]'),
+		$(rule 'call_2_1' "$(answer)")]}"
+	run_tool 0 kg-propose --llm --persona throughput --tool-rounds 3 -v pick.jsonl
+	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
+	[[ "$stderr" == *"throughput answered in "*" ms (3 rounds, 4 function calls, "* ]]
+	[ "$(jq -s length requests.jsonl)" -eq 3 ]
+	# the functions are offered in every round, and the prompt says so
+	[ "$(jq -c '.body | [.tool_choice, (.tools | map(.type + ":" + .function.name + ":" + (.function.strict | tostring)))]' requests.jsonl | sort -u)" = \
+		'["auto",["function:metrics:true","function:region_detail:true","function:source_lines:true","function:ptx_for_lines:true"]]' ]
+	[[ "$(jq -r 'select(.n == 1) | .body.messages[1].content' requests.jsonl)" == *$'## Functions\nBefore you answer, you may call functions to look closer at this variant (at most 3 rounds of calls)'* ]]
+	# the third request: the conversation with both rounds' calls and results
+	last=$(jq -c 'select(.n == 3) | .body.messages' requests.jsonl)
+	[ "$(jq -c 'map(.role)' <<<"$last")" = '["system","user","assistant","tool","tool","assistant","tool","tool"]' ]
+	[ "$(jq -c '[.[2].content, (.[2].tool_calls | map(.id + " " + .function.name + " " + .function.arguments))]' <<<"$last")" = \
+		'[null,["call_1_0 source_lines {\"start\": 9, \"end\": 11}","call_1_1 region_detail {\"id\": 0}"]]' ]
+	[ "$(jq -c '[.[3, 4, 6, 7].tool_call_id]' <<<"$last")" = '["call_1_0","call_1_1","call_2_0","call_2_1"]' ]
+	# source_lines: numbered
+	[ "$(jq -r '.[3].content' <<<"$last")" = "$(printf '%s\n' '   9  		if (i < n)' '  10  			y[i] = scale_op(x[i]);' '  11  }')" ]
+	# region_detail: the region of regions.json with its edges and loops
+	[ "$(jq -r '.[4].content' <<<"$last" | jq -cS .)" = \
+		"$(jq -cS '.regions[0] + {next: [.edges[] | select(.from == 0 and .kind == "next") | .to], loops_back_to: [],
+			in_loops: [.loops[] | select(.regions | index(0)) | .id]}' "$(variant)/regions.json")" ]
+	# metrics: what was asked, the unavailable ones and unknown names said so, with the names there are
+	[ "$(jq -r '.[6].content' <<<"$last")" = '{"status":"ok","source":"cupti-range-profiler","device":"NVIDIA H100 80GB HBM3","values":{"dram_throughput_pct":91.5,"stalls":{"long_scoreboard":61.5,"barrier":0,"wait":12}},"unavailable":{"l1_hit_rate_pct":"not supported by this CUPTI","bogus":"not a metric of metrics.json"},"metrics":["dram_throughput_pct","sm_throughput_pct","achieved_occupancy_pct","occupancy_limiter","stalls","l1_hit_rate_pct"]}' ]
+	# ptx_for_lines: the PTX compiled from line 10, as lib/ptx_lines maps it, each with its lines
+	ptx="$(variant)/kernel.ptx"
+	result=$(jq -r '.[7].content' <<<"$last")
+	[ "$(head -1 <<<"$result")" = 'kernel.ptx line, kernel.cu line, PTX (kernel.cu lines 10 to 10):' ]
+	"$LIBTEST" ptx-lines "$ptx" 10 10 | jq -r '.lines[] | "\(.[0]) \(.[1])"' > want
+	tail -n +2 <<<"$result" | awk '{print $1, $2}' > got
+	diff want got
+	[ "$(wc -l < got)" -ge 3 ]
+	tail -n +2 <<<"$result" | while read -r n line text; do [ "$(sed -n "${n}p" "$ptx" | sed 's/^[ \t]*//')" = "$text" ]; done
+	grep -q 'ld.global' <<<"$result"
+	grep -q 'st.global' <<<"$result"
+	grep -q 'add.f32\|fma.rn.f32\|mul' <<<"$result"
+}
+
+@test "--tool-rounds: bad calls get an error back as their result, not a crash; results are cut to --tool-result-bytes" {
+	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "disassemble", "arguments": {}},
+			{"name": "source_lines", "arguments": "{\"start\": 1,"},
+			{"name": "source_lines", "arguments": {"start": 0, "end": 4}},
+			{"name": "source_lines", "arguments": {"start": 9, "end": 99}},
+			{"name": "region_detail", "arguments": {"id": 7}},
+			{"name": "region_detail", "arguments": {"id": "first"}},
+			{"name": "metrics", "arguments": {"names": ["dram_throughput_pct"]}},
+			{"name": "ptx_for_lines", "arguments": {"start": 1, "end": 4}},
+			{"name": "ptx_for_lines", "arguments": {"start": 1, "end": 11}}]'),
+		$(rule 'call_1_8' "$(answer)")]}"
+	run_tool 0 kg-propose --llm --persona throughput --tool-rounds 1 --tool-result-bytes 200 pick.jsonl
+	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
+	jq -r 'select(.n == 2) | .body.messages[] | select(.role == "tool") | .content' requests.jsonl > got
+	cat > want <<-'END'
+	error: there is no function 'disassemble'; the functions are metrics, region_detail, source_lines, ptx_for_lines
+	error: the arguments of source_lines are not a JSON object: {"start": 1,
+	error: lines 0 to 4 are not a range of kernel.cu, whose lines are 1 to 11
+	   9  		if (i < n)
+	  10  			y[i] = scale_op(x[i]);
+	  11  }
+
+	error: there is no region 7; the regions are 0 to 0
+	error: id must be a whole number
+	{"status":"unavailable","why":"no hardware metrics were collected for this variant (kg-bench --metrics writes variants/STATE/metrics.json)"}
+	no PTX instruction comes from kernel.cu lines 1 to 4
+	END
+	head -n "$(wc -l < want)" got | diff want -
+	# the last result is longer than 200 bytes: cut at a line's end, with a note
+	tail -n +"$(($(wc -l < want) + 2))" got > cut
+	[ "$(head -1 cut)" = 'kernel.ptx line, kernel.cu line, PTX (kernel.cu lines 1 to 11):' ]
+	[[ "$(tail -1 cut)" =~ ^\[cut:\ the\ first\ [0-9]+\ of\ [0-9]+\ bytes\;\ ask\ for\ less\]$ ]]
+	[ "$(head -n -1 cut | wc -c)" -le 201 ]
+}
+
+@test "--tool-rounds: the round after the last must answer (tool_choice none); calls there are the expert's error" {
+	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "source_lines", "arguments": {"start": 1, "end": 2}}]'),
+		$(jq -cn '{match: ["call_1_0", "\"tool_choice\":\"none\""], times: 1, tool_calls: [{name: "source_lines", arguments: {start: 3, end: 4}}]}')]}"
+	run_tool 1 kg-propose --llm --persona throughput --tool-rounds 1 pick.jsonl
+	[ "$(jq -r '.propose.errors[0].error' <<<"$output")" = 'the model still called functions in round 2, after the 1 round that may' ]
+	[ "$(jq -c '.body.tool_choice' requests.jsonl | tr -d '\n')" = '"auto""none"' ]
+	# a conversation whose results reach --tool-total-bytes is refused further calls and must answer
+	rm requests.jsonl
+	kill "$(cat mock.pid)"
+	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "source_lines", "arguments": {"start": 1, "end": 11}},
+			{"name": "source_lines", "arguments": {"start": 1, "end": 2}}]'),
+		$(jq -cn --argjson a "$(answer)" '{match: ["call_1_1", "\"tool_choice\":\"none\""], times: 1, content: ($a | tojson)}')]}"
+	run_tool 0 kg-propose --llm --persona throughput --tool-rounds 4 --tool-total-bytes 200 pick.jsonl
+	[ "$(jq -r 'select(.n == 2) | .body.messages[-1].content' requests.jsonl)" = \
+		'error: the results of this conversation reached their limit (200 bytes): answer now with what you have' ]
+}
+
+@test "--tool-rounds: every round is logged and cached; a rerun is answered by the cache round after round" {
+	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "source_lines", "arguments": {"start": 10, "end": 10}}]'),
+		$(calls '"call_1_0"' '[{"name": "region_detail", "arguments": {"id": 0}}]'),
+		$(rule 'call_2_0' "$(answer)")]}"
+	kg-propose --llm --persona throughput --tool-rounds 2 pick.jsonl > first.jsonl
+	[ "$(jq -c '[.label, .round, .function_calls, .ok, .cached, .attempts]' "$RUN/llm/calls.jsonl" | tr -d '\n')" = \
+		'["throughput",1,1,true,false,1]["throughput",2,1,true,false,1]["throughput",3,0,true,false,1]' ]
+	ls "$RUN"/llm/*-throughput-round{1,2,3}.json
+	[ "$(jq -c '[.round, .function_calls[0].name, .function_calls[0].result]' "$RUN"/llm/*-throughput-round1.json)" = \
+		'[1,"source_lines","  10  \t\t\ty[i] = scale_op(x[i]);\n"]' ]
+	[ "$(jq -c '.response.choices[0].message.tool_calls[0].function.name' "$RUN"/llm/*-throughput-round2.json)" = '"region_detail"' ]
+	[ "$(jq -c '[.round, .function_calls, .response.choices[0].message.content != null]' "$RUN"/llm/*-throughput-round3.json)" = '[3,null,true]' ]
+	[ "$(ls "$RUN"/llm/cache | wc -l)" -eq 3 ]
+	run_tool 0 kg-propose --llm --persona throughput --tool-rounds 2 -v pick.jsonl
+	[ "$output" = "$(cat first.jsonl)" ]
+	[ "$(jq -s length requests.jsonl)" -eq 3 ]
+	[[ "$stderr" == *"throughput answered in "*" ms (cached, 3 rounds, 2 function calls, "* ]]
+	[ "$(jq -c 'select(.cached) | .round' "$RUN/llm/calls.jsonl" | tr -d '\n')" = 123 ]
+}
+
+@test "--tool-rounds with the Responses API: function_call items answered by function_call_output inputs" {
+	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "source_lines", "arguments": {"start": 5, "end": 5}}]'),
+		$(rule 'call_1_0' "$(answer)")]}"
+	run_tool 0 kg-propose --llm --api responses --persona throughput --tool-rounds 1 pick.jsonl
+	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
+	[ "$(jq -r .path requests.jsonl | sort -u)" = /v1/responses ]
+	[ "$(jq -c 'select(.n == 1) | .body | [.tool_choice, (.tools | map([.type, .name, .strict, .parameters.required]))]' requests.jsonl)" = \
+		'["auto",[["function","metrics",true,["names"]],["function","region_detail",true,["id"]],["function","source_lines",true,["start","end"]],["function","ptx_for_lines",true,["start","end"]]]]' ]
+	[ "$(jq -c 'select(.n == 2) | .body | [.tool_choice, (.input | map(.role // .type)), .input[2].call_id, .input[2].name,
+		.input[2].arguments, .input[3].call_id, .input[3].output]' requests.jsonl)" = \
+		'["none",["system","user","function_call","function_call_output"],"call_1_0","source_lines","{\"start\": 5, \"end\": 5}","call_1_0","   5  extern \"C\" __global__ void scale(float *y, const float *x, int n)\n"]' ]
+}

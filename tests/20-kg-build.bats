@@ -743,3 +743,28 @@ regions_of() {
 	run_tool 1 "$LIBTEST" ptx-regions "$FIXTURES/build/regions.ptx" missing
 	assert_stderr "kg-libtest: '$FIXTURES/build/regions.ptx' has no such entry"
 }
+
+@test "ptx_lines maps PTX lines to kernel.cu lines and back, through inlining, only the kernel's .file" {
+	run_tool 0 "$LIBTEST" ptx-lines "$FIXTURES/build/regions.ptx" 11 14
+	assert_stderr_empty
+	# line 11: code of helper.cuh (.file 2) inlined at kernel line 11; 12 holds a label; the
+	# entry "other" (.file 3, named notkernel.cu) has none
+	[ "$output" = '{"file":1,"lines":[[26,11],[27,11],[29,12],[30,12],[31,12],[32,12],[33,12],[35,14],[36,14],[37,14]]}' ]
+	run_tool 0 "$LIBTEST" ptx-lines "$FIXTURES/build/regions.ptx" 0 9
+	[ "$output" = '{"file":1,"lines":[]}' ]
+	# NVRTC's -lineinfo: the loop's global load and shared store come from line 12, the
+	# barrier from 13, the shared load and fma from 14
+	new_run run
+	build_source run regions_loop.cu
+	ptx="run/variants/$(jq -r .build.state <<<"$output")/kernel.ptx"
+	for line in 12 13 14; do
+		run_tool 0 "$LIBTEST" ptx-lines "$ptx" "$line" "$line"
+		jq -r '.lines[] | .[0]' <<<"$output" | while read -r n; do sed -n "${n}p" "$ptx"; done > "ptx-$line"
+	done
+	grep -q 'ld.global' ptx-12
+	grep -q 'st.shared' ptx-12
+	grep -q 'bar.sync' ptx-13
+	grep -q 'ld.shared' ptx-14
+	grep -q 'fma.rn.f32' ptx-14
+	run ! grep -q 'bar.sync' ptx-12 ptx-14
+}

@@ -19,6 +19,7 @@
 #include "gp.h"
 #include "nvrtc_dl.h"
 #include "pyexpr.h"
+#include "ptx_lines.h"
 #include "ptx_regions.h"
 #include "pyexpr_cuda.h"
 #include "rng.h"
@@ -48,6 +49,7 @@ static int usage(void)
 	      "       kg-libtest gp FILE\n"
 	      "       kg-libtest mcgs T1|T1b|T2|T3|T4|T4c|T4d|T4e|T5|T7d|T8|T8b|T8c|T8d|widen\n"
 	      "       kg-libtest ptx-regions FILE [ENTRY]\n"
+	      "       kg-libtest ptx-lines FILE FIRST LAST\n"
 	      "       kg-libtest cuda function|refuse|program|eval|nvrtc [--index NAME] [--let NAME=EXPR]... [EXPR|FILE|ARCH]\n",
 	      stderr);
 	return KG_EXIT_USAGE;
@@ -1208,6 +1210,42 @@ static int cmd_ptx_regions(const char *path, const char *entry)
 	return rc;
 }
 
+/* Prints lib/ptx_lines' map of the PTX in path for the kernel lines [first, last] of the .file
+ * "kernel.cu": {"file", "lines": [[PTX line, kernel line], ...]}, the PTX lines of those kernel
+ * lines (ptx_lines_of_source) each with its kernel line (ptx_lines_source). */
+static int cmd_ptx_lines(const char *path, const char *first, const char *last)
+{
+	int64_t lo, hi;
+	if (parse_int64(first, 0, INT32_MAX, &lo) || parse_int64(last, 0, INT32_MAX, &hi))
+		return usage();
+	size_t len, *lines;
+	char *ptx = file_read_all(path, &len);
+	if (!ptx)
+		log_die(KG_EXIT_IO, "cannot read '%s':", path);
+	struct ptx_lines map;
+	ptx_lines_init(&map, ptx, "kernel.cu");
+	free(ptx);
+	size_t n = ptx_lines_of_source(&map, (int)lo, (int)hi, &lines);
+	cJSON *out = json_object(), *pairs = cJSON_CreateArray();
+	if (!pairs)
+		xalloc_die();
+	json_add_number(out, "file", (double)map.file);
+	for (size_t k = 0; k < n; k++) {
+		cJSON *pair = cJSON_CreateArray();
+		if (!pair)
+			xalloc_die();
+		json_append(pair, cJSON_CreateNumber((double)lines[k]));
+		json_append(pair, cJSON_CreateNumber(ptx_lines_source(&map, lines[k])));
+		json_append(pairs, pair);
+	}
+	json_add(out, "lines", pairs);
+	int rc = jsonl_write(stdout, out) ? KG_EXIT_IO : KG_EXIT_OK;
+	cJSON_Delete(out);
+	free(lines);
+	ptx_lines_release(&map);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	log_init("kg-libtest");
@@ -1255,6 +1293,8 @@ int main(int argc, char **argv)
 		status = cmd_cuda(argc - 2, argv + 2);
 	else if (strcmp(cmd, "ptx-regions") == 0 && (argc == 3 || argc == 4))
 		status = cmd_ptx_regions(argv[2], argc == 4 ? argv[3] : NULL);
+	else if (strcmp(cmd, "ptx-lines") == 0 && argc == 5)
+		status = cmd_ptx_lines(argv[2], argv[3], argv[4]);
 	else
 		return usage();
 	return cli_finish(status);

@@ -4,10 +4,14 @@
 """Usage: mock_llm.py SCRIPT LOG PORTFILE
 
 SCRIPT: {"rules": [{"match", "times", "status", "headers", "delay", "content", "body",
-"prompt_tokens", "completion_tokens", "echo_auth", "close", "pad"}, ...]}; the first rule whose
-"match" is a substring of the request body and whose "times" is not used up answers.
-"echo_auth" puts the Authorization header in place of "{auth}" in "body" or "content" (or
-after the content); "pad" appends that many spaces to the content (an answer too large)."""
+"tool_calls", "prompt_tokens", "completion_tokens", "echo_auth", "close", "pad"}, ...]}; the
+first rule whose "match" is a substring of the request body (a list: each is) and whose "times"
+is not used up answers. "tool_calls": [{"name", "arguments"}, ...] answers with those function
+calls instead of content (Chat's "tool_calls", the Responses API's "function_call" items;
+"arguments" a JSON value, or a string sent as it is), so that a script of rules, each matching
+what the previous call's result must hold, plays a tool loop. "echo_auth" puts the
+Authorization header in place of "{auth}" in "body" or "content" (or after the content); "pad"
+appends that many spaces to the content (an answer too large)."""
 import json
 import os
 import signal
@@ -23,22 +27,40 @@ rules = []
 log_file = None
 
 
-def envelope(api, n, model, content, prompt_tokens, completion_tokens):
+def envelope(api, n, model, content, prompt_tokens, completion_tokens, tool_calls=None):
     total = prompt_tokens + completion_tokens
+    calls = []
+    for k, call in enumerate(tool_calls or []):
+        args = call.get("arguments", {})
+        calls.append((f"call_{n}_{k}", call["name"],
+                      args if isinstance(args, str) else json.dumps(args)))
     if api == "chat":
+        message = {"role": "assistant", "content": None if calls else content}
+        if calls:
+            message["tool_calls"] = [{"id": i, "type": "function",
+                                      "function": {"name": name, "arguments": args}}
+                                     for i, name, args in calls]
         return {"id": f"chatcmpl-mock-{n}", "object": "chat.completion",
                 "created": int(time.time()), "model": model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                             "finish_reason": "stop"}],
+                "choices": [{"index": 0, "message": message,
+                             "finish_reason": "tool_calls" if calls else "stop"}],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                           "total_tokens": total}}
+    output = [{"type": "function_call", "id": f"fc_{i}", "call_id": i, "name": name,
+               "arguments": args, "status": "completed"} for i, name, args in calls]
+    if not calls:
+        output = [{"type": "message", "id": f"msg-mock-{n}", "status": "completed",
+                   "role": "assistant",
+                   "content": [{"type": "output_text", "text": content, "annotations": []}]}]
     return {"id": f"resp-mock-{n}", "object": "response", "created_at": int(time.time()),
-            "status": "completed", "model": model,
-            "output": [{"type": "message", "id": f"msg-mock-{n}", "status": "completed",
-                        "role": "assistant",
-                        "content": [{"type": "output_text", "text": content, "annotations": []}]}],
+            "status": "completed", "model": model, "output": output,
             "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens,
                       "total_tokens": total}}
+
+
+def matches(rule, text):
+    match = rule.get("match", "")
+    return all(m in text for m in (match if isinstance(match, list) else [match]))
 
 
 def error_body(message, kind):
@@ -75,7 +97,7 @@ class Handler(BaseHTTPRequestHandler):
             index = None
             if api:
                 for i, rule in enumerate(rules):
-                    if rule.get("match", "") in text and rule.get("times", 1) > 0:
+                    if matches(rule, text) and rule.get("times", 1) > 0:
                         if "times" in rule:
                             rule["times"] -= 1
                         index = i
@@ -102,7 +124,7 @@ class Handler(BaseHTTPRequestHandler):
                 return
             if "body" in rule:
                 body = fill(rule["body"])
-            elif "content" in rule or status == 200:
+            elif "content" in rule or "tool_calls" in rule or status == 200:
                 content = rule.get("content", "")
                 if rule.get("echo_auth") and "{auth}" not in content:
                     content += " " + (auth or "")
@@ -110,7 +132,8 @@ class Handler(BaseHTTPRequestHandler):
                 model = request.get("model", "mock") if isinstance(request, dict) else "mock"
                 body = json.dumps(envelope(api, n, model, content,
                                            rule.get("prompt_tokens", len(raw) // 4),
-                                           rule.get("completion_tokens", len(content) // 4)))
+                                           rule.get("completion_tokens", len(content) // 4),
+                                           rule.get("tool_calls")))
             else:
                 message = f"mock: status {status}"
                 if rule.get("echo_auth"):

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "jsonl.h"
+#include "ptx_lines.h"
 #include "ptx_profile.h"
 #include "ptx_regions.h"
 #include "xalloc.h"
@@ -45,7 +46,7 @@ struct graph {
 	struct ptx_line *lines; /* the PTX split line by line */
 	int *depths;		/* brace depth after each line */
 	size_t nlines;
-	long kernel_file; /* the ".file" number of the kernel, 0 when there is none */
+	struct ptx_lines map; /* the kernel line of each PTX line */
 	struct loop *loops;
 	size_t nloops;
 	struct region *regions;
@@ -54,7 +55,6 @@ struct graph {
 	struct edge *back_edges;
 	size_t nback_edges;
 	long stage;
-	int kernel_line; /* the kernel line of the instructions that follow, 0 when unknown */
 };
 
 /* The loop whose header is label, or NULL. */
@@ -270,24 +270,6 @@ static struct region *open_region(struct graph *g, long ptx_line)
 	return &g->regions[g->nregions - 1];
 }
 
-/* Follows a ".loc FILE LINE COL[, function_name F, inlined_at FILE LINE COL]" directive: code
- * inlined from a header counts as the kernel line it was inlined at; deeper inlining keeps the
- * kernel line of the .loc before it. */
-static void follow_loc(struct graph *g, const char *text)
-{
-	long file, line;
-	if (sscanf(text, ".loc %ld %ld", &file, &line) != 2)
-		return;
-	const char *inlined = strstr(text, "inlined_at");
-	long ifile, iline;
-	if (file == g->kernel_file)
-		g->kernel_line = (int)line;
-	else if (inlined && sscanf(inlined, "inlined_at %ld %ld", &ifile, &iline) == 2 && ifile == g->kernel_file)
-		g->kernel_line = (int)iline;
-	else if (!inlined)
-		g->kernel_line = 0;
-}
-
 /* Finds the loops of the body lines [begin, end): the labels some later branch jumps back to. */
 static void find_loops(struct graph *g, size_t begin, size_t end)
 {
@@ -320,8 +302,7 @@ static void cut_regions(struct graph *g, size_t begin, size_t end)
 	for (size_t i = begin; i < end; i++) {
 		const struct ptx_line *l = &g->lines[i];
 		if (l->kind == PTX_OTHER) {
-			if (ptx_starts(l->text, ".loc"))
-				follow_loc(g, l->text);
+			continue; /* a directive, ".loc" included: the map has read it */
 		} else if (l->kind == PTX_LABEL) {
 			struct loop *loop = find_loop(g, l->text, strlen(l->text));
 			if (loop && !loop->entered) {
@@ -332,9 +313,10 @@ static void cut_regions(struct graph *g, size_t begin, size_t end)
 		} else {
 			struct region *r = open_region(g, (long)i + 1);
 			r->last_ptx_line = (long)i + 1;
-			if (g->kernel_line) {
+			int kernel_line = ptx_lines_source(&g->map, i + 1);
+			if (kernel_line) {
 				r->lines = xreallocarray(r->lines, r->nlines + 1, sizeof(*r->lines));
-				r->lines[r->nlines++] = g->kernel_line;
+				r->lines[r->nlines++] = kernel_line;
 			}
 			const char *sync = count_instruction(r, l);
 			size_t len;
@@ -449,24 +431,6 @@ static cJSON *graph_json(const struct graph *g, const char *entry)
 	return out;
 }
 
-/* The ".file" number whose path is kernel_file or ends in "/" kernel_file, or 0. */
-static long find_kernel_file(const struct graph *g, const char *kernel_file)
-{
-	size_t n = strlen(kernel_file);
-	for (size_t i = 0; i < g->nlines; i++) {
-		const char *t = g->lines[i].text;
-		long number;
-		int used = 0;
-		if (g->lines[i].kind != PTX_OTHER || sscanf(t, ".file %ld \"%n", &number, &used) != 1 || used == 0)
-			continue;
-		const char *path = t + used, *close = strchr(path, '"');
-		size_t len = close ? (size_t)(close - path) : 0;
-		if (len >= n && strncmp(path + len - n, kernel_file, n) == 0 && (len == n || path[len - n - 1] == '/'))
-			return number;
-	}
-	return 0;
-}
-
 /* The lines [*begin, *end) of the body of the entry named entry (the first when NULL), and its
  * name in *name (pointing into the PTX copy). Returns 0, or -1 when there is no such entry. */
 static int find_entry(const struct graph *g, const char *entry, size_t *begin, size_t *end, char **name)
@@ -502,6 +466,7 @@ static void graph_release(struct graph *g)
 	free(g->back_edges);
 	free(g->lines);
 	free(g->depths);
+	ptx_lines_release(&g->map);
 }
 
 cJSON *ptx_regions(const char *ptx, const char *entry, const char *kernel_file)
@@ -526,7 +491,7 @@ cJSON *ptx_regions(const char *ptx, const char *entry, const char *kernel_file)
 	size_t begin, end;
 	char *name;
 	if (find_entry(&g, entry, &begin, &end, &name) == 0) {
-		g.kernel_file = find_kernel_file(&g, kernel_file);
+		ptx_lines_init(&g.map, ptx, kernel_file);
 		find_loops(&g, begin, end);
 		cut_regions(&g, begin, end);
 		out = graph_json(&g, name);

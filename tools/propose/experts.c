@@ -10,6 +10,7 @@
 #include "experts.h"
 #include "fileio.h"
 #include "fnv1a.h"
+#include "functions.h"
 #include "jsonl.h"
 #include "log.h"
 #include "methods.h"
@@ -30,6 +31,11 @@ static const struct {
 		       "moderate tiles and stages, configurations that compile without spills, correct tails. "
 		       "Take small steps from what already measured well."},
 };
+
+/* The prompt's regions section stays a few lines: the heaviest regions, each with at most
+ * so many ranges of kernel lines (region_detail, in the tool loop, gives the rest). */
+#define PROMPT_REGIONS 5
+#define PROMPT_LINE_RANGES 8
 
 static const char system_prompt[] =
 	"You are an expert CUDA performance engineer. You propose concrete changes that make one CUDA kernel "
@@ -190,6 +196,203 @@ static void symptoms_section(struct strbuf *sb, const struct node_info *node)
 		strbuf_addstr(sb, "- symptom: the math runs on FMA units, not tensor cores\n");
 }
 
+/* A JSON file of the node's variant directory (regions.json, metrics.json), or NULL when it
+ * is absent (an unreadable or malformed one is reported). The caller frees it. */
+cJSON *experts_variant_json(const struct run_info *run, const struct node_info *node, const char *name)
+{
+	char *path = xasprintf("%s/variants/%s/%s", run->dir, node->state, name);
+	cJSON *doc = read_json_file(path);
+	free(path);
+	return doc;
+}
+
+/* A region's kernel.cu lines, "59, 105-106, 123", at most max ranges (then "..."). */
+static void region_lines(struct strbuf *sb, const cJSON *region, int max)
+{
+	const cJSON *range;
+	int k = 0;
+	cJSON_ArrayForEach(range, cJSON_GetObjectItemCaseSensitive(region, "lines")) {
+		if (k++ == max) {
+			strbuf_addstr(sb, ", ...");
+			break;
+		}
+		double a = cJSON_GetNumberValue(cJSON_GetArrayItem(range, 0));
+		double b = cJSON_GetNumberValue(cJSON_GetArrayItem(range, 1));
+		strbuf_addf(sb, "%s%g", k > 1 ? ", " : "", a);
+		if (b != a)
+			strbuf_addf(sb, "-%g", b);
+	}
+	if (!k)
+		strbuf_addstr(sb, "none");
+}
+
+/* What the prompt ranks regions by, only to choose which to show: the bytes and FLOPs of one
+ * thread (a warp's tensor FLOPs over 32), times 16 per loop level around it, since a loop
+ * body's static counts stand for many executions. */
+static double region_weight(const cJSON *r)
+{
+	static const char *const work[] = {"global_load_bytes", "global_store_bytes", "shared_load_bytes",
+					   "shared_store_bytes", "cp_async_bytes", "bulk_copy_bytes", "flops"};
+	double w = json_number(r, "tensor_flops", 0) / 32;
+	for (size_t k = 0; k < ARRAY_SIZE(work); k++)
+		w += json_number(r, work[k], 0);
+	return w * pow(16, json_number(r, "loop_depth", 0));
+}
+
+/* The heaviest regions of the variant's regions.json, in program order, with their kernel.cu
+ * lines and work; nothing when kg-build kept no graph (a replayed build). */
+static void regions_section(struct strbuf *sb, const struct run_info *run, const struct node_info *node)
+{
+	static const struct {
+		const char *key, *label;
+	} counts[] = {
+		{"global_load_bytes", "global loads %g B"}, {"global_store_bytes", "global stores %g B"},
+		{"shared_load_bytes", "shared loads %g B"}, {"shared_store_bytes", "shared stores %g B"},
+		{"cp_async", "cp.async %g"}, {"cp_async_bytes", "(%g B)"}, {"bulk_copies", "bulk copies %g"},
+		{"bulk_copy_bytes", "(%g B)"}, {"flops", "FLOPs %g"}, {"tensor_flops", "tensor FLOPs %g (warp)"},
+		{"barriers", "barriers %g"}, {"async_waits", "async waits %g"}, {"fences", "fences %g"},
+		{"predicated_branches", "predicated branches %g"},
+	};
+	cJSON *graph = experts_variant_json(run, node, "regions.json");
+	const cJSON *regions = cJSON_GetObjectItemCaseSensitive(graph, "regions"), *r;
+	int n = cJSON_GetArraySize(regions);
+	if (n == 0) {
+		cJSON_Delete(graph);
+		return;
+	}
+	const cJSON *summary = cJSON_GetObjectItemCaseSensitive(node->build, "regions");
+	strbuf_addstr(sb, "\n## Regions of the PTX (regions.json: static counts per thread, a loop body counted once)\n");
+	if (summary)
+		strbuf_addf(sb, "Regions %g, stages %g, loops %g, barriers %g, async waits %g. ",
+			    json_number(summary, "regions", NAN), json_number(summary, "stages", NAN),
+			    json_number(summary, "loops", NAN), json_number(summary, "barriers", NAN),
+			    json_number(summary, "async_waits", NAN));
+	/* The PROMPT_REGIONS heaviest, marked, then listed in program order. */
+	char *shown = xcalloc((size_t)n, 1);
+	for (int k = 0; k < PROMPT_REGIONS && k < n; k++) {
+		int best = -1;
+		for (int i = 0; i < n; i++) {
+			double w = region_weight(cJSON_GetArrayItem(regions, i));
+			if (!shown[i] && w > 0 && (best < 0 || w > region_weight(cJSON_GetArrayItem(regions, best))))
+				best = i;
+		}
+		if (best >= 0)
+			shown[best] = 1;
+	}
+	strbuf_addstr(sb, "The heaviest (bytes and FLOPs, weighted by loop depth), in program order:\n");
+	int i = 0;
+	cJSON_ArrayForEach(r, regions) {
+		if (!shown[i++])
+			continue;
+		strbuf_addf(sb, "- region %g (stage %g, loop depth %g; kernel.cu lines ", json_number(r, "id", NAN),
+			    json_number(r, "stage", NAN), json_number(r, "loop_depth", NAN));
+		region_lines(sb, r, PROMPT_LINE_RANGES);
+		strbuf_addstr(sb, "):");
+		int any = 0;
+		for (size_t c = 0; c < ARRAY_SIZE(counts); c++) {
+			double v = json_number(r, counts[c].key, 0);
+			if (v > 0) {
+				/* "(N B)" follows its count */
+				strbuf_addstr(sb, counts[c].label[0] == '(' || !any++ ? " " : ", ");
+				strbuf_addf(sb, counts[c].label, v);
+			}
+		}
+		const char *end = json_string(r, "end");
+		strbuf_addf(sb, "; ends at %s\n", end ? end : "?");
+	}
+	free(shown);
+	cJSON_Delete(graph);
+}
+
+const cJSON *experts_object_member(const cJSON *obj, const char *key)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+	return cJSON_IsObject(item) ? item : NULL;
+}
+
+/* The hardware metrics of the variant (kg-bench --metrics: metrics.json) as they are: a value
+ * the file does not hold is named unavailable, never estimated; nothing without the file. */
+static void metrics_section(struct strbuf *sb, const struct run_info *run, const struct node_info *node)
+{
+	static const struct {
+		const char *key, *label, *unit;
+	} known[] = {
+		{"sm_throughput_pct", "SM throughput", " % of peak"},
+		{"dram_throughput_pct", "DRAM throughput", " % of peak"},
+		{"memory_throughput_pct", "memory throughput", " % of peak"},
+		{"achieved_occupancy_pct", "achieved occupancy", " %"},
+		{"theoretical_occupancy_pct", "theoretical occupancy", " %"},
+		{"occupancy_limiter", "occupancy limited by", ""},
+		{"l1_hit_rate_pct", "L1 hit rate", " %"},
+		{"l2_hit_rate_pct", "L2 hit rate", " %"},
+		{"shared_bank_conflicts", "shared-memory bank conflicts", ""},
+		{"shared_wavefronts", "shared-memory wavefronts", ""},
+		{"tensor_pipe_pct", "tensor pipe utilization", " %"},
+		{"fma_pipe_pct", "FMA pipe utilization", " %"},
+		{"sfu_pipe_pct", "SFU pipe utilization", " %"},
+		{"global_atomics", "global atomics", ""},
+		{"instructions_issued", "instructions issued", ""},
+		{"ipc", "instructions per cycle (per SM)", ""},
+	};
+	cJSON *doc = experts_variant_json(run, node, "metrics.json");
+	if (!doc)
+		return;
+	const char *status = json_string(doc, "status"), *source = json_string(doc, "source");
+	strbuf_addf(sb, "\n## Hardware metrics of this variant (%s)\n", source ? source : "kg-bench --metrics");
+	if (!status || strcmp(status, "ok") != 0) {
+		const char *why = json_string(doc, "why");
+		strbuf_addf(sb, "- not collected: %.300s\n", why ? why : "no reason given");
+		cJSON_Delete(doc);
+		return;
+	}
+	/* Members of objects only: a malformed file's arrays have no names to show. */
+	const cJSON *values = experts_object_member(doc, "values"), *v;
+	cJSON_ArrayForEach(v, values) {
+		if (strcmp(v->string, "stalls") == 0)
+			continue;
+		const char *label = v->string, *unit = "";
+		for (size_t k = 0; k < ARRAY_SIZE(known); k++)
+			if (strcmp(v->string, known[k].key) == 0) {
+				label = known[k].label;
+				unit = known[k].unit;
+			}
+		if (cJSON_IsNumber(v))
+			strbuf_addf(sb, "- %s: %.4g%s\n", label, v->valuedouble, unit);
+		else if (cJSON_IsString(v))
+			strbuf_addf(sb, "- %s: %.80s\n", label, v->valuestring);
+	}
+	/* The stall reasons, largest first, at most 5. */
+	const cJSON *stalls = experts_object_member(values, "stalls");
+	int nstalls = cJSON_GetArraySize(stalls);
+	char *taken = xcalloc((size_t)nstalls + 1, 1);
+	int listed = 0;
+	for (int k = 0; k < 5 && k < nstalls; k++) {
+		int best = -1;
+		for (int i = 0; i < nstalls; i++) {
+			const cJSON *s = cJSON_GetArrayItem(stalls, i);
+			if (!taken[i] && cJSON_IsNumber(s) &&
+			    (best < 0 || s->valuedouble > cJSON_GetArrayItem(stalls, best)->valuedouble))
+				best = i;
+		}
+		if (best < 0)
+			break;
+		taken[best] = 1;
+		const cJSON *s = cJSON_GetArrayItem(stalls, best);
+		strbuf_addf(sb, "%s%s %.3g %%", listed++ ? ", " : "- warp stall reasons (share of stalls): ", s->string,
+			    s->valuedouble);
+	}
+	if (listed)
+		strbuf_addch(sb, '\n');
+	free(taken);
+	const cJSON *unavailable = experts_object_member(doc, "unavailable");
+	int k = 0;
+	cJSON_ArrayForEach(v, unavailable)
+		strbuf_addf(sb, "%s%s", k++ ? ", " : "- unavailable (not measured; do not assume): ", v->string);
+	if (k)
+		strbuf_addch(sb, '\n');
+	cJSON_Delete(doc);
+}
+
 /* The best so far and the recent attempts, newest last, with their errors. */
 static void history_section(struct strbuf *sb, const struct run_info *run, int recent)
 {
@@ -279,16 +482,24 @@ static char *prompt_context(const struct experts *ex, const struct run_info *run
 		    node->source[0] && node->source[strlen(node->source) - 1] == '\n' ? "" : "\n");
 	space_section(&sb, run->spec, node->config);
 	symptoms_section(&sb, node);
+	regions_section(&sb, run, node);
+	metrics_section(&sb, run, node);
 	history_section(&sb, run, ex->history);
 	methods_section(&sb, ex, run, node);
 	return strbuf_detach(&sb);
 }
 
-static char *user_prompt(const char *context, const struct persona *persona)
+static char *user_prompt(const char *context, const struct persona *persona, int tool_rounds)
 {
 	struct strbuf sb;
 	strbuf_init(&sb);
 	strbuf_addf(&sb, "%s\n## Your role: %s\n%s\n", context, persona->name, persona->text);
+	if (tool_rounds > 0)
+		strbuf_addf(&sb, "\n## Functions\nBefore you answer, you may call functions to look closer at this variant "
+				 "(at most %d round%s of calls): metrics(names) for its hardware metrics, region_detail(id) "
+				 "for a region above, source_lines(start, end) for kernel.cu lines, ptx_for_lines(start, end) "
+				 "for the PTX compiled from kernel.cu lines. Ask only for what your proposal needs.\n",
+			    tool_rounds, tool_rounds == 1 ? "" : "s");
 	strbuf_addstr(&sb,
 		      "\n## Answer\nOne JSON object {\"candidates\": [...]}; each candidate has:\n"
 		      "- \"think\": your reasoning, in a few sentences\n"
@@ -517,6 +728,10 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 	s.cache_dir = cache_dir;
 	s.jitter_seed ^= fnv1a64(node->state, strlen(node->state));
 	cJSON *schema = answer_schema(run->spec);
+	struct variant_view view = {run, node};
+	struct llm_tools tools = {.max_rounds = ex->tool_rounds, .max_result_bytes = (size_t)ex->tool_result_bytes,
+				  .max_total_bytes = (size_t)ex->tool_total_bytes};
+	functions_init(&tools, &view);
 	struct expert_call *calls = xcalloc(ex->npersonas + 1, sizeof(*calls));
 	struct llm_request *reqs = xcalloc(ex->npersonas + 1, sizeof(*reqs));
 	char *context = prompt_context(ex, run, node);
@@ -525,7 +740,7 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 		c->persona = &ex->personas[i];
 		c->proposer = xasprintf("llm:%s/%s", s.model, c->persona->name);
 		c->messages = cJSON_CreateArray();
-		char *prompt = user_prompt(context, c->persona);
+		char *prompt = user_prompt(context, c->persona, ex->tool_rounds);
 		json_append(c->messages, message("system", system_prompt));
 		json_append(c->messages, message("user", prompt));
 		free(prompt);
@@ -538,7 +753,8 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 			if (calls[i].done)
 				continue;
 			reqs[k] = (struct llm_request){.label = calls[i].persona->name, .messages = calls[i].messages,
-						       .schema = schema, .schema_name = "candidates"};
+						       .schema = schema, .schema_name = "candidates",
+						       .tools = ex->tool_rounds > 0 ? &tools : NULL};
 			index[k++] = i;
 		}
 		if (k)
@@ -552,8 +768,10 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 				llm_request_release(r);
 				continue;
 			}
-			log_info("%s: node %s: %s answered in %.0f ms (%s%.0f + %.0f tokens, $%.4f)", run->dir, node->state,
-				 c->persona->name, r->ms, r->cached ? "cached, " : "", r->tokens_in, r->tokens_out, r->cost_usd);
+			log_info("%s: node %s: %s answered in %.0f ms (%s%d round%s, %d function call%s, %.0f + %.0f tokens, $%.4f)",
+				 run->dir, node->state, c->persona->name, r->ms, r->cached ? "cached, " : "", r->rounds,
+				 r->rounds == 1 ? "" : "s", r->function_calls, r->function_calls == 1 ? "" : "s", r->tokens_in,
+				 r->tokens_out, r->cost_usd);
 			struct strbuf why;
 			strbuf_init(&why);
 			cJSON *answer = answer_extract(r->text, &why);

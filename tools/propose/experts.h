@@ -25,11 +25,23 @@ struct experts {
 	const char *regraph;	 /* --regraph, else OUTDIR/regraph.json */
 	int allowed;		 /* --regraph-filter: only the ReGraph's neighbours of the last method */
 	long allowed_top;	 /* --regraph-top */
+	int tool_rounds;	 /* --tool-rounds: rounds of function calls before the answer; 0: none */
+	long tool_result_bytes;	 /* --tool-result-bytes: the most one function's result may hold */
+	long tool_total_bytes;	 /* --tool-total-bytes: the most the results of one expert may hold */
 };
 
 /* The catalog and the ReGraph a run's proposals use; the caller frees them. */
 char *experts_catalog_path(const struct experts *ex, const struct run_info *run);
 char *experts_regraph_path(const struct experts *ex, const struct run_info *run);
+
+/* A JSON file of node's variant directory (RUN/variants/STATE/NAME: regions.json,
+ * metrics.json), or NULL when it is absent (an unreadable or malformed one is reported). The
+ * caller frees it with cJSON_Delete. */
+cJSON *experts_variant_json(const struct run_info *run, const struct node_info *node, const char *name);
+
+/* The member key of obj when it is an object, else NULL (a malformed file's array has no
+ * names to show). */
+const cJSON *experts_object_member(const cJSON *obj, const char *key);
 
 /* The built-in personas, or one from a prompt file (NAME.txt or NAME.md). Returns 0, or -1
  * after reporting a name that is neither. */

@@ -102,6 +102,12 @@ static void usage(FILE *fp)
 	      "      --regraph-filter    keep only candidates whose method (matched onto the catalog) is one of\n"
 	      "                          the ReGraph's --regraph-top K (5) most promising transitions out of the\n"
 	      "                          node's last method; no filter where the ReGraph has none\n"
+	      "      --tool-rounds N     let each expert call functions (metrics, region_detail, source_lines,\n"
+	      "                          ptx_for_lines) for up to N rounds before it answers (default 0: the\n"
+	      "                          one-shot prompt alone)\n"
+	      "      --tool-result-bytes N  cut a function's result longer than N bytes (default 8000)\n"
+	      "      --tool-total-bytes N   the most the results of one expert may hold together; then\n"
+	      "                          further calls are refused and it must answer (default 32000)\n"
 	      "\n"
 	      "  -q, --quiet             print errors only\n"
 	      "  -v, --verbose           say more on stderr (twice: debug)\n"
@@ -129,6 +135,7 @@ enum {
 	OPT_TEMPERATURE, OPT_MAX_OUTPUT, OPT_EFFORT, OPT_TIMEOUT, OPT_RETRIES, OPT_BACKOFF, OPT_BACKOFF_MAX,
 	OPT_RETRY_AFTER_MAX, OPT_NO_CACHE, OPT_MAX_CALLS, OPT_MAX_TOKENS, OPT_PRICE_IN, OPT_PRICE_OUT, OPT_CATALOG,
 	OPT_REGRAPH, OPT_REGRAPH_FILTER, OPT_REGRAPH_TOP, OPT_WITHIN, OPT_PENDING, OPT_MODEL_PICKS, OPT_MIN_PRED_GAIN, OPT_MODEL_HISTORY,
+	OPT_TOOL_ROUNDS, OPT_TOOL_RESULT_BYTES, OPT_TOOL_TOTAL_BYTES,
 };
 
 static double number_arg(const char *name, const char *arg)
@@ -195,6 +202,9 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{"spec", required_argument, NULL, 's'},
 		{"temperature", required_argument, NULL, OPT_TEMPERATURE},
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
+		{"tool-result-bytes", required_argument, NULL, OPT_TOOL_RESULT_BYTES},
+		{"tool-rounds", required_argument, NULL, OPT_TOOL_ROUNDS},
+		{"tool-total-bytes", required_argument, NULL, OPT_TOOL_TOTAL_BYTES},
 		{"verbose", no_argument, NULL, 'v'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -277,6 +287,9 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		case OPT_REGRAPH: opt->ex.regraph = optarg; break;
 		case OPT_REGRAPH_FILTER: opt->ex.allowed = 1; break;
 		case OPT_REGRAPH_TOP: opt->ex.allowed_top = count_arg("--regraph-top", optarg, 1); break;
+		case OPT_TOOL_ROUNDS: opt->ex.tool_rounds = (int)bounded_arg("--tool-rounds", optarg, 0, 16); break;
+		case OPT_TOOL_RESULT_BYTES: opt->ex.tool_result_bytes = bounded_arg("--tool-result-bytes", optarg, 100, 1 << 20); break;
+		case OPT_TOOL_TOTAL_BYTES: opt->ex.tool_total_bytes = bounded_arg("--tool-total-bytes", optarg, 100, 1 << 22); break;
 		default: cli_option_error(c, argv);
 		}
 	}
@@ -658,7 +671,7 @@ int main(int argc, char **argv)
 {
 	struct options opt = {
 		.rules = {.random = 2, .model = {.picks = 4, .initial = 5, .min_pred_gain = 0.02, .iterations = 60}},
-		.ex = {.candidates = 3, .history = 8, .allowed_top = 5},
+		.ex = {.candidates = 3, .history = 8, .allowed_top = 5, .tool_result_bytes = 8000, .tool_total_bytes = 32000},
 	};
 	llm_settings_init(&opt.ex.llm);
 	log_init("kg-propose");
