@@ -355,23 +355,23 @@ static void score_ptx(const struct ptx_figures *p, struct bottleneck *b)
 	double tensor = p->mma + p->wgmma, global = p->global_loads + p->global_stores;
 	if (tensor > 0 || p->tensor_flops > 0) {
 		b->score[BC_TENSOR] = 0.6;
-		note(b, BC_TENSOR, "PTX: %.0f mma/wmma and %.0f wgmma instructions", p->mma, p->wgmma);
+		note(b, BC_TENSOR, "PTX: mma %.0f, wgmma %.0f", p->mma, p->wgmma);
 	}
 	if (p->atomics > 0) {
 		b->score[BC_ATOMICS] = 0.5;
-		note(b, BC_ATOMICS, "PTX: %.0f atomic instructions", p->atomics);
+		note(b, BC_ATOMICS, "PTX: atomics %.0f", p->atomics);
 	}
 	if (tensor == 0 && p->fma >= 32) {
 		b->score[BC_COMPUTE] = 0.5;
-		note(b, BC_COMPUTE, "PTX: %.0f FMAs and no tensor instruction", p->fma);
+		note(b, BC_COMPUTE, "PTX: fma %.0f, no tensor instruction", p->fma);
 	}
 	if (tensor == 0 && global > 0 && p->flops <= 2 * global) {
 		b->score[BC_GMEM_BANDWIDTH] = 0.5;
-		note(b, BC_GMEM_BANDWIDTH, "PTX: %.0f floating-point instructions for %.0f global accesses", p->flops, global);
+		note(b, BC_GMEM_BANDWIDTH, "PTX: flop_instructions %.0f for %.0f global loads and stores (streaming from 2 or fewer a load or store)", p->flops, global);
 	}
 	if (p->loops > 0 && p->barriers > 0 && p->global_loads > 0 && p->async == 0) {
 		b->score[BC_OVERLAP] = 0.4;
-		note(b, BC_OVERLAP, "PTX: a loop with %.0f barriers and synchronous global loads, no async copy", p->barriers);
+		note(b, BC_OVERLAP, "PTX: loops %.0f, barriers %.0f, global loads %.0f, no async copy", p->loops, p->barriers, p->global_loads);
 	}
 }
 

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "bottleneck.h"
 #include "experts.h"
 #include "fileio.h"
 #include "fnv1a.h"
@@ -143,6 +144,38 @@ static void space_section(struct strbuf *sb, const struct t1_spec *spec, const c
 	free(now);
 }
 
+/* The bottleneck model's verdict (lib/bottleneck.h) in two lines: the class, what decided it,
+ * and the methods it favours; from the PTX figures alone when the variant has no usable
+ * hardware metrics, which the line says. */
+static void bottleneck_lines(struct strbuf *sb, const struct node_info *node)
+{
+	struct bottleneck_metrics m;
+	struct bottleneck b;
+	struct strbuf why;
+	strbuf_init(&why);
+	char *name = xasprintf("variants/%s/metrics.json", node->state);
+	int have = node->metrics ? bottleneck_metrics_read(node->metrics, name, &m, &why) : 0;
+	if (have < 0)
+		log_warn("%s: the bottleneck is judged without it", why.buf);
+	strbuf_release(&why);
+	free(name);
+	bottleneck_classify(have > 0 ? &m : NULL, node->build, &b);
+	if (b.from == BS_NOTHING)
+		return;
+	const char *from = b.from == BS_METRICS ? "from hardware metrics" : "guessed from the PTX alone, without hardware metrics";
+	if (b.kind == BC_UNCLASSIFIED) {
+		strbuf_addf(sb, "- bottleneck (%s): none stands out\n", from);
+		return;
+	}
+	strbuf_addf(sb, "- bottleneck (%s): %s, confidence %.2f: %s\n", from, bottleneck_class_name(b.kind), b.confidence,
+		    b.evidence[b.kind]);
+	size_t index[3], n = bottleneck_favoured(&b, index, ARRAY_SIZE(index));
+	strbuf_addstr(sb, "- methods this bottleneck favours:");
+	for (size_t k = 0; k < n; k++)
+		strbuf_addf(sb, "%s %s (prior %.2f)", k ? "," : "", method_seeds[index[k]].name, b.prior[index[k]]);
+	strbuf_addch(sb, '\n');
+}
+
 /* What the compiler and the timer say about this variant, with the symptoms they suggest. */
 static void symptoms_section(struct strbuf *sb, const struct node_info *node)
 {
@@ -188,6 +221,7 @@ static void symptoms_section(struct strbuf *sb, const struct node_info *node)
 	 * an elementwise kernel's arithmetic. */
 	if (json_number(profile, "mma", 0) + json_number(profile, "wgmma", 0) == 0 && json_number(profile, "fma", 0) >= 32)
 		strbuf_addstr(sb, "- symptom: the math runs on FMA units, not tensor cores\n");
+	bottleneck_lines(sb, node);
 }
 
 /* The best so far and the recent attempts, newest last, with their errors. */
