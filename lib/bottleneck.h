@@ -17,8 +17,8 @@
  *                   instruction in twenty an atomic serializes on the same addresses; 0.3
  *                   for atomics without instructions_issued to compare them with
  *   tensor          ramp(tensor_pipe_pct, 30, 60): the tensor pipe is the busiest unit
- *   sfu             ramp(sfu_pipe_pct, 25, 50): the XU pipe (exp, rsqrt, sin) has an eighth of
- *                   the FMA pipe's width, so a quarter of its peak already bounds a kernel
+ *   sfu             ramp(sfu_pipe_pct, 25, 50): the XU pipe (exp, rsqrt, sin) is narrow (16
+ *                   lanes an SM against 128 FMA lanes), so half its peak already limits a kernel
  *   smem            max(ramp(shared_bank_conflicts / shared_wavefronts, 0.1, 0.4),
  *                   ramp(stalls.mio_throttle, 10, 30) x (1 - sfu)): replayed wavefronts, or
  *                   the shared-memory queue full (an SFU-bound kernel fills it too)
@@ -120,7 +120,7 @@ struct bottleneck {
 	enum bottleneck_source from;
 	double confidence;		       /* 0 to 1; 0 when unclassified */
 	double score[BOTTLENECK_NCLASSES];
-	char evidence[BOTTLENECK_NCLASSES][200]; /* per class, the figures behind its score ("" for 0) */
+	char evidence[BOTTLENECK_NCLASSES][320]; /* per class, the figures behind its score ("" for 0) */
 	double prior[BOTTLENECK_NMETHODS];     /* over method_seeds[], in its order; sums to 1 */
 };
 
