@@ -125,7 +125,7 @@ static int read_figures(const cJSON *values, const char *name, struct bottleneck
 			return bad_field(why, name, field, "must be a percentage from 0 to 110");
 		if (figures[f].kind == COUNT && v < 0)
 			return bad_field(why, name, field, "must not be negative");
-		m->value[f] = fmin(v, figures[f].kind == PERCENT ? 100 : v);
+		m->value[f] = figures[f].kind == PERCENT ? fmin(v, 100) : v;
 	}
 	const cJSON *limiter = cJSON_GetObjectItemCaseSensitive(values, "occupancy_limiter");
 	if (!limiter || cJSON_IsNull(limiter))
