@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bottleneck.h"
 #include "cli.h"
 #include "fileio.h"
 #include "jsonl.h"
@@ -31,6 +32,7 @@
 static int usage(void)
 {
 	fputs("usage: kg-libtest expr [--let NAME=EXPR]... < lines\n"
+	      "       kg-libtest bottleneck METRICS.json [BUILD-RECORD.json]\n"
 	      "       kg-libtest jsonl FILE|-\n"
 	      "       kg-libtest json FILE\n"
 	      "       kg-libtest number KEY [NEW] < records\n"
@@ -1246,6 +1248,42 @@ static int cmd_ptx_lines(const char *path, const char *first, const char *last)
 	return rc;
 }
 
+/* Prints the bottleneck class, its evidence and the method priors of the metrics at
+ * metrics_path (a file that does not exist: none) and of the build record at build_path (a
+ * whole record, whose "build" is read, or a build object such as build.json). */
+static int cmd_bottleneck(const char *metrics_path, const char *build_path)
+{
+	struct bottleneck_metrics m;
+	struct strbuf why;
+	strbuf_init(&why);
+	int have = bottleneck_metrics_load(metrics_path, &m, &why);
+	if (have < 0) {
+		log_error("%s", why.buf);
+		strbuf_release(&why);
+		return KG_EXIT_INPUT;
+	}
+	strbuf_release(&why);
+	cJSON *doc = NULL;
+	if (build_path) {
+		size_t len;
+		char *text = file_read_all(build_path, &len);
+		if (!text)
+			log_die(KG_EXIT_IO, "cannot read '%s':", build_path);
+		doc = json_parse_document(build_path, text, len);
+		free(text);
+		if (!doc)
+			return KG_EXIT_INPUT;
+	}
+	const cJSON *build = cJSON_GetObjectItemCaseSensitive(doc, "build");
+	struct bottleneck b;
+	bottleneck_classify(have ? &m : NULL, cJSON_IsObject(build) ? build : doc, &b);
+	cJSON *out = bottleneck_to_json(&b);
+	int rc = jsonl_write(stdout, out) ? KG_EXIT_IO : KG_EXIT_OK;
+	cJSON_Delete(out);
+	cJSON_Delete(doc);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	log_init("kg-libtest");
@@ -1255,6 +1293,8 @@ int main(int argc, char **argv)
 	int status;
 	if (strcmp(cmd, "expr") == 0)
 		status = cmd_expr(argc - 2, argv + 2);
+	else if (strcmp(cmd, "bottleneck") == 0 && (argc == 3 || argc == 4))
+		status = cmd_bottleneck(argv[2], argc == 4 ? argv[3] : NULL);
 	else if (strcmp(cmd, "jsonl") == 0 && argc == 3)
 		status = cmd_jsonl(argv[2]);
 	else if (strcmp(cmd, "json") == 0 && argc == 3)

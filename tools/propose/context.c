@@ -356,6 +356,9 @@ int node_load(struct run_info *run, const cJSON *record, struct node_info *node,
 	path = xasprintf("%s/variants/%s/bench.json", run->dir, node->state);
 	node->bench = read_json_file(path);
 	free(path);
+	path = xasprintf("%s/variants/%s/metrics.json", run->dir, node->state);
+	node->metrics = read_json_file(path);
+	free(path);
 	const cJSON *config = cJSON_GetObjectItemCaseSensitive(record, "config");
 	if (!cJSON_IsObject(config))
 		config = cJSON_GetObjectItemCaseSensitive(node->build, "config");
@@ -381,6 +384,7 @@ void node_release(struct node_info *node)
 	cJSON_Delete(node->config);
 	cJSON_Delete(node->build);
 	cJSON_Delete(node->bench);
+	cJSON_Delete(node->metrics);
 	for (size_t i = 0; i < node->napplied; i++)
 		free(node->applied[i]);
 	free(node->applied);

@@ -62,6 +62,7 @@ struct node_info {
 	cJSON *config;	       /* the node's complete configuration */
 	cJSON *build;	       /* RUN/variants/STATE/build.json, or NULL */
 	cJSON *bench;	       /* RUN/variants/STATE/bench.json, or NULL */
+	cJSON *metrics;	       /* RUN/variants/STATE/metrics.json (kg-bench --metrics), or NULL */
 	const char *last_method;
 	const cJSON *methods;  /* the methods applied from the root (the record's) */
 	char **applied;	       /* KernelGraph.Patches entries applied on the path */

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "bottleneck.h"
 #include "experts.h"
 #include "fileio.h"
 #include "fnv1a.h"
@@ -149,6 +150,38 @@ static void space_section(struct strbuf *sb, const struct t1_spec *spec, const c
 	free(now);
 }
 
+/* The bottleneck model's verdict (lib/bottleneck.h) in two lines: the class, what decided it,
+ * and the methods it favours; from the PTX figures alone when the variant has no usable
+ * hardware metrics, which the line says. */
+static void bottleneck_lines(struct strbuf *sb, const struct node_info *node)
+{
+	struct bottleneck_metrics m;
+	struct bottleneck b;
+	struct strbuf why;
+	strbuf_init(&why);
+	char *name = xasprintf("variants/%s/metrics.json", node->state);
+	int have = node->metrics ? bottleneck_metrics_read(node->metrics, name, &m, &why) : 0;
+	if (have < 0)
+		log_warn("%s: the bottleneck is judged without it", why.buf);
+	strbuf_release(&why);
+	free(name);
+	bottleneck_classify(have > 0 ? &m : NULL, node->build, &b);
+	if (b.from == BS_NOTHING)
+		return;
+	const char *from = b.from == BS_METRICS ? "from hardware metrics" : "guessed from the PTX alone, without hardware metrics";
+	if (b.kind == BC_UNCLASSIFIED) {
+		strbuf_addf(sb, "- bottleneck (%s): none stands out\n", from);
+		return;
+	}
+	strbuf_addf(sb, "- bottleneck (%s): %s, confidence %.2f: %s\n", from, bottleneck_class_name(b.kind), b.confidence,
+		    b.evidence[b.kind]);
+	size_t index[3], n = bottleneck_favoured(&b, index, ARRAY_SIZE(index));
+	strbuf_addstr(sb, "- methods this bottleneck favours:");
+	for (size_t k = 0; k < n; k++)
+		strbuf_addf(sb, "%s %s (prior %.2f)", k ? "," : "", method_seeds[index[k]].name, b.prior[index[k]]);
+	strbuf_addch(sb, '\n');
+}
+
 /* What the compiler and the timer say about this variant, with the symptoms they suggest. */
 static void symptoms_section(struct strbuf *sb, const struct node_info *node)
 {
@@ -194,9 +227,10 @@ static void symptoms_section(struct strbuf *sb, const struct node_info *node)
 	 * an elementwise kernel's arithmetic. */
 	if (json_number(profile, "mma", 0) + json_number(profile, "wgmma", 0) == 0 && json_number(profile, "fma", 0) >= 32)
 		strbuf_addstr(sb, "- symptom: the math runs on FMA units, not tensor cores\n");
+	bottleneck_lines(sb, node);
 }
 
-/* A JSON file of the node's variant directory (regions.json, metrics.json), or NULL when it
+/* A JSON file of the node's variant directory (regions.json), or NULL when it
  * is absent (an unreadable or malformed one is reported). The caller frees it. */
 cJSON *experts_variant_json(const struct run_info *run, const struct node_info *node, const char *name)
 {
@@ -312,7 +346,7 @@ const cJSON *experts_object_member(const cJSON *obj, const char *key)
 
 /* The hardware metrics of the variant (kg-bench --metrics: metrics.json) as they are: a value
  * the file does not hold is named unavailable, never estimated; nothing without the file. */
-static void metrics_section(struct strbuf *sb, const struct run_info *run, const struct node_info *node)
+static void metrics_section(struct strbuf *sb, const struct node_info *node)
 {
 	static const struct {
 		const char *key, *label, *unit;
@@ -334,7 +368,7 @@ static void metrics_section(struct strbuf *sb, const struct run_info *run, const
 		{"instructions_issued", "instructions issued", ""},
 		{"ipc", "instructions per cycle (per SM)", ""},
 	};
-	cJSON *doc = experts_variant_json(run, node, "metrics.json");
+	const cJSON *doc = node->metrics;
 	if (!doc)
 		return;
 	const char *status = json_string(doc, "status"), *source = json_string(doc, "source");
@@ -342,7 +376,6 @@ static void metrics_section(struct strbuf *sb, const struct run_info *run, const
 	if (!status || strcmp(status, "ok") != 0) {
 		const char *why = json_string(doc, "why");
 		strbuf_addf(sb, "- not collected: %.300s\n", why ? why : "no reason given");
-		cJSON_Delete(doc);
 		return;
 	}
 	/* Members of objects only: a malformed file's arrays have no names to show. */
@@ -390,7 +423,6 @@ static void metrics_section(struct strbuf *sb, const struct run_info *run, const
 		strbuf_addf(sb, "%s%s", k++ ? ", " : "- unavailable (not measured; do not assume): ", v->string);
 	if (k)
 		strbuf_addch(sb, '\n');
-	cJSON_Delete(doc);
 }
 
 /* The best so far and the recent attempts, newest last, with their errors. */
@@ -483,7 +515,7 @@ static char *prompt_context(const struct experts *ex, const struct run_info *run
 	space_section(&sb, run->spec, node->config);
 	symptoms_section(&sb, node);
 	regions_section(&sb, run, node);
-	metrics_section(&sb, run, node);
+	metrics_section(&sb, node);
 	history_section(&sb, run, ex->history);
 	methods_section(&sb, ex, run, node);
 	return strbuf_detach(&sb);

@@ -34,8 +34,8 @@ struct experts {
 char *experts_catalog_path(const struct experts *ex, const struct run_info *run);
 char *experts_regraph_path(const struct experts *ex, const struct run_info *run);
 
-/* A JSON file of node's variant directory (RUN/variants/STATE/NAME: regions.json,
- * metrics.json), or NULL when it is absent (an unreadable or malformed one is reported). The
+/* A JSON file of node's variant directory (RUN/variants/STATE/NAME: regions.json; the
+ * node's metrics.json is read once, into node->metrics), or NULL when it is absent (an unreadable or malformed one is reported). The
  * caller frees it with cJSON_Delete. */
 cJSON *experts_variant_json(const struct run_info *run, const struct node_info *node, const char *name);
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bottleneck.h"
 #include "cli.h"
 #include "clock.h"
 #include "fileio.h"
@@ -81,7 +82,9 @@ static void usage(FILE *fp)
 	      "Each record is written back with an \"update\" object and appended to\n"
 	      "RUN/events.jsonl; the incumbent changes only when the candidate's speedup interval\n"
 	      "clears it; RUN/best, best.json, trace.md and OUTDIR/regraph_dataset.jsonl\n"
-	      "(OUTDIR = RUN/../..) are kept current.\n"
+	      "(OUTDIR = RUN/../..) are kept current. A new edge's prior is its candidate's,\n"
+	      "weighed by --regraph's statistics and, when the parent's variant has hardware\n"
+	      "metrics (variants/STATE/metrics.json), by the moves its bottleneck favours.\n"
 	      "\n"
 	      "  -u, --update                learn from finished records\n"
 	      "  -e, --export                write the graph as one JSON document (graph.json's\n"
@@ -982,6 +985,8 @@ static int run_select(struct graph *g, const struct options *opt)
 struct updater {
 	struct graph *g;
 	cJSON *regraph_doc; /* the ReGraph, read when a prior is first needed */
+	size_t bottleneck_node;	      /* the node bottleneck is of; MCGS_NONE before the first */
+	struct bottleneck bottleneck; /* unclassified unless the node has hardware metrics */
 	int exists;
 	const char *input_name;
 	int status;
@@ -1192,6 +1197,36 @@ static double regraph_prior(struct updater *u, const char *from, const char *to)
 	return regraph_transition(u->regraph_doc, from, to, &t) == 0 ? t.probability * t.success : NAN;
 }
 
+/* How the bottleneck of parent weighs a new edge with method (bottleneck_edge_factor). Only a
+ * node with hardware metrics (RUN/variants/STATE/metrics.json, kg-bench --metrics) has one:
+ * without them the search is what it was, PTX figures alone included (they only temper the
+ * priors of moves the kernel has made). A metrics.json that cannot be used is warned about. */
+static double bottleneck_factor(struct updater *u, size_t parent, const char *method)
+{
+	if (u->bottleneck_node != parent) {
+		char *dir = xasprintf("%s/variants/%s", u->g->run, graph_node_state(u->g, parent));
+		char *path = xasprintf("%s/metrics.json", dir), *build_path = xasprintf("%s/build.json", dir);
+		struct bottleneck_metrics m;
+		struct strbuf why;
+		strbuf_init(&why);
+		int have = bottleneck_metrics_load(path, &m, &why);
+		if (have < 0)
+			log_warn("%s: the priors of its node stay as given", why.buf);
+		cJSON *build = have > 0 ? json_read_file(build_path) : NULL;
+		bottleneck_classify(have > 0 ? &m : NULL, build, &u->bottleneck);
+		if (have > 0)
+			log_info("%s: bottleneck %s (confidence %.2f) weighs the priors of new edges", path,
+				 bottleneck_class_name(u->bottleneck.kind), u->bottleneck.confidence);
+		u->bottleneck_node = parent;
+		cJSON_Delete(build);
+		strbuf_release(&why);
+		free(dir);
+		free(path);
+		free(build_path);
+	}
+	return bottleneck_edge_factor(&u->bottleneck, method);
+}
+
 /* A candidate record: registered (no build yet) or evaluated. */
 static int update_candidate(struct updater *u, cJSON *record, long line)
 {
@@ -1211,11 +1246,13 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 		e = (size_t)edge_id;
 	} else {
 		/* The proposer's prior (a rule's, the model's predicted gain, an LLM's) weighed by what
-		 * the ReGraph learned of the move; either alone when the other is missing. */
+		 * the ReGraph learned of the move; either alone when the other is missing; then by
+		 * what the parent's bottleneck favours (1 without its hardware metrics). */
 		double prior = json_number(candidate, "prior", NAN);
 		double learned = regraph_prior(u, last_method(g, parent), method_of(record));
 		prior = isnan(prior) ? learned : isnan(learned) ? prior : prior * learned;
-		e = graph_add_edge(g, parent, isnan(prior) ? 1 : prior, candidate, method_of(record));
+		prior = (isnan(prior) ? 1 : prior) * bottleneck_factor(u, parent, method_of(record));
+		e = graph_add_edge(g, parent, prior, candidate, method_of(record));
 	}
 	cJSON *upd = json_object();
 	json_add_number(upd, "edge", (double)e);
@@ -1429,7 +1466,7 @@ static void catch_up_with_log(struct updater *u, const char *events)
 
 static void updater_init(struct updater *u, struct graph *g, int exists, const char *input_name)
 {
-	*u = (struct updater){.g = g, .exists = exists, .input_name = input_name};
+	*u = (struct updater){.g = g, .exists = exists, .input_name = input_name, .bottleneck_node = MCGS_NONE};
 	char *copy = xstrdup(g->run), *parent = xstrdup(dirname(copy));
 	u->outdir = xstrdup(dirname(parent));
 	free(copy);
