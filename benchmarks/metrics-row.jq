@@ -9,5 +9,6 @@ def f: if . == null then "–" else (. * 10 | round / 10 | tostring) end;
  ($v.l1_hit_rate_pct | f), ($v.l2_hit_rate_pct | f), ($v.shared_bank_conflicts // "–" | tostring),
  ($v.tensor_pipe_pct | f), ($v.fma_pipe_pct | f), ($v.ipc | f),
  ($v.stalls // {} | to_entries | if length > 0 then max_by(.value) | "\(.key) \(.value | f)" else "–" end),
- "\($b.metrics.cost_ms // 0 | round) (\($b.metrics.passes // "–"))"]
+ "\($b.metrics.cost_ms // 0 | round) (\($b.metrics.passes // "–"))",
+ "\(.bottleneck.class // "–") (\(.bottleneck.confidence // 0 | . * 100 | round / 100))"]
 | "| " + join(" | ") + " |"

@@ -287,11 +287,18 @@ static void score_units(const struct bottleneck_metrics *m, struct bottleneck *b
 	double conflicts = v[BF_BANK_CONFLICTS] / v[BF_WAVEFRONTS];
 	double conflict_score = v[BF_WAVEFRONTS] > 0 ? ramp(conflicts, 0.1, 0.4) : 0;
 	double mio_score = ramp(v[BF_STALL_MIO_THROTTLE], 10, 30) * (1 - b->score[BC_SFU]);
-	b->score[BC_SMEM] = fmax(conflict_score, mio_score);
+	/* The busiest memory unit near its roof while DRAM idles: it is on chip (L1/shared
+	 * memory or L2), where more reuse per load and wider accesses help, not less traffic. */
+	double on_chip = v[BF_DRAM] < v[BF_MEMORY] / 2 ? ramp(v[BF_MEMORY], 60, 80) : 0;
+	b->score[BC_SMEM] = fmax(fmax(conflict_score, mio_score), on_chip);
 	if (conflict_score > 0)
 		note(b, BC_SMEM, "shared_bank_conflicts / shared_wavefronts %.3g (high from 0.4)", conflicts);
 	if (mio_score > 0)
 		note(b, BC_SMEM, "stalls.mio_throttle %.3g%% (high from 30)", v[BF_STALL_MIO_THROTTLE]);
+	if (on_chip > 0)
+		note(b, BC_SMEM, "memory_throughput_pct %.3g (near the roof from 80) with dram_throughput_pct %.3g: "
+				 "the busiest memory unit is on chip (L1/shared memory or L2)",
+		     v[BF_MEMORY], v[BF_DRAM]);
 	double dram = v[BF_DRAM];
 	const char *dram_key = figures[BF_DRAM].key;
 	if (isnan(dram)) { /* the memory system's busiest unit stands in for DRAM */

@@ -20,8 +20,11 @@
  *   sfu             ramp(sfu_pipe_pct, 25, 50): the XU pipe (exp, rsqrt, sin) is narrow (16
  *                   lanes an SM against 128 FMA lanes), so half its peak already limits a kernel
  *   smem            max(ramp(shared_bank_conflicts / shared_wavefronts, 0.1, 0.4),
- *                   ramp(stalls.mio_throttle, 10, 30) x (1 - sfu)): replayed wavefronts, or
- *                   the shared-memory queue full (an SFU-bound kernel fills it too)
+ *                   ramp(stalls.mio_throttle, 10, 30) x (1 - sfu), on_chip): replayed
+ *                   wavefronts, or the shared-memory queue full (an SFU-bound kernel fills it
+ *                   too), or on_chip = ramp(memory_throughput_pct, 60, 80) when
+ *                   dram_throughput_pct is below half of it: the busiest memory unit near its
+ *                   roof is L1/shared memory or L2, not DRAM (a tiled matmul's operand reads)
  *   compute         max(ramp(fma_pipe_pct, 40, 70), max(ramp(sm_throughput_pct, 60, 85),
  *                   ramp(stalls.math_pipe_throttle, 20, 40)) x (1 - max(tensor, sfu, smem,
  *                   gmem_bandwidth))): the FMA pipe busy, or the SM busy with no other unit

@@ -23,13 +23,15 @@ verdict() {
 @test "each known kernel's metrics give its class, the evidence that decided it and the moves it favours" {
 	cat >want <<-'END'
 	["gmem_bandwidth","metrics",1,"dram_throughput_pct 90.3 (near the roof from 80)",["vectorize_global_loads","cache_policy_cg","grouped_gemm_colmajor","change_vector_width","change_block_sizes","change_work_per_thread","pad_tail_and_mask","softmax_math_fusion"]]
-	["tensor","metrics",0.9827,"tensor_pipe_pct 68.1 (busy from 60)",["change_block_sizes","enable_async_pipeline","change_pipeline_depth","switch_to_mma_or_wgmma","change_work_per_thread","grouped_gemm_colmajor"]]
+	["tensor","metrics",0.97,"tensor_pipe_pct 68.1 (busy from 60)",["change_block_sizes","enable_async_pipeline","change_pipeline_depth","switch_to_mma_or_wgmma","change_work_per_thread","grouped_gemm_colmajor"]]
 	["smem","metrics",1,"shared_bank_conflicts / shared_wavefronts 0.909 (high from 0.4); stalls.mio_throttle 36.7% (high from 30)",["switch_algorithm","change_block_sizes","change_vector_width","change_work_per_thread","switch_to_mma_or_wgmma"]]
 	["atomics","metrics",0.9159,"global_atomics / instructions_issued 0.0833 (high from 0.05)",["avoid_atomics_reduce","change_work_per_thread","switch_algorithm","change_block_sizes","enable_async_pipeline"]]
 	["sfu","metrics",1,"sfu_pipe_pct 62.4 (busy from 50)",["softmax_math_fusion","change_work_per_thread","change_vector_width","switch_algorithm"]]
 	["latency","metrics",1,"achieved_occupancy_pct 11.8 (low below 20), limited by shared_memory; stalls.long_scoreboard 55.1% (high from 50); busiest unit memory_throughput_pct 22.4 (far from its roof below 30)",["change_block_sizes","enable_async_pipeline","change_work_per_thread","change_unrolling","change_pipeline_depth","vectorize_global_loads"]]
+	["smem","metrics",1,"memory_throughput_pct 82 (near the roof from 80) with dram_throughput_pct 10: the busiest memory unit is on chip (L1/shared memory or L2)",["switch_algorithm","change_block_sizes","change_vector_width","change_work_per_thread","switch_to_mma_or_wgmma"]]
 	END
-	for k in copy wmma_matmul transpose_conflicts histogram_atomics softmax_sfu latency_lowocc; do
+	# (matmul_h100_baseline: kg-bench --metrics on the matmul example's baseline, an H100)
+	for k in copy wmma_matmul transpose_conflicts histogram_atomics softmax_sfu latency_lowocc matmul_h100_baseline; do
 		run_tool 0 "$LIBTEST" bottleneck "$B/$k.metrics.json"
 		assert_stderr_empty
 		jq -c '[.class, .from, .confidence, .evidence, .favoured]' <<<"$output"
@@ -49,8 +51,8 @@ verdict() {
 	# The matmul already pipelines with cp.async and uses wmma: those moves are worth less.
 	without=$("$LIBTEST" bottleneck "$B/wmma_matmul.metrics.json" | jq -c '.priors | [.enable_async_pipeline, .switch_to_mma_or_wgmma, .change_pipeline_depth]')
 	with=$("$LIBTEST" bottleneck "$B/wmma_matmul.metrics.json" "$B/matmul.build.json" | jq -c '.priors | [.enable_async_pipeline, .switch_to_mma_or_wgmma, .change_pipeline_depth]')
-	[ "$without" = '[0.1611,0.1529,0.1594]' ]
-	[ "$with" = '[0.0601,0.1007,0.195]' ]
+	[ "$without" = '[0.1556,0.1504,0.154]' ]
+	[ "$with" = '[0.0577,0.0984,0.1873]' ]
 }
 
 @test "without metrics, the PTX figures alone make a weaker guess, said as such; with neither, unclassified" {
@@ -132,12 +134,12 @@ first_pick() {
 	[ "$(kg-select --export "$RUN" | jq -c '[.edges[].prior | . * 1000 | round]')" = '[577,1814]' ]
 	# The tensor pipe busy: a deeper pipeline first.
 	[ "$(first_pick "$B/wmma_matmul.metrics.json")" = "evaluate change_pipeline_depth" ]
-	[ "$(kg-select --export "$RUN" | jq -c '[.edges[].prior | . * 1000 | round]')" = '[1684,595]' ]
+	[ "$(kg-select --export "$RUN" | jq -c '[.edges[].prior | . * 1000 | round]')" = '[1635,598]' ]
 	# A proposer's prior is weighed, not replaced; a method outside the catalog keeps it.
 	jq -cn '{node: "S0", node_id: 0, candidate: {id: "p", method: "vectorize_global_loads", prior: 0.5}},
 		{node: "S0", node_id: 0, candidate: {id: "q", method: "my_own_trick", prior: 0.5}}' |
 		kg-select --update "$RUN" >/dev/null
-	[ "$(kg-select --export "$RUN" | jq -c '[.edges[2:][].prior | . * 1000 | round]')" = '[298,500]' ]
+	[ "$(kg-select --export "$RUN" | jq -c '[.edges[2:][].prior | . * 1000 | round]')" = '[299,500]' ]
 	# -v says which bottleneck weighed them.
 	rm -rf out
 	mkdir -p "$RUN/variants/S0"
