@@ -35,12 +35,14 @@ struct session {
 	uint32_t *reason_index;
 	char **reason_name;
 	int *counted;	       /* the reason counts once per sample (the "_not_issued" ones repeat others) */
-	CUpti_PCSamplingData buf;
+	/* GetData fills buf; Disable leaves what CUPTI still holds in rest, the configured buffer
+	 * (one buffer for both gets no PC at all: seen on an H100, CUDA 13.0). */
+	CUpti_PCSamplingData buf, rest;
 	struct pc *pcs;
 	size_t npcs, alloc;
 	char **names;	       /* the function names CUPTI handed over, each freed once */
 	size_t nnames;
-	uint64_t dropped;
+	uint64_t dropped, cupti_samples, other_samples; /* CUPTI's counts, for a why when no PC came */
 };
 
 static int ends_with(const char *s, const char *end)
@@ -69,7 +71,26 @@ static uint32_t sampling_period(const struct pcsample_target *t)
 	return p;
 }
 
-/* The stall reasons CUPTI samples, and the buffer GetData fills (COLLECT_PCS PCs of them all). */
+/* A buffer for COLLECT_PCS PCs of nreasons stall reasons each. */
+static void buffer_init(CUpti_PCSamplingData *b, size_t nreasons)
+{
+	b->size = sizeof(*b);
+	b->collectNumPcs = COLLECT_PCS;
+	b->pPcData = xcalloc(COLLECT_PCS, sizeof(*b->pPcData));
+	for (size_t k = 0; k < COLLECT_PCS; k++) {
+		b->pPcData[k].size = sizeof(b->pPcData[k]);
+		b->pPcData[k].stallReason = xcalloc(nreasons + 1, sizeof(CUpti_PCSamplingStallReason));
+	}
+}
+
+static void buffer_release(CUpti_PCSamplingData *b)
+{
+	for (size_t k = 0; k < COLLECT_PCS && b->pPcData; k++)
+		free(b->pPcData[k].stallReason);
+	free(b->pPcData);
+}
+
+/* The stall reasons CUPTI samples, and the buffers. */
 static int session_init(struct session *s, const struct pcsample_target *t, struct strbuf *why)
 {
 	memset(s, 0, sizeof(*s));
@@ -94,13 +115,8 @@ static int session_init(struct session *s, const struct pcsample_target *t, stru
 		return -1;
 	for (size_t k = 0; k < s->nreasons; k++)
 		s->counted[k] = !ends_with(s->reason_name[k], "_not_issued");
-	s->buf.size = sizeof(s->buf);
-	s->buf.collectNumPcs = COLLECT_PCS;
-	s->buf.pPcData = xcalloc(COLLECT_PCS, sizeof(*s->buf.pPcData));
-	for (size_t k = 0; k < COLLECT_PCS; k++) {
-		s->buf.pPcData[k].size = sizeof(s->buf.pPcData[k]);
-		s->buf.pPcData[k].stallReason = xcalloc(s->nreasons + 1, sizeof(CUpti_PCSamplingStallReason));
-	}
+	buffer_init(&s->buf, s->nreasons);
+	buffer_init(&s->rest, s->nreasons);
 	return 0;
 }
 
@@ -111,9 +127,8 @@ static void session_release(struct session *s)
 	free(s->reason_name);
 	free(s->reason_index);
 	free(s->counted);
-	for (size_t k = 0; k < COLLECT_PCS && s->buf.pPcData; k++)
-		free(s->buf.pPcData[k].stallReason);
-	free(s->buf.pPcData);
+	buffer_release(&s->buf);
+	buffer_release(&s->rest);
 	for (size_t k = 0; k < s->npcs; k++)
 		free(s->pcs[k].by_reason);
 	free(s->pcs);
@@ -122,12 +137,14 @@ static void session_release(struct session *s)
 	free(s->names);
 }
 
-/* Takes the PCs the buffer holds, and the function names CUPTI allocated for them. */
-static void take(struct session *s)
+/* Takes the PCs buffer b holds, and the function names CUPTI allocated for them. */
+static void take(struct session *s, CUpti_PCSamplingData *b)
 {
-	s->dropped += s->buf.droppedSamples;
-	for (size_t k = 0; k < s->buf.totalNumPcs; k++) {
-		CUpti_PCSamplingPCData *d = &s->buf.pPcData[k];
+	s->dropped += b->droppedSamples;
+	s->cupti_samples += b->totalSamples;
+	s->other_samples += b->nonUsrKernelsTotalSamples;
+	for (size_t k = 0; k < b->totalNumPcs; k++) {
+		CUpti_PCSamplingPCData *d = &b->pPcData[k];
 		size_t n = 0;
 		while (n < s->nnames && s->names[n] != d->functionName)
 			n++;
@@ -152,7 +169,7 @@ static void take(struct session *s)
 				}
 		d->functionName = NULL;
 	}
-	s->buf.totalNumPcs = 0;
+	b->totalNumPcs = 0;
 }
 
 /* Everything CUPTI holds of the ranges so far. */
@@ -168,7 +185,7 @@ static int drain(struct session *s, struct strbuf *why)
 				strbuf_addstr(why, " (CUPTI's hardware buffer filled up)");
 			return -1;
 		}
-		take(s);
+		take(s, &s->buf);
 	} while (s->buf.remainingNumPcs > 0);
 	return 0;
 }
@@ -184,7 +201,7 @@ static int configure(struct session *s, uint32_t period, struct strbuf *why)
 	info[2].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL;
 	info[2].attributeData.enableStartStopControlData.enableStartStopControl = 1;
 	info[3].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER;
-	info[3].attributeData.samplingDataBufferData.samplingDataBuffer = &s->buf;
+	info[3].attributeData.samplingDataBufferData.samplingDataBuffer = &s->rest;
 	CUpti_PCSamplingConfigurationInfoParams cp = {.size = CUpti_PCSamplingConfigurationInfoParamsSize};
 	cp.ctx = s->ctx;
 	cp.numAttributes = ARRAY_SIZE(info);
@@ -325,13 +342,17 @@ cJSON *pcsample_collect(const struct pcsample_target *t, const struct pcsample_r
 			launches = sample(&s, replay, &why);
 	}
 	if (enabled) {
-		/* Disable puts what CUPTI still holds into the configured buffer. */
 		CUpti_PCSamplingDisableParams dis = {.size = CUpti_PCSamplingDisableParamsSize};
 		dis.ctx = t->ctx;
-		s.buf.totalNumPcs = 0;
 		cupti_pc.cuptiPCSamplingDisable(&dis);
-		if (launches >= 0 && s.buf.pPcData)
-			take(&s);
+		if (launches >= 0 && s.rest.pPcData)
+			take(&s, &s.rest);
+	}
+	if (launches >= 0 && s.npcs == 0) {
+		strbuf_addf(&why, "CUPTI gave no sampled PC in %d launches (its counts: %llu samples, %llu in other "
+			    "kernels, %llu dropped)", launches, (unsigned long long)s.cupti_samples,
+			    (unsigned long long)s.other_samples, (unsigned long long)s.dropped);
+		launches = -1;
 	}
 	json_add_string(m, "status", launches >= 0 ? "ok" : "unavailable");
 	if (launches < 0)
