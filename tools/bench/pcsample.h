@@ -38,8 +38,4 @@ struct pcsample_replay {
  * "stalls": {REASON: samples}}] by line}. The caller owns it. */
 cJSON *pcsample_collect(const struct pcsample_target *t, const struct pcsample_replay *replay);
 
-/* The short form of a lines.json object for bench.metrics.lines: its status (and why), samples,
- * cost_ms and its 3 hottest lines, each with its share and its most frequent stall reason. */
-cJSON *pcsample_summary(const cJSON *lines);
-
 #endif

@@ -15,6 +15,7 @@
 #include "fileio.h"
 #include "gpu.h"
 #include "harness.h"
+#include "hot_lines.h"
 #include "jsonl.h"
 #include "kargs.h"
 #include "log.h"
@@ -1726,7 +1727,7 @@ static cJSON *sample_lines(const struct wrun *r, const struct kernel *kn, const 
 
 /* kg-bench --metrics: the hardware metrics of a timed kernel, in a replay of its own on the
  * spec's inputs, into bench.metrics and variants/STATE/metrics.json, and the lines of its PC
- * samples into variants/STATE/lines.json (their summary in bench.metrics.lines). Whatever
+ * samples into variants/STATE/lines.json (hot_lines.h's summary in bench.metrics.lines). Whatever
  * happens here the record keeps its status and figures; a CUDA error only ends the worker
  * after it. */
 static void add_metrics(const struct wrun *r, const struct kernel *kn, const cJSON *build, const struct bench_settings *cfg,
@@ -1741,7 +1742,7 @@ static void add_metrics(const struct wrun *r, const struct kernel *kn, const cJS
 	gpu.spoiled |= pass.f.failed;
 	cJSON *lines = sample_lines(r, kn, build, cfg, json_number(bench, "median_ms", NAN));
 	const char *dir = json_string(build, "dir");
-	json_add(m, "lines", pcsample_summary(lines));
+	json_add(m, "lines", hot_lines_summary(lines));
 	if (dir) {
 		char *path = xasprintf("%s/%s/lines.json", r->dir, dir);
 		write_json_file(path, lines);
