@@ -22,8 +22,8 @@ struct pcsample_target {
 };
 
 /* How the caller replays the kernel. load runs once, after sampling is enabled: it loads the
- * cubin again and returns the function to launch (CUPTI follows the modules loaded while it
- * samples). prepare runs before each sampled launch, outside the sampled range; launch makes
+ * cubin again, the function to launch (as NVIDIA's samples do, the module loaded while
+ * CUPTI samples; one loaded before was never tried). prepare runs before each sampled launch, outside the sampled range; launch makes
  * the one launch and waits for it. Each returns NULL, or the CUDA error that stopped it. */
 struct pcsample_replay {
 	const char *(*load)(void *arg);
