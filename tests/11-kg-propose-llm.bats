@@ -27,8 +27,9 @@ teardown() {
 	if [ -f mock.pid ]; then kill "$(cat mock.pid)" 2>/dev/null || true; fi
 }
 
-# mock SCRIPT-JSON: starts the mock server with these rules; OPENAI_BASE_URL points at it.
+# mock SCRIPT-JSON: starts the mock server with these rules (ending the one before); OPENAI_BASE_URL points at it.
 mock() {
+	if [ -f mock.pid ]; then kill "$(cat mock.pid)" 2>/dev/null || true; fi
 	echo "$1" > script.json
 	rm -f port
 	python3 "$TOOLS/mock_llm.py" script.json requests.jsonl port &
