@@ -27,8 +27,9 @@ teardown() {
 	if [ -f mock.pid ]; then kill "$(cat mock.pid)" 2>/dev/null || true; fi
 }
 
-# mock SCRIPT-JSON: starts the mock server with these rules; OPENAI_BASE_URL points at it.
+# mock SCRIPT-JSON: starts the mock server with these rules (ending the one before); OPENAI_BASE_URL points at it.
 mock() {
+	if [ -f mock.pid ]; then kill "$(cat mock.pid)" 2>/dev/null || true; fi
 	echo "$1" > script.json
 	rm -f port
 	python3 "$TOOLS/mock_llm.py" script.json requests.jsonl port &
@@ -453,6 +454,35 @@ METRICS='{"status":"ok","source":"cupti-range-profiler","device":"NVIDIA H100 80
 	run_tool 0 kg-propose --llm --persona throughput --tool-rounds 4 --tool-total-bytes 200 pick.jsonl
 	[ "$(jq -r 'select(.n == 2) | .body.messages[-1].content' requests.jsonl)" = \
 		'error: the results of this conversation reached their limit (200 bytes): answer now with what you have' ]
+}
+
+# An illustration of kg-bench --metrics' lines.json, written by hand.
+LINES='{"status":"ok","source":"cupti-pc-sampling","sampling_period_cycles":512,"launches":1,"samples":1000,
+	"dropped":0,"unmapped":50,"cost_ms":420,"lines":[{"line":9,"samples":100,"share_pct":10,"stalls":{"branch_resolving":100}},
+	{"line":10,"samples":800,"share_pct":80,"stalls":{"long_scoreboard":700,"selected":100}},
+	{"line":11,"samples":50,"share_pct":5,"stalls":{}}]}'
+
+@test "lines.json: the hottest kernel.cu lines in the prompt, each line's share beside it in source_lines" {
+	echo "$METRICS" > "$(variant)/metrics.json"
+	echo "$LINES" > "$(variant)/lines.json"
+	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "source_lines", "arguments": {"start": 8, "end": 10}}]'),
+		$(rule 'call_1_0' "$(answer)")]}"
+	run_tool 0 kg-propose --llm --persona throughput --tool-rounds 1 pick.jsonl
+	prompt=$(jq -r 'select(.n == 1) | .body.messages[1].content' requests.jsonl)
+	[[ "$prompt" == *"$(printf '%s\n' '- warp stall reasons (share of stalls): long_scoreboard 61.5 %, wait 12 %, barrier 0 %' \
+		'- hottest kernel.cu lines (share of PC samples, top stall): line 10 80 % (long_scoreboard), line 9 10 % (branch_resolving), line 11 5 %' \
+		'- unavailable (not measured; do not assume): l1_hit_rate_pct')"* ]]
+	[ "$(jq -r '.[0].result' <<<"$(jq -c '.function_calls' "$RUN"/llm/*-throughput-round1.json)")" = "$(printf '%s\n' \
+		'line, share of the PC samples (lines.json) and top stall, source:' \
+		"   8                             $(sed -n 8p "$(variant)/kernel.cu")" \
+		"   9   10.0 % branch_resolving    $(sed -n 9p "$(variant)/kernel.cu")" \
+		"  10   80.0 % long_scoreboard     $(sed -n 10p "$(variant)/kernel.cu")")" ]
+	# sampling that failed: neither
+	echo '{"status":"unavailable","why":"cuptiPCSamplingEnable: CUPTI_ERROR_NOT_SUPPORTED","source":"cupti-pc-sampling"}' > "$(variant)/lines.json"
+	mock "{\"rules\": [$(rule 'role: throughput' "$(answer)")]}"
+	run_tool 0 kg-propose --llm --persona throughput pick.jsonl
+	prompt=$(jq -rs '.[-1].body.messages[1].content' requests.jsonl)
+	[[ "$prompt" == *"- warp stall reasons"* && "$prompt" != *"hottest kernel.cu lines"* ]]
 }
 
 @test "--tool-rounds: every round is logged and cached; a rerun is answered by the cache round after round" {

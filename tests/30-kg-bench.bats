@@ -71,6 +71,9 @@ built() {
 	run_tool 0 kg-bench --metrics --replay "$REPLAY" input.jsonl
 	assert_stderr_empty
 	[ "$(jq -c '.bench | [.status, .replayed, has("metrics")]' <<<"$output")" = '["ok",true,false]' ]
+	# --help says where the lines of the PC samples go, and that failing to take them changes nothing
+	run_tool 0 kg-bench --help
+	[[ "$output" == *"into variants/STATE/lines.json"* && "$output" == *"(bench.metrics.lines.why)"* ]]
 }
 
 @test "--replay answers from a T4 table: summaries of its runtimes, failures by their invalidity" {

@@ -19,6 +19,7 @@
 struct cu_api cu;
 struct cupti_api cupti;
 struct cupti_profiler_api cupti_prof;
+struct cupti_pcsampling_api cupti_pc;
 static void *cupti_handle; /* what cupti_open loaded, for cupti_profiler_open */
 
 int cuda_open(struct strbuf *why)
@@ -106,6 +107,36 @@ int cupti_profiler_open(struct strbuf *why)
 	CUPTI_PROFILER_FUNCTIONS(CUPTI_PROF_LOAD)
 #undef CUPTI_PROF_LOAD
 	return 0;
+}
+
+int cupti_pcsampling_open(struct strbuf *why)
+{
+	if (!cupti_handle) {
+		strbuf_addstr(why, "no CUPTI");
+		return -1;
+	}
+#define CUPTI_PC_LOAD(f)                                                               \
+	if (!(*(void **)&cupti_pc.f = dlsym(cupti_handle, STRINGIFY(f)))) {            \
+		strbuf_addf(why, "this CUPTI has no %s (no PC sampling API)", STRINGIFY(f)); \
+		return -1;                                                             \
+	}
+	CUPTI_PCSAMPLING_FUNCTIONS(CUPTI_PC_LOAD)
+#undef CUPTI_PC_LOAD
+	return 0;
+}
+
+int cupti_failed(CUptiResult rc, const char *call, struct strbuf *why)
+{
+	if (rc == CUPTI_SUCCESS)
+		return 0;
+	const char *text = NULL;
+	if (cupti.cuptiGetResultString)
+		cupti.cuptiGetResultString(rc, &text);
+	strbuf_addf(why, "%s: %s", call, text ? text : "CUPTI error");
+	if (rc == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES)
+		strbuf_addstr(why, " (ERR_NVGPUCTRPERM: the driver lets only administrators read the GPU's performance "
+				   "counters; run as root, or load the nvidia module with NVreg_RestrictProfilingToAdminUsers=0)");
+	return -1;
 }
 
 /* NVML's few entry points, declared here: the toolkit ships no nvml.h everywhere. */

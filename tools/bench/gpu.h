@@ -7,6 +7,7 @@
 
 #include <cuda.h>
 #include <cupti_activity.h>
+#include <cupti_pcsampling.h>
 #include <cupti_profiler_host.h>
 #include <cupti_profiler_target.h>
 #include <cupti_range_profiler.h>
@@ -60,6 +61,18 @@ struct cupti_profiler_api {
 	CUPTI_PROFILER_FUNCTIONS(CU_DECLARE)
 };
 extern struct cupti_profiler_api cupti_prof;
+
+/* CUPTI's PC sampling API and its SASS-to-source correlation, for the kernel.cu lines that the
+ * samples of --metrics fall on; loaded apart, so that a CUPTI without them still profiles. */
+#define CUPTI_PCSAMPLING_FUNCTIONS(X)                                                            \
+	X(cuptiPCSamplingEnable) X(cuptiPCSamplingDisable) X(cuptiPCSamplingSetConfigurationAttribute) \
+	X(cuptiPCSamplingStart) X(cuptiPCSamplingStop) X(cuptiPCSamplingGetData)                   \
+	X(cuptiPCSamplingGetNumStallReasons) X(cuptiPCSamplingGetStallReasons)                    \
+	X(cuptiGetSassToSourceCorrelation)
+struct cupti_pcsampling_api {
+	CUPTI_PCSAMPLING_FUNCTIONS(CU_DECLARE)
+};
+extern struct cupti_pcsampling_api cupti_pc;
 #undef CU_DECLARE
 
 /* Loads the driver and initializes it. Returns 0, or -1 with why set in plain words ("no
@@ -75,6 +88,13 @@ int cupti_open(struct strbuf *why);
 /* Loads CUPTI's profiling API (cupti_prof), after cupti_open; returns 0, or -1 with why set
  * (hardware metrics are then unavailable). */
 int cupti_profiler_open(struct strbuf *why);
+
+/* Loads CUPTI's PC sampling API (cupti_pc), after cupti_open; returns 0, or -1 with why set
+ * (the lines of the samples are then unavailable). */
+int cupti_pcsampling_open(struct strbuf *why);
+
+/* Says what a CUPTI call returned (call names it) in why; -1 unless it succeeded. */
+int cupti_failed(CUptiResult rc, const char *call, struct strbuf *why);
 
 /* The SM clock in MHz of the GPU with that PCI bus id, through NVML; -1 when NVML or the
  * reading is unavailable. */

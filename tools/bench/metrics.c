@@ -74,21 +74,6 @@ static struct {
 	struct metric metrics[NMETRICS];
 } prof;
 
-/* Says what a CUPTI call returned, in the why; -1 unless it succeeded. */
-static int cupti_failed(CUptiResult rc, const char *call, struct strbuf *why)
-{
-	if (rc == CUPTI_SUCCESS)
-		return 0;
-	const char *text = NULL;
-	if (cupti.cuptiGetResultString)
-		cupti.cuptiGetResultString(rc, &text);
-	strbuf_addf(why, "%s: %s", call, text ? text : "CUPTI error");
-	if (rc == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES)
-		strbuf_addstr(why, " (ERR_NVGPUCTRPERM: the driver lets only administrators read the GPU's performance "
-				   "counters; run as root, or load the nvidia module with NVreg_RestrictProfilingToAdminUsers=0)");
-	return -1;
-}
-
 /* ---------------------------------------------------------------- occupancy */
 
 /* Theoretical occupancy from the driver's occupancy calculator, and what limits it: the

@@ -12,6 +12,7 @@
 #include "fileio.h"
 #include "fnv1a.h"
 #include "functions.h"
+#include "hot_lines.h"
 #include "jsonl.h"
 #include "log.h"
 #include "methods.h"
@@ -346,7 +347,30 @@ const cJSON *experts_object_member(const cJSON *obj, const char *key)
 
 /* The hardware metrics of the variant (kg-bench --metrics: metrics.json) as they are: a value
  * the file does not hold is named unavailable, never estimated; nothing without the file. */
-static void metrics_section(struct strbuf *sb, const struct node_info *node)
+/* The 3 kernel.cu lines with the most PC samples (kg-bench --metrics: lines.json), each with
+ * its share of the samples and its most frequent stall reason; nothing without the file. */
+static void hot_lines(struct strbuf *sb, const struct run_info *run, const struct node_info *node)
+{
+	cJSON *doc = experts_variant_json(run, node, "lines.json");
+	const char *status = json_string(doc, "status");
+	if (doc && status && strcmp(status, "ok") == 0) {
+		cJSON *summary = hot_lines_summary(doc);
+		const cJSON *h;
+		int k = 0;
+		cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(summary, "hottest")) {
+			const char *stall = json_string(h, "stall");
+			strbuf_addf(sb, "%sline %g %.3g %%%s%s%s", k++ ? ", " : "- hottest kernel.cu lines (share of PC samples, top stall): ",
+				    json_number(h, "line", 0), json_number(h, "share_pct", 0), stall ? " (" : "", stall ? stall : "",
+				    stall ? ")" : "");
+		}
+		if (k)
+			strbuf_addch(sb, '\n');
+		cJSON_Delete(summary);
+	}
+	cJSON_Delete(doc);
+}
+
+static void metrics_section(struct strbuf *sb, const struct run_info *run, const struct node_info *node)
 {
 	static const struct {
 		const char *key, *label, *unit;
@@ -417,6 +441,7 @@ static void metrics_section(struct strbuf *sb, const struct node_info *node)
 	if (listed)
 		strbuf_addch(sb, '\n');
 	free(taken);
+	hot_lines(sb, run, node);
 	const cJSON *unavailable = experts_object_member(doc, "unavailable");
 	int k = 0;
 	cJSON_ArrayForEach(v, unavailable)
@@ -515,7 +540,7 @@ static char *prompt_context(const struct experts *ex, const struct run_info *run
 	space_section(&sb, run->spec, node->config);
 	symptoms_section(&sb, node);
 	regions_section(&sb, run, node);
-	metrics_section(&sb, node);
+	metrics_section(&sb, run, node);
 	history_section(&sb, run, ex->history);
 	methods_section(&sb, ex, run, node);
 	return strbuf_detach(&sb);

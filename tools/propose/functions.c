@@ -28,7 +28,9 @@ static const struct llm_function functions[] = {
 	 "regions after it and the loops holding it.",
 	 "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\",\"description\":\"the region's id\"}},"
 	 "\"required\":[\"id\"],\"additionalProperties\":false}"},
-	{"source_lines", "Lines start to end of this variant's kernel.cu, numbered.",
+	{"source_lines",
+	 "Lines start to end of this variant's kernel.cu, numbered; when its PC samples were taken (kg-bench "
+	 "--metrics), each line's share of them and its most frequent stall reason beside it.",
 	 "{\"type\":\"object\",\"properties\":{\"start\":{\"type\":\"integer\"},\"end\":{\"type\":\"integer\"}},"
 	 "\"required\":[\"start\",\"end\"],\"additionalProperties\":false}"},
 	{"ptx_for_lines",
@@ -202,6 +204,34 @@ static char *line_range(const cJSON *arguments, size_t n, long *start, long *end
 	return bad;
 }
 
+/* The variant's lines.json when its PC samples were taken (status ok), else NULL. */
+static cJSON *sampled_lines(const struct variant_view *v)
+{
+	cJSON *doc = experts_variant_json(v->run, v->node, "lines.json");
+	const char *status = json_string(doc, "status");
+	if (doc && (!status || strcmp(status, "ok") != 0)) {
+		cJSON_Delete(doc);
+		doc = NULL;
+	}
+	return doc;
+}
+
+/* Line k's share of the samples and its top stall, in a column of its own ("" when none). */
+static void add_samples(struct strbuf *sb, const cJSON *doc, long k)
+{
+	const cJSON *line, *s, *top = NULL;
+	cJSON_ArrayForEach(line, cJSON_GetObjectItemCaseSensitive(doc, "lines")) {
+		if (json_number(line, "line", 0) != (double)k)
+			continue;
+		cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(line, "stalls"))
+			if (cJSON_IsNumber(s) && (!top || s->valuedouble > top->valuedouble))
+				top = s;
+		strbuf_addf(sb, "%5.1f %% %-18.18s  ", json_number(line, "share_pct", 0), top ? top->string : "");
+		return;
+	}
+	strbuf_addf(sb, "%27s", "");
+}
+
 static char *call_source_lines(const struct variant_view *v, const cJSON *arguments)
 {
 	size_t n;
@@ -214,8 +244,16 @@ static char *call_source_lines(const struct variant_view *v, const cJSON *argume
 	}
 	struct strbuf sb;
 	strbuf_init(&sb);
-	for (long k = start; k <= end; k++)
-		strbuf_addf(&sb, "%4ld  %.*s\n", k, (int)strcspn(lines[k - 1], "\n"), lines[k - 1]);
+	cJSON *samples = sampled_lines(v);
+	if (samples)
+		strbuf_addstr(&sb, "line, share of the PC samples (lines.json) and top stall, source:\n");
+	for (long k = start; k <= end; k++) {
+		strbuf_addf(&sb, "%4ld  ", k);
+		if (samples)
+			add_samples(&sb, samples, k);
+		strbuf_addf(&sb, "%.*s\n", (int)strcspn(lines[k - 1], "\n"), lines[k - 1]);
+	}
+	cJSON_Delete(samples);
 	free(lines);
 	return strbuf_detach(&sb);
 }
