@@ -1,5 +1,5 @@
 /* common.h: the first include of every kernelgraph C file.
- * Feature-test macros, compiler attributes and the exit codes every tool shares (DESIGN.md). */
+ * Feature-test macros, compiler attributes and the exit codes every tool shares (docs/design.md). */
 #ifndef KG_COMMON_H
 #define KG_COMMON_H
 
@@ -11,7 +11,7 @@
 #define PRINTF_LIKE(fmt, args) __attribute__((format(printf, fmt, args)))
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Exit codes of every kg-* tool; DESIGN.md "Exit codes and errors" is the contract. */
+/* Exit codes of every kg-* tool; docs/design.md "Exit statuses and errors" is the contract. */
 enum kg_exit {
 	KG_EXIT_OK = 0,	   /* every input record was handled */
 	KG_EXIT_INPUT = 1, /* some input could not be handled; the rest was passed on */

@@ -1,4 +1,4 @@
-/* mcgs.c: search.md's formulas, each written to reproduce its test vectors (§10) exactly;
+/* mcgs.c: the search's formulas (docs/search.md), each written to reproduce its test vectors exactly;
  * tests/40-mcgs.bats checks them through the test driver. */
 #include "common.h"
 

@@ -1,4 +1,4 @@
-/* mcgs.h: the arithmetic of Monte-Carlo Graph Search (search.md): PUCT with first-play
+/* mcgs.h: the arithmetic of Monte-Carlo Graph Search (docs/search.md): PUCT with first-play
  * urgency, progressive widening, rewards and their normalization, priors from counts, the
  * idempotent backup over a graph, and the bootstrap interval that gates the incumbent.
  * Pure functions and a small graph of numbers; kg-select keeps the rest of a node. */
@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- PUCT (search.md §4) */
+/* ---- PUCT (docs/search.md "Selection") */
 
 /* AlphaZero's growing constant: c_init + log((n + c_base + 1) / c_base). */
 double puct_c(double c_init, double c_base, double n_parent);
@@ -19,13 +19,13 @@ double puct_score(double q_hat, double c, double prior, double sum_n, double n_e
 /* First-play urgency: parent_q - reduction * sqrt(visited_prior). */
 double fpu_value(double parent_q, double reduction, double visited_prior);
 
-/* ---- Progressive widening (§4.5) */
+/* ---- Progressive widening ("Selection") */
 
 /* ceil(k * visits^alpha): how many children a node may have after that many visits; 0 when
  * that is not positive (or NaN), and at most 2^53. */
 size_t widening_limit(double visits, double k, double alpha);
 
-/* ---- Rewards (§5) */
+/* ---- Rewards ("Rewards", "Selection") */
 
 /* clip(log2(t_ref / t), -clip, clip). */
 double reward_log2(double t_ref, double t, double clip);
@@ -39,14 +39,14 @@ void normalize_by_parent_and_siblings(double parent_v, const double *q, const in
 double value_h(double x);
 double value_h_inverse(double y);
 
-/* ---- Root noise (§4.4) */
+/* ---- Root noise ("Selection") */
 
 /* p[i] = (1 - eps) p[i] + eps eta[i]. */
 void dirichlet_mix(double *p, const double *eta, size_t n, double eps);
 /* A Dirichlet(alpha, ..., alpha) draw into eta, from gamma draws made with rng. */
 void dirichlet_sample(uint64_t *rng, double alpha, size_t n, double *eta);
 
-/* ---- Priors from counts (§7) */
+/* ---- Priors from counts ("The ReGraph") */
 
 void prior_laplace(const double *counts, size_t k, double alpha, double *out);
 /* (c_b + lambda * global_b) / (sum c + lambda). */
@@ -56,7 +56,7 @@ void beta_posterior(double s, double f, double a0, double b0, double *a, double 
 /* p^(1/T), normalized. */
 void prior_temper(const double *p, size_t k, double temperature, double *out);
 
-/* ---- The graph and its backup (§3) */
+/* ---- The graph and its backup ("The graph", "Backup") */
 
 #define MCGS_NONE SIZE_MAX
 
@@ -104,12 +104,12 @@ void mcgs_playout(struct mcgs *g, size_t root, const size_t *edges, size_t len, 
 /* max(U(n), best of its children): the best value below n. */
 double mcgs_best(const struct mcgs *g, size_t node);
 
-/* ---- Comparison (§8) */
+/* ---- Comparison (docs/measurement.md "Comparing two kernels") */
 
 /* Sorts x ascending. */
 void sort_doubles(double *x, size_t n);
 
-/* Percentile bootstrap of median(a) / median(b) with splitmix64 (search.md T7d): each of
+/* Percentile bootstrap of median(a) / median(b) with splitmix64 (docs/search.md, T7d): each of
  * the resamples draws b first, then a; the interval is the sorted values at
  * floor(0.025 B) and ceil(0.975 B) - 1. */
 void bootstrap_median_ratio(const double *a, size_t na, const double *b, size_t nb, size_t resamples, uint64_t seed,

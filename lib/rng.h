@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-/* Advances *state and returns the next output (search.md T7d: seed 42 gives
+/* Advances *state and returns the next output (docs/search.md, T7d: seed 42 gives
  * 0xbdd732262feb6e95 first). */
 static inline uint64_t rng_next(uint64_t *state)
 {

@@ -918,7 +918,7 @@ static int cmd_philox(char **argv)
 	return KG_EXIT_OK;
 }
 
-/* Python's repr of x rounded to 12 decimals, as search.md's reference prints lists. */
+/* Python's repr of x rounded to 12 decimals, as docs/search.md's test vectors print lists. */
 static void print_repr12(double x)
 {
 	struct strbuf sb;
@@ -994,7 +994,7 @@ static void vector_widen(void)
 		       widening_limit(cases[i][0], cases[i][1], cases[i][2]));
 }
 
-/* The diamond R->A, R->B, A->C, B->C (and C->D for T4c), with search.md's U values. */
+/* The diamond R->A, R->B, A->C, B->C (and C->D for T4c), with docs/search.md's U values. */
 static void diamond(struct mcgs *g, int with_d, size_t e[5])
 {
 	mcgs_init(g);
@@ -1156,7 +1156,7 @@ static void vector_t8(const char *which)
 	}
 }
 
-/* Prints one of search.md's test vectors (§10) the way its reference computation does. */
+/* Prints one of docs/search.md's test vectors the way its reference computation does. */
 static int cmd_mcgs(const char *vector)
 {
 	if (strcmp(vector, "T1") == 0) {

@@ -650,7 +650,7 @@ static int propose_stream(const struct options *opt)
 			log_at(reader.name, reader.line, "%s", why.buf);
 		else
 			handled = 1;
-		/* A record that cannot be handled passes through unchanged, as DESIGN.md asks. */
+		/* A record that cannot be handled passes through unchanged, as docs/design.md asks. */
 		int rc = handled ? expand(opt, run, record, &node) : write_record(cJSON_Duplicate(record, 1));
 		if (rc == KG_EXIT_IO)
 			status = KG_EXIT_IO;

@@ -51,7 +51,7 @@ static void usage(FILE *fp)
 	      "  -V, --version       print the version and exit\n"
 	      "\n"
 	      "Each kernel weighs the same: in the transition probabilities a kernel's rows from one method\n"
-	      "share a weight of 1 (search.md 7.1); in success rates and means each kernel's rows share an\n"
+	      "share a weight of 1 (docs/search.md); in success rates and means each kernel's rows share an\n"
 	      "equal part of the total. P(b|a) = (w_ab + L P(b)) / (w_a + L) with P(b) the Laplace-smoothed\n"
 	      "frequency of b; success ~ Beta(A + s, B + f).\n"
 	      "\n"
@@ -304,7 +304,7 @@ static int build(const struct options *opt)
 			status = KG_EXIT_INPUT;
 	}
 	jsonl_reader_release(&reader);
-	/* Weights: see usage() and search.md 7.1. */
+	/* Weights: see usage() and docs/search.md "The ReGraph". */
 	double *per_kernel = xcalloc(kernels.n + 1, sizeof(*per_kernel));
 	double *per_origin = xcalloc(kernels.n * methods.n + 1, sizeof(*per_origin));
 	for (size_t i = 0; i < n; i++) {
