@@ -15,7 +15,8 @@ load test_helper
 	mkdir -p "$BATS_TEST_TMPDIR/tree/docs" "$BATS_TEST_TMPDIR/tree/lib"
 	printf '# Page\n\n## Real section\n\n[x](other.md) [y](#real-section) [z](#gone)\n' >"$BATS_TEST_TMPDIR/tree/docs/a.md"
 	printf '/* docs/a.md "Real section", docs/a.md "Missing", docs/b.md; see DESIGN.md */\n' >"$BATS_TEST_TMPDIR/tree/lib/x.h"
-	printf 'As search.md says.\n' >"$BATS_TEST_TMPDIR/tree/README.md"
+	# a page's bare name is fine as a link's text
+	printf 'As search.md says.\nSee [design.md](docs/a.md#real-section).\n' >"$BATS_TEST_TMPDIR/tree/README.md"
 	run_tool 1 python3 "$TOOLS/check_docs.py" "$BATS_TEST_TMPDIR/tree"
 	assert_output "$(printf '%s\n' \
 		'README.md:1: cites a file outside the repository: As search.md says.' \
