@@ -13,6 +13,7 @@ setup() {
 @test "--help, --version and usage errors" {
 	run_tool 0 kg-regraph --help
 	assert_line --index 0 "Usage: kg-regraph build DATASET [-o FILE] [--lambda L] [--alpha0 A] [--beta0 B] [--improve D]"
+	assert_line "share a weight of 1 (docs/search.md); in success rates and means each kernel's rows share an"
 	run_tool 0 kg-regraph --version
 	assert_output --regexp '^kg-regraph \(kernelgraph\) [0-9]+\.[0-9]+\.[0-9]+$'
 	hint="Try 'kg-regraph --help' for more information."
