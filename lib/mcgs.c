@@ -1,5 +1,5 @@
-/* mcgs.c: the search's formulas (docs/search.md), each written to reproduce its test vectors exactly;
- * tests/40-mcgs.bats checks them through the test driver. */
+/* mcgs.c: the search's formulas (docs/search.md), each written to reproduce its test vectors
+ * exactly; tests/40-mcgs.bats checks them through the test driver. */
 #include "common.h"
 
 #include <math.h>

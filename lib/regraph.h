@@ -23,9 +23,9 @@ struct regraph_transition {
 	double mean_reward; /* NAN when unseen */
 };
 
-/* The transition from -> to in doc (docs/search.md "The ReGraph": an unseen transition backs off to to's
- * overall frequency). Returns 0, or -1 when to was never the target of any transition (its
- * frequency is 0), so that nothing can be said of it. */
+/* The transition from -> to in doc (docs/search.md "The ReGraph": an unseen transition backs
+ * off to to's overall frequency). Returns 0, or -1 when to was never the target of any
+ * transition (its frequency is 0), so that nothing can be said of it. */
 int regraph_transition(const cJSON *doc, const char *from, const char *to, struct regraph_transition *t);
 
 #endif

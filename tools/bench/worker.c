@@ -1598,7 +1598,7 @@ static void add_figures(const struct wrun *r, const cJSON *build, int is_baselin
 		json_add_number(bench, "speedup", 1);
 	} else {
 		double ci[2];
-		/* The bootstrap of docs/search.md's vector T7d, whose interval kg-select's incumbent rule reads. */
+		/* docs/search.md's bootstrap (vector T7d): kg-select's incumbent rule reads its interval. */
 		bootstrap_median_ratio(primary[1], series[1].n, primary[0], series[0].n, 2000, 42, ci);
 		json_add_number(bench, "baseline_ms", sm[1].median);
 		json_add_number(bench, "speedup", sm[1].median / sm[0].median);
