@@ -60,6 +60,16 @@ kg_need_commands() {
 	done
 }
 
+# kg_print_version: --version in the C tools' form, "kg-NAME (kernelgraph) VERSION", with
+# their version: the one the build gave them (the Makefile's VERSION), asked of kg-select,
+# found beside the script as every tool is, so that it is right in bin/ and installed alike.
+kg_print_version() {
+	local version
+	kg_need_commands kg-select
+	version=$(kg-select --version) || kg_die "$KG_EXIT_ENV" "kg-select --version failed"
+	printf '%s (kernelgraph) %s\n' "$KG_SELF" "${version##* }"
+}
+
 # kg_spec_name SPEC: the run's name, General.BenchmarkName or else KernelName, as kg-select
 # and the tools call the kernel. Exits 1 with the reason when the spec cannot give one.
 kg_spec_name() {

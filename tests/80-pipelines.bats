@@ -22,11 +22,18 @@ evaluated() {
 	jq -r 'select(.update.child != null and (.update.root | not)) | .build.state' "$1/events.jsonl"
 }
 
-@test "every pipeline has --help; unknown options and missing arguments are usage errors" {
+@test "every pipeline has --help and --version; unknown options and missing arguments are usage errors" {
+	version=$(sed -n 's/^VERSION *= *//p' "$KG_ROOT/Makefile") # the C tools' (KG_VERSION)
 	for p in kg-init kg-iterate kg-tune kg-nightly kg-report; do
 		run_tool 0 "$p" --help
 		assert_line --index 0 --regexp "^Usage: $p "
+		assert_line --regexp '^  -V, --version +print the version and exit$'
 		assert_stderr_empty
+		for v in --version -V; do
+			run_tool 0 "$p" "$v"
+			assert_output "$p (kernelgraph) $version"
+			assert_stderr_empty
+		done
 		run_tool 2 "$p" --bogus
 		assert_stderr "$(printf '%s\n' "$p: unknown option '--bogus'" "Try '$p --help' for more information.")"
 	done
