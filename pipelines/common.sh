@@ -112,6 +112,25 @@ kg_unlock_run() {
 	unset KG_RUN_LOCK_FD
 }
 
+# kg_work_dir DIR: makes this script's work directory, DIR/.work-kg-NAME.XXXXXX, in $work,
+# removed when the script ends. A script killed with kill -9 (no EXIT trap) leaves its own
+# behind, in DIR rather than in /tmp, where the next kg_work_dir of DIR removes it: a work
+# directory is live while its lock (flock on its "lock") is held, by the script and by the
+# children that inherit the descriptor; DIR/.work.lock keeps a new one from being taken
+# for dead between its mkdir and its lock.
+kg_work_dir() {
+	local dir=$1 fd old
+	mkdir -p "$dir" && exec {fd}>>"$dir/.work.lock" && flock "$fd" ||
+		kg_die "$KG_EXIT_IO" "cannot lock $dir/.work.lock"
+	for old in "$dir"/.work-kg-*; do
+		[ ! -d "$old" ] || ! flock -n "$old/lock" true 2>/dev/null || rm -rf "$old"
+	done
+	work=$(mktemp -d "$dir/.work-$KG_SELF.XXXXXX") && exec {KG_WORK_FD}>>"$work/lock" && flock "$KG_WORK_FD" ||
+		kg_die "$KG_EXIT_IO" "cannot make a work directory in $dir"
+	exec {fd}>&-
+	trap 'rm -rf "$work"' EXIT
+}
+
 # kg_is_run DIR: DIR holds a search graph (kg-init finished there).
 kg_is_run() {
 	[ -f "$1/graph.bin" ] || [ -f "$1/graph.json" ]

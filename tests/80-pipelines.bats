@@ -483,7 +483,9 @@ fake_stage() {
 	[ "$(grep -c 'kg-iterate: kg-bench failed (exit status 1)' <<<"$stderr")" -eq 2 ]
 }
 
-@test "kg-tune killed with kill -9 in the middle resumes: every finished record kept, none evaluated twice" {
+@test "kg-tune killed with kill -9 in the middle resumes: every finished record kept, none evaluated twice, no work directory left" {
+	mkdir tmp
+	export TMPDIR=$PWD/tmp
 	setsid kg-tune -q --no-llm --replay "$TABLE" --budget-builds 60 --outdir out "$VECTOR_ADD" >/dev/null 2>&1 &
 	pid=$!
 	for _ in $(seq 600); do
@@ -494,7 +496,17 @@ fake_stage() {
 	wait "$pid" || true
 	cp "$RUN/events.jsonl" before.jsonl
 	[ "$(evaluated "$RUN" | wc -l)" -lt 60 ]
+	# the killed kg-tune's work directory is in OUTDIR, not in TMPDIR, for the next to remove;
+	# one whose lock is held (a live kg-tune's) is left alone
+	[ "$(ls -A tmp)" = "" ]
+	[ "$(cd out && echo .work-kg-tune.*)" != ".work-kg-tune.*" ]
+	mkdir out/.work-kg-tune.live
+	exec {live}>>out/.work-kg-tune.live/lock
+	flock "$live"
 	run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --resume --outdir out "$VECTOR_ADD"
+	exec {live}>&-
+	[ "$(cd out && echo .work-kg-*)" = ".work-kg-tune.live" ]
+	[ "$(ls -A tmp)" = "" ]
 	# what was finished before the kill is still there, first, and as it was
 	head -c "$(wc -c <before.jsonl)" "$RUN/events.jsonl" | cmp - before.jsonl
 	[ "$(evaluated "$RUN" | wc -l)" -eq 60 ]
