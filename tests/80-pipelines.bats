@@ -49,11 +49,6 @@ evaluated() {
 	assert_stderr "$(printf '%s\n' "kg-tune: --budget-builds: '0' is not a positive whole number" "Try 'kg-tune --help' for more information.")"
 	run_tool 2 kg-init --replay
 	assert_stderr "$(printf '%s\n' "kg-init: option '--replay' requires an argument" "Try 'kg-init --help' for more information.")"
-	# a table that cannot be read: said, no run left, no run named as ready
-	run_tool 2 kg-init --replay missing_T4.json "$VECTOR_ADD" out
-	assert_output ""
-	assert_stderr "kg-bench: cannot read 'missing_T4.json': No such file or directory"
-	[ ! -e "$RUN" ]
 }
 
 @test "the pipelines' other bad options and arguments are named, exit 2 (kg-report: 1 for a run with nothing measured)" {
@@ -176,7 +171,13 @@ evaluated() {
 	[ "$(wc -l <out/kernels/scale/events.jsonl)" -eq 1 ]
 }
 
-@test "kg-init: a missing or wrong spec, a header outside the kernel's folder, a baseline that fails, no GPU" {
+@test "kg-init: a missing or wrong spec, a header outside the kernel's folder, a baseline that fails, no GPU, a table that cannot be read" {
+	# the table: said, no run left, none named as ready
+	run_tool 2 kg-init --replay missing_T4.json "$VECTOR_ADD" out
+	assert_output ""
+	assert_stderr "kg-bench: cannot read 'missing_T4.json': No such file or directory"
+	[ ! -e "$RUN" ]
+	rm -r out
 	run_tool 1 kg-init nothing.json out
 	assert_stderr "kg-init: nothing.json: no such spec (a T1 JSON file)"
 	echo '{"KernelSpecification": {}}' >nameless.json
