@@ -23,4 +23,4 @@ fi | jq -c --arg run "$run" '. + {run: $run} | .candidate.id |= "sweep-\(.)"' |
 	bin/kg-build -q --jobs "$(nproc)" | bin/kg-bench -q "$@" > "$work/sweep.jsonl"
 # the baseline (from kg-init) and the sweep, as one table
 cat "$run/events.jsonl" "$work/sweep.jsonl" | bin/kg-bench --t4 > "$table"
-jq -r '"\(.results | length) configurations: \([.results[] | select(.invalidity == "correct")] | length) correct; fastest \([.results[] | select(.invalidity == "correct") | .measurements[] | select(.name == "time") | .value] | min) ms"' "$table"
+jq -r '"\(.results | length) measurements of \(.results | map(.configuration) | unique | length) configurations: \([.results[] | select(.invalidity == "correct")] | length) correct; fastest \([.results[] | select(.invalidity == "correct") | .measurements[] | select(.name == "time") | .value] | min) ms"' "$table"

@@ -60,6 +60,16 @@ kg_need_commands() {
 	done
 }
 
+# kg_print_version: --version in the C tools' form, "kg-NAME (kernelgraph) VERSION", with
+# their version: the one the build gave them (the Makefile's VERSION), asked of kg-select,
+# found beside the script as every tool is, so that it is right in bin/ and installed alike.
+kg_print_version() {
+	local version
+	kg_need_commands kg-select
+	version=$(kg-select --version) || kg_die "$KG_EXIT_ENV" "kg-select --version failed"
+	printf '%s (kernelgraph) %s\n' "$KG_SELF" "${version##* }"
+}
+
 # kg_spec_name SPEC: the run's name, General.BenchmarkName or else KernelName, as kg-select
 # and the tools call the kernel. Exits 1 with the reason when the spec cannot give one.
 kg_spec_name() {
@@ -100,6 +110,25 @@ kg_lock_run() {
 kg_unlock_run() {
 	[ -z "${KG_RUN_LOCK_FD:-}" ] || exec {KG_RUN_LOCK_FD}>&-
 	unset KG_RUN_LOCK_FD
+}
+
+# kg_work_dir DIR: makes this script's work directory, DIR/.work-kg-NAME.XXXXXX, in $work,
+# removed when the script ends. A script killed with kill -9 (no EXIT trap) leaves its own
+# behind, in DIR rather than in /tmp, where the next kg_work_dir of DIR removes it: a work
+# directory is live while its lock (flock on its "lock") is held, by the script and by the
+# children that inherit the descriptor; DIR/.work.lock keeps a new one from being taken
+# for dead between its mkdir and its lock.
+kg_work_dir() {
+	local dir=$1 fd old
+	mkdir -p "$dir" && exec {fd}>>"$dir/.work.lock" && flock "$fd" ||
+		kg_die "$KG_EXIT_IO" "cannot lock $dir/.work.lock"
+	for old in "$dir"/.work-kg-*; do
+		[ ! -d "$old" ] || ! flock -n "$old/lock" true 2>/dev/null || rm -rf "$old"
+	done
+	work=$(mktemp -d "$dir/.work-$KG_SELF.XXXXXX") && exec {KG_WORK_FD}>>"$work/lock" && flock "$KG_WORK_FD" ||
+		kg_die "$KG_EXIT_IO" "cannot make a work directory in $dir"
+	exec {fd}>&-
+	trap 'rm -rf "$work"' EXIT
 }
 
 # kg_is_run DIR: DIR holds a search graph (kg-init finished there).

@@ -30,6 +30,12 @@ kmake() {
 	run "$root/opt/kg/bin/kg-propose" --version
 	assert_success
 	assert_output "kg-propose (kernelgraph) $(sed -n 's/^VERSION *= *//p' "$KG_ROOT/Makefile")"
+	for script in "$KG_ROOT"/pipelines/kg-*; do # with common.sh from share/kernelgraph
+		name=$(basename "$script")
+		run_tool 0 "$root/opt/kg/bin/$name" --version
+		assert_output "$name (kernelgraph) $(sed -n 's/^VERSION *= *//p' "$KG_ROOT/Makefile")"
+		assert_stderr_empty
+	done
 
 	run kmake -s uninstall DESTDIR="$root" PREFIX=/opt/kg
 	assert_success

@@ -57,6 +57,7 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 @test "--help prints the usage on stdout and exits 0; --version the version" {
 	run_tool 0 kg-build --help
 	assert_line --index 0 "Usage: kg-build [OPTION]... [FILE]"
+	assert_line "object is reported and dropped; 2 usage error; 3 NVRTC (unless --no-compile) or"
 	assert_stderr_empty
 	run_tool 0 kg-build --version
 	assert_output --regexp '^kg-build \(kernelgraph\) [0-9]+\.[0-9]+\.[0-9]+$'
@@ -502,7 +503,7 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 	[ "$(jq -r '.build.status // empty' <<<"$output" | sort -u)" = ok ]
 }
 
-@test "records that cannot be handled are reported with their line and passed on; exit 1" {
+@test "records that cannot be handled are reported with their line and passed on, a line that is not JSON dropped; exit 1" {
 	new_run run
 	mkdir empty-run
 	{
@@ -535,6 +536,7 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 		'kg-build: input.jsonl:11: candidate.source: must be a string (a whole kernel file) or null')"
 	[ "${#lines[@]}" -eq 11 ]
 	[ "${lines[0]}" = '{"candidate":{"id":"no-run"}}' ]
+	refute_line 'not json' # no record: passing it on would break the next tool's input
 	[ "$(jq -r '.build.status // "none"' <<<"$output" | tr '\n' ' ')" = 'none none none none none none none none none none ok ' ]
 	# --run supplies the run of records that have none.
 	run_tool 0 kg-build --run run < <(echo '{"candidate":{"id":"no-run"}}')

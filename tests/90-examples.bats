@@ -22,6 +22,19 @@ setup() {
 	done
 }
 
+@test "the README's table of examples gives each space's size as kg-propose counts it" {
+	rows=0
+	while IFS='|' read -r _ name _ size _; do
+		name=${name//[\` ]/} size=${size%% (*} size=${size//[, ]/}
+		spec=$KG_ROOT/examples/$name/$name.json
+		[ -n "$name" ] && [ -f "$spec" ] || continue # not a row of the examples' table
+		run_tool 0 kg-propose --exhaustive --count --spec "$spec"
+		[ "$size" = "$output" ] || { echo "$name: the README says $size, kg-propose counts $output" >&2; false; }
+		rows=$((rows + 1))
+	done <"$KG_ROOT/README.md"
+	[ "$rows" -eq "$(ls -d "$KG_ROOT"/examples/*/ | wc -l)" ]
+}
+
 @test "every example has a table recorded on the H100: its whole space, or a sample of 40 or more; all correct; it replays" {
 	for spec in "$KG_ROOT"/examples/*/*.json; do
 		case $spec in *_T4.json) continue ;; esac

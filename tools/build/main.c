@@ -78,9 +78,10 @@ static void usage(FILE *fp)
 	      "\"build\" are relative to the run directory. build.edited says whether the variant's\n"
 	      "source differs from the spec's kernel file (a code edit on its path).\n"
 	      "\n"
-	      "Exit status: 0 every record handled; 1 some record could not be (bad JSON, no run,\n"
-	      "a missing parent), reported and passed on unchanged; 2 usage error; 3 NVRTC (unless\n"
-	      "--no-compile) or GNU patch cannot be run; 4 input or output failed.\n",
+	      "Exit status: 0 every record handled; 1 some input could not be: a record (no run,\n"
+	      "a missing parent) is reported and passed on unchanged, a line that is not a JSON\n"
+	      "object is reported and dropped; 2 usage error; 3 NVRTC (unless --no-compile) or\n"
+	      "GNU patch cannot be run; 4 input or output failed.\n",
 	      fp);
 }
 
