@@ -482,7 +482,7 @@ static int method_allowed(const cJSON *allowed, const cJSON *catalog, const stru
 {
 	const char *how;
 	double score;
-	const cJSON *m = methods_match(catalog, p->method, 0.85, &how, &score), *e;
+	const cJSON *m = methods_match(catalog, p->method, METHODS_MATCH_THRESHOLD, &how, &score), *e;
 	char *canonical = m ? xstrdup(json_string(m, "name")) : method_normalize(p->method);
 	int ok = 0;
 	cJSON_ArrayForEach(e, allowed)
