@@ -243,6 +243,7 @@ static void stemmed_words(const char *text, struct terms *out)
 
 /* The domain's synonyms: the first of these phrases found at a word becomes the second, so
  * that an abbreviation, an instruction or a product name meets the words the catalog uses.
+ * Both are stemmed as names are ("vectorize" stands for "vectorized" and "vectorization").
  * Longer phrases come before the shorter ones they begin with. */
 static const char *const synonyms[][2] = {
 	{"smem", "shared memory"},
@@ -256,10 +257,7 @@ static const char *const synonyms[][2] = {
 	{"tensor memory accelerator", "async copy"},
 	{"tma", "async copy"},
 	{"asynchronous", "async"},
-	{"asynchronously", "async"},
 	{"vectorize", "vector"},
-	{"vectorized", "vector"},
-	{"vectorization", "vector"},
 	{"128 bit", "vector"},
 	{"float2", "vector"},
 	{"float4", "vector"},
@@ -391,7 +389,7 @@ char *method_terms(const char *name)
 struct indexed_method {
 	const cJSON *method;
 	struct terms vocabulary; /* every term of its name and aliases */
-	struct terms described;	 /* the terms of its description: they count half */
+	struct terms described;	 /* the terms of its description: they count DESCRIBED_SHARE */
 	struct terms *phrase;	 /* the terms of its name, then of each alias */
 	double *phrase_weight;	 /* the weight of each phrase's terms together */
 	size_t nphrase;
