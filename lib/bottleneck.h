@@ -108,7 +108,7 @@ enum bottleneck_class {
 	BC_UNCLASSIFIED = BOTTLENECK_NCLASSES /* no score reaches 0.2 */
 };
 
-/* The methods the priors are over: the fifteen canonical ones of lib/methods.c. */
+/* The methods the priors are over: the first fifteen of lib/methods.c (not shared_memory_tiling). */
 #define BOTTLENECK_NMETHODS 15
 
 /* What a classification was made from. */

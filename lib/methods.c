@@ -3,7 +3,10 @@
  * and matching names onto it. */
 #include "common.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fileio.h"
@@ -46,6 +49,10 @@ const struct method_seed method_seeds[] = {
 	 {"algorithm switch", "variant switch", "implementation switch", NULL}},
 	{"retune_configuration", "change several tuning parameters of different kinds at once",
 	 {"configuration jump", "retune", "multi-parameter change", NULL}},
+	/* Last, so that the fifteen above keep their places in lib/bottleneck.c's priors, which have
+	 * no opinion on it: the move a tiled kernel starts from, named by the design's example. */
+	{"shared_memory_tiling", "stage tiles of the inputs in shared memory so that a block reuses each global load many times",
+	 {"smem tiling", "shared memory blocking", "tile in shared memory", "shared memory caching", NULL}},
 };
 const size_t method_seed_count = ARRAY_SIZE(method_seeds);
 
@@ -115,90 +122,479 @@ char *method_normalize(const char *s)
 	return out;
 }
 
-static size_t edit_distance(const char *a, const char *b)
+/* ---------------------------------------------------------------- terms
+ *
+ * What the matcher compares is not a name's letters but its terms: its words lowercased,
+ * spelled the American way, stemmed, with the domain's synonyms written one way and the words
+ * that say nothing of a method dropped. "Unroll loops" and "loop unrolling" both become
+ * {loop, unroll}; "smem tiling" and "tile in shared memory" both {memory, shar, til}. */
+
+struct terms {
+	char **term; /* sorted, no two alike; each owned */
+	size_t n;
+};
+
+static void terms_release(struct terms *t)
 {
-	size_t n = strlen(a), m = strlen(b), *row = xcalloc(m + 1, sizeof(*row));
-	for (size_t j = 0; j <= m; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= n; i++) {
-		size_t diag = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= m; j++) {
-			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-			best = best < up + 1 ? best : up + 1;
-			best = best < row[j - 1] + 1 ? best : row[j - 1] + 1;
-			diag = up;
-			row[j] = best;
+	for (size_t i = 0; i < t->n; i++)
+		free(t->term[i]);
+	free(t->term);
+	t->term = NULL;
+	t->n = 0;
+}
+
+static void terms_push(struct terms *t, char *word)
+{
+	t->term = xreallocarray(t->term, t->n + 1, sizeof(*t->term));
+	t->term[t->n++] = word;
+}
+
+static int ends_with(const char *w, size_t len, const char *suffix)
+{
+	size_t n = strlen(suffix);
+	return len >= n && memcmp(w + len - n, suffix, n) == 0;
+}
+
+/* British spellings the American way, so that both meet: -ise, -ised, -ising, -isation
+ * become -ize... after at least four letters ("vectorise", not "wise"), and -our, -ours,
+ * -oured, -ouring become -or... after at least three ("behaviour", not "four"). A word
+ * wrongly changed ("precise") is changed alike everywhere, so nothing is lost. */
+static void american_spelling(char *w)
+{
+	static const char *const ise[] = {"ise", "ised", "ises", "ising", "isation", "isations", "iser", "isers"};
+	static const char *const our[] = {"our", "ours", "oured", "ouring"};
+	size_t len = strlen(w);
+	for (size_t i = 0; i < ARRAY_SIZE(ise); i++)
+		if (ends_with(w, len, ise[i]) && len - strlen(ise[i]) >= 4) {
+			w[len - strlen(ise[i]) + 1] = 'z';
+			return;
+		}
+	for (size_t i = 0; i < ARRAY_SIZE(our); i++)
+		if (ends_with(w, len, our[i]) && len - strlen(our[i]) >= 3) {
+			size_t u = len - strlen(our[i]) + 1;
+			memmove(w + u, w + u + 1, len - u);
+			return;
+		}
+}
+
+/* A small suffix stemmer (Porter's idea, far fewer rules): the forms of a word the method
+ * names use meet on one stem, "unroll", "unrolls", "unrolled", "unrolling" on "unroll";
+ * "tile", "tiles", "tiled", "tiling" on "til". In order:
+ *   1. plurals: -ies -> -y, -sses -> -ss, else a final -s goes (not after s, u or i: "bypass",
+ *      "bus", "analysis");
+ *   2. the first of -ation, -ction -> -c, -ing, -ed (each leaving three letters), -sion -> -s (two),
+ *      -ly, -ate (each leaving four) goes; after -ing or -ed, a stem ending in -at loses it
+ *      ("predicated" as "predicate") and a doubled last consonant but l, s or z is halved
+ *      ("padding" -> "pad");
+ *   3. a final -e goes from a word of three letters or more. */
+static void stem(char *w)
+{
+	static const struct {
+		const char *suffix, *by;
+		size_t keep; /* the letters that must remain before the suffix */
+	} rules[] = {
+		{"ation", "", 3}, {"ction", "c", 3}, {"sion", "s", 2}, {"ing", "", 3}, {"ed", "", 3}, {"ly", "", 4}, {"ate", "", 4},
+	};
+	size_t len = strlen(w);
+	if (len > 4 && ends_with(w, len, "ies"))
+		memcpy(w + (len -= 2) - 1, "y", 2);
+	else if (ends_with(w, len, "sses"))
+		w[len -= 2] = '\0';
+	else if (len >= 3 && w[len - 1] == 's' && !strchr("siu", w[len - 2]))
+		w[--len] = '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(rules); i++) {
+		size_t n = strlen(rules[i].suffix);
+		if (!ends_with(w, len, rules[i].suffix) || len - n < rules[i].keep)
+			continue;
+		memcpy(w + len - n, rules[i].by, strlen(rules[i].by) + 1);
+		len = strlen(w);
+		if (strcmp(rules[i].suffix, "ing") == 0 || strcmp(rules[i].suffix, "ed") == 0) {
+			if (ends_with(w, len, "at") && len - 2 >= 4)
+				w[len -= 2] = '\0';
+			else if (len >= 4 && w[len - 1] == w[len - 2] && !strchr("aeiouylsz", w[len - 1]))
+				w[--len] = '\0';
+		}
+		break;
+	}
+	if (len >= 3 && w[len - 1] == 'e')
+		w[--len] = '\0';
+}
+
+/* The words of text, lowercase runs of letters and digits, each spelled and stemmed. */
+static void stemmed_words(const char *text, struct terms *out)
+{
+	for (const char *s = text; *s;) {
+		size_t n = 0;
+		while (s[n] && isalnum((unsigned char)s[n]))
+			n++;
+		if (!n) {
+			s++;
+			continue;
+		}
+		char *w = xstrndup(s, n);
+		for (char *c = w; *c; c++)
+			*c = (char)tolower((unsigned char)*c);
+		american_spelling(w);
+		stem(w);
+		terms_push(out, w);
+		s += n;
+	}
+}
+
+/* The domain's synonyms: the first of these phrases found at a word becomes the second, so
+ * that an abbreviation, an instruction or a product name meets the words the catalog uses.
+ * Both are stemmed as names are ("vectorize" stands for "vectorized" and "vectorization").
+ * Longer phrases come before the shorter ones they begin with. */
+static const char *const synonyms[][2] = {
+	{"smem", "shared memory"},
+	{"shmem", "shared memory"},
+	{"shared mem", "shared memory"},
+	{"gmem", "global memory"},
+	{"device memory", "global memory"},
+	{"cp async", "async copy"},
+	{"memcpy async", "async copy"},
+	{"ldgsts", "async copy"},
+	{"tensor memory accelerator", "async copy"},
+	{"tma", "async copy"},
+	{"asynchronous", "async"},
+	{"vectorize", "vector"},
+	{"128 bit", "vector"},
+	{"float2", "vector"},
+	{"float4", "vector"},
+	{"int2", "vector"},
+	{"int4", "vector"},
+	{"half2", "vector"},
+	{"v2", "vector"},
+	{"v4", "vector"},
+	{"v8", "vector"},
+	{"wide", "vector"},
+	{"wider", "vector"},
+	{"tensor core", "mma"},
+	{"tensorcore", "mma"},
+	{"mma sync", "mma"},
+	{"wgmma", "mma"},
+	{"wmma", "mma"},
+	{"hmma", "mma"},
+	{"ld global cg", "cg"},
+	{"ldcg", "cg"},
+	{"cache global", "cg"},
+	{"atomicadd", "atomic"},
+	{"shfl down sync", "shuffle"},
+	{"shfl xor sync", "shuffle"},
+	{"shfl sync", "shuffle"},
+	{"shfl", "shuffle"},
+	{"threadblock", "block"},
+	{"thread block", "block"},
+	{"cta", "block"},
+	{"pragma unroll", "unroll"},
+	{"thread per block", "block size"},
+	{"blockdim", "block size"},
+	{"read", "load"},
+	{"write", "store"},
+	{"remainder", "tail"},
+	{"rsqrtf", "rsqrt"},
+	{"expf", "exp2"},
+	{"exp2f", "exp2"},
+	{"intrinsic", "fast math"},
+	{"approximation", "fast math"},
+	{"deep", "depth"},
+	{"deeper", "depth"},
+};
+
+/* Words that say nothing of which method a name means: articles, prepositions, and the
+ * verbs and comparatives any method is written with ("use", "apply", "increase"). */
+static const char *const stop_words[] = {
+	"a", "an", "the", "to", "for", "of", "with", "in", "into", "on", "onto", "by", "via", "from", "and", "or",
+	"at", "as", "per", "then", "so", "that", "it", "its", "is", "be", "all", "each", "every", "one", "some",
+	"more", "less", "better", "instead", "use", "using", "apply", "add", "enable", "introduce",
+	"employ", "leverage", "try", "make", "do", "perform", "improve", "kernel", "change", "retune", "tune",
+	"tuning", "adjust", "increase", "decrease", "raise", "lower", "larger", "smaller", "bigger", "higher",
+	"number", "num", "new", "different", "set", "replace", "op", "input", "output", "data",
+};
+
+/* Whether words[at...] begin with the phrase's words. */
+static int begins_with(const struct terms *words, size_t at, const struct terms *phrase)
+{
+	if (at + phrase->n > words->n)
+		return 0;
+	for (size_t i = 0; i < phrase->n; i++)
+		if (strcmp(words->term[at + i], phrase->term[i]) != 0)
+			return 0;
+	return 1;
+}
+
+static int compare_strings(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int has_term(const struct terms *t, const char *term)
+{
+	return t->n && bsearch(&term, t->term, t->n, sizeof(*t->term), compare_strings) != NULL;
+}
+
+/* name's terms into out (empty first). */
+static void terms_of(const char *name, struct terms *out)
+{
+	struct terms words = {0}, stops = {0};
+	stemmed_words(name, &words);
+	for (size_t i = 0; i < ARRAY_SIZE(stop_words); i++)
+		stemmed_words(stop_words[i], &stops);
+	qsort(stops.term, stops.n, sizeof(*stops.term), compare_strings);
+	*out = (struct terms){0};
+	for (size_t at = 0; at < words.n;) {
+		struct terms from = {0}, to = {0};
+		size_t k = 0;
+		for (; k < ARRAY_SIZE(synonyms); k++) {
+			stemmed_words(synonyms[k][0], &from);
+			if (begins_with(&words, at, &from))
+				break;
+			terms_release(&from);
+		}
+		if (k < ARRAY_SIZE(synonyms)) {
+			stemmed_words(synonyms[k][1], &to);
+			at += from.n;
+		} else {
+			terms_push(&to, xstrdup(words.term[at++]));
+		}
+		for (size_t i = 0; i < to.n; i++) {
+			const char *w = to.term[i];
+			if (!w[1] || isdigit((unsigned char)w[0]) || has_term(&stops, w) || has_term(out, w))
+				continue;
+			terms_push(out, xstrdup(w));
+			qsort(out->term, out->n, sizeof(*out->term), compare_strings);
+		}
+		terms_release(&from);
+		terms_release(&to);
+	}
+	terms_release(&words);
+	terms_release(&stops);
+}
+
+char *method_terms(const char *name)
+{
+	struct terms t;
+	struct strbuf sb;
+	terms_of(name, &t);
+	strbuf_init(&sb);
+	for (size_t i = 0; i < t.n; i++)
+		strbuf_addf(&sb, "%s%s", i ? " " : "", t.term[i]);
+	terms_release(&t);
+	return strbuf_detach(&sb);
+}
+
+/* ---------------------------------------------------------------- matching */
+
+/* A catalog method as the matcher sees it. */
+struct indexed_method {
+	const cJSON *method;
+	struct terms vocabulary; /* every term of its name and aliases */
+	struct terms described;	 /* the terms of its description: they count DESCRIBED_SHARE */
+	struct terms *phrase;	 /* the terms of its name, then of each alias */
+	double *phrase_weight;	 /* the weight of each phrase's terms together */
+	size_t nphrase;
+};
+
+struct method_index {
+	struct indexed_method *m;
+	size_t n;
+};
+
+/* How much a term tells which method is meant: log((N + 1) / (methods using it + 1/2)), so a
+ * term of one method weighs much, one of many little, and a term no method knows the most. */
+static double term_weight(const struct method_index *ix, const char *term)
+{
+	double users = 0;
+	for (size_t i = 0; i < ix->n; i++)
+		users += has_term(&ix->m[i].vocabulary, term) || has_term(&ix->m[i].described, term);
+	return log(((double)ix->n + 1) / (users + 0.5));
+}
+
+static void add_vocabulary(struct terms *vocabulary, const struct terms *phrase)
+{
+	for (size_t i = 0; i < phrase->n; i++)
+		if (!has_term(vocabulary, phrase->term[i])) {
+			terms_push(vocabulary, xstrdup(phrase->term[i]));
+			qsort(vocabulary->term, vocabulary->n, sizeof(*vocabulary->term), compare_strings);
+		}
+}
+
+static void index_catalog(const cJSON *catalog, struct method_index *ix)
+{
+	const cJSON *m, *alias;
+	*ix = (struct method_index){0};
+	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(catalog, "methods")) {
+		ix->m = xreallocarray(ix->m, ix->n + 1, sizeof(*ix->m));
+		struct indexed_method *im = &ix->m[ix->n++];
+		const cJSON *aliases = cJSON_GetObjectItemCaseSensitive(m, "aliases");
+		size_t most = (size_t)cJSON_GetArraySize(aliases) + 1;
+		*im = (struct indexed_method){.method = m};
+		im->phrase = xcalloc(most, sizeof(*im->phrase));
+		im->phrase_weight = xcalloc(most, sizeof(*im->phrase_weight));
+		terms_of(json_string(m, "name"), &im->phrase[im->nphrase++]);
+		cJSON_ArrayForEach(alias, aliases)
+			if (cJSON_IsString(alias))
+				terms_of(alias->valuestring, &im->phrase[im->nphrase++]);
+		for (size_t p = 0; p < im->nphrase; p++)
+			add_vocabulary(&im->vocabulary, &im->phrase[p]);
+		if (json_string(m, "description"))
+			terms_of(json_string(m, "description"), &im->described);
+	}
+	for (size_t i = 0; i < ix->n; i++)
+		for (size_t p = 0; p < ix->m[i].nphrase; p++)
+			for (size_t k = 0; k < ix->m[i].phrase[p].n; k++)
+				ix->m[i].phrase_weight[p] += term_weight(ix, ix->m[i].phrase[p].term[k]);
+}
+
+static void index_release(struct method_index *ix)
+{
+	for (size_t i = 0; i < ix->n; i++) {
+		for (size_t p = 0; p < ix->m[i].nphrase; p++)
+			terms_release(&ix->m[i].phrase[p]);
+		free(ix->m[i].phrase);
+		free(ix->m[i].phrase_weight);
+		terms_release(&ix->m[i].vocabulary);
+		terms_release(&ix->m[i].described);
+	}
+	free(ix->m);
+}
+
+/* A label's terms with their weights, as they are compared. */
+struct weighted_label {
+	const struct terms *t;
+	double *weight;
+	double total;
+};
+
+static void weigh_label(const struct method_index *ix, const struct terms *t, struct weighted_label *out)
+{
+	*out = (struct weighted_label){.t = t, .weight = xcalloc(t->n + 1, sizeof(double))};
+	for (size_t i = 0; i < t->n; i++)
+		out->total += out->weight[i] = term_weight(ix, t->term[i]);
+}
+
+static double weight_within(const struct weighted_label *l, const struct terms *within)
+{
+	double sum = 0;
+	for (size_t i = 0; i < l->t->n; i++)
+		if (has_term(within, l->t->term[i]))
+			sum += l->weight[i];
+	return sum;
+}
+
+/* How well method im accounts for a label: the weighted share of the label's terms it knows,
+ * a term of its name or aliases in full, one of its description by described (its coverage, 0
+ * to 1); and as *closeness, which breaks ties, the best weighted Dice overlap of the label
+ * with one of its names. */
+static double method_score(const struct indexed_method *im, const struct weighted_label *l, double described,
+			   double *closeness)
+{
+	double known = 0;
+	*closeness = 0;
+	if (l->total <= 0)
+		return 0;
+	for (size_t p = 0; p < im->nphrase; p++)
+		*closeness = fmax(*closeness, 2 * weight_within(l, &im->phrase[p]) / (l->total + im->phrase_weight[p]));
+	for (size_t i = 0; i < l->t->n; i++)
+		known += has_term(&im->vocabulary, l->t->term[i]) ? l->weight[i]
+			 : has_term(&im->described, l->t->term[i]) ? l->weight[i] * described
+								    : 0;
+	return known / l->total;
+}
+
+/* What a label's term found only in a method's description counts for, against one of its
+ * names: descriptions are prose, and tell less. */
+#define DESCRIBED_SHARE 0.5
+
+/* The index of the method other than skip that best accounts for the label, or -1 when there
+ * is none; *score gets its coverage. */
+static long best_method(const struct method_index *ix, const struct terms *label, size_t skip, double *score)
+{
+	struct weighted_label l;
+	long best = -1;
+	double best_closeness = 0, closeness, s;
+	weigh_label(ix, label, &l);
+	*score = 0;
+	for (size_t i = 0; i < ix->n; i++) {
+		if (i == skip)
+			continue;
+		s = method_score(&ix->m[i], &l, DESCRIBED_SHARE, &closeness);
+		if (best < 0 || s > *score + 1e-9 || (s > *score - 1e-9 && closeness > best_closeness + 1e-9)) {
+			best = (long)i;
+			*score = s;
+			best_closeness = closeness;
 		}
 	}
-	size_t d = row[m];
-	free(row);
-	return d;
-}
-
-/* |words in both| / |words in either| of two normalized names. */
-static double word_overlap(const char *a, const char *b)
-{
-	char *x = xasprintf("_%s_", a), *y = xasprintf("_%s_", b);
-	size_t both = 0, na = 0, nb = 0;
-	for (const char *w = x + 1; *w; w = strchr(w, '_') + 1) {
-		size_t len = strcspn(w, "_");
-		if (!len)
-			break;
-		char *word = xasprintf("_%.*s_", (int)len, w);
-		na++;
-		both += strstr(y, word) != NULL;
-		free(word);
-	}
-	for (const char *w = y + 1; *w && strcspn(w, "_"); w = strchr(w, '_') + 1)
-		nb++;
-	free(x);
-	free(y);
-	return na + nb - both ? (double)both / (double)(na + nb - both) : 0;
-}
-
-double method_similarity(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), longest = la > lb ? la : lb;
-	double edit = longest ? 1 - (double)edit_distance(a, b) / (double)longest : 1;
-	double words = word_overlap(a, b);
-	return edit > words ? edit : words;
+	free(l.weight);
+	return best;
 }
 
 const cJSON *methods_match(const cJSON *catalog, const char *label, double threshold, const char **how, double *score)
 {
 	char *want = method_normalize(label);
-	const cJSON *m, *alias, *best = NULL;
-	double best_score = -1;
+	const cJSON *m, *alias, *found = NULL;
 	*how = NULL;
+	*score = 1;
 	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(catalog, "methods")) {
 		char *name = method_normalize(json_string(m, "name"));
 		if (strcmp(name, want) == 0)
 			*how = "exact";
-		double s = method_similarity(name, want);
 		free(name);
 		cJSON_ArrayForEach(alias, cJSON_GetObjectItemCaseSensitive(m, "aliases")) {
-			if (!cJSON_IsString(alias))
-				continue;
-			char *a = method_normalize(alias->valuestring);
-			if (!*how && strcmp(a, want) == 0)
+			char *a = cJSON_IsString(alias) ? method_normalize(alias->valuestring) : NULL;
+			if (!*how && a && strcmp(a, want) == 0)
 				*how = "alias";
-			s = s > method_similarity(a, want) ? s : method_similarity(a, want);
 			free(a);
 		}
 		if (*how) {
-			best = m;
-			best_score = 1;
+			found = m;
 			break;
-		}
-		if (s > best_score) {
-			best_score = s;
-			best = m;
 		}
 	}
 	free(want);
-	*score = best_score > 0 ? best_score : 0;
-	if (!*how && best && best_score >= threshold)
+	if (found)
+		return found;
+	struct method_index ix;
+	struct terms t;
+	index_catalog(catalog, &ix);
+	terms_of(label, &t);
+	long best = best_method(&ix, &t, (size_t)-1, score);
+	if (best >= 0 && *score >= threshold) {
 		*how = "fuzzy";
-	return *how ? best : NULL;
+		found = ix.m[best].method;
+	}
+	terms_release(&t);
+	index_release(&ix);
+	return found;
+}
+
+/* How well method b accounts for the best of a's names, as methods_match scores a label. */
+static double names_covered(const struct method_index *ix, const struct indexed_method *a, const struct indexed_method *b)
+{
+	double best = 0, closeness;
+	for (size_t p = 0; p < a->nphrase; p++) {
+		struct weighted_label l;
+		weigh_label(ix, &a->phrase[p], &l);
+		best = fmax(best, method_score(b, &l, 0, &closeness));
+		free(l.weight);
+	}
+	return best;
+}
+
+size_t methods_alike(const cJSON *catalog, double threshold, struct method_pair **pairs)
+{
+	struct method_index ix;
+	size_t n = 0;
+	index_catalog(catalog, &ix);
+	*pairs = NULL;
+	for (size_t a = 0; a < ix.n; a++)
+		for (size_t b = a + 1; b < ix.n; b++) {
+			double score = fmin(names_covered(&ix, &ix.m[a], &ix.m[b]), names_covered(&ix, &ix.m[b], &ix.m[a]));
+			if (score < threshold)
+				continue;
+			*pairs = xreallocarray(*pairs, n + 1, sizeof(**pairs));
+			(*pairs)[n++] = (struct method_pair){ix.m[a].method, ix.m[b].method, score};
+		}
+	index_release(&ix);
+	return n;
 }

@@ -1,4 +1,4 @@
-/* methods.h: the fifteen canonical optimization methods every method catalog starts from, the
+/* methods.h: the sixteen canonical optimization methods every method catalog starts from, the
  * catalog file OUTDIR/methods.json that kg-relabel grows and kg-propose shows the LLM, and how
  * a freely written method name is matched onto it. */
 #ifndef KG_METHODS_H
@@ -28,14 +28,34 @@ cJSON *methods_load(const char *path);
  * Tiling 2D" -> "shared_memory_tiling_2d"). The caller frees it. */
 char *method_normalize(const char *name);
 
-/* How alike two normalized names are, 0 to 1: the larger of 1 - edit distance / length and
- * the share of words they have in common (Jaccard). */
-double method_similarity(const char *a, const char *b);
+/* A name's terms as the matcher compares them, sorted and joined by spaces: its words
+ * lowercased, spelled the American way, stemmed, the domain's synonyms written one way and
+ * words that name no method dropped ("Unroll the loops" -> "loop unroll"). The caller frees it. */
+char *method_terms(const char *name);
+
+/* The least share of a label's terms a method must know for the label to be matched onto it
+ * (kg-relabel --threshold, kg-propose --regraph-filter), and the least share each of two
+ * methods must know of a name of the other for kg-relabel --merge to propose them: measured
+ * on tests/fixtures/relabel/phrasings.tsv (tools/relabel/README.md). */
+#define METHODS_MATCH_THRESHOLD 0.4
+#define METHODS_MERGE_THRESHOLD 0.7
 
 /* The catalog method label names: its normalized name equals a method's name (*how "exact")
- * or alias ("alias"), or failing both the most similar name or alias scores at least
- * threshold ("fuzzy"). Returns it, or NULL; *score gets the best similarity seen (1 for
- * exact and alias). */
+ * or alias ("alias"), or failing both the method that knows the largest weighted share of the
+ * label's terms has a share of at least threshold ("fuzzy"). A term weighs more the fewer
+ * methods use it, and most when none does, so that a name with words no method knows stays
+ * new. Returns it, or NULL; *score gets that share (1 for exact and alias). */
 const cJSON *methods_match(const cJSON *catalog, const char *label, double threshold, const char **how, double *score);
+
+/* Two catalog methods that look like one: each knows at least threshold of the terms of one
+ * of the other's names (scored as methods_match does, descriptions aside). */
+struct method_pair {
+	const cJSON *a, *b; /* in the catalog's order */
+	double score;	    /* the smaller share of the two ways */
+};
+
+/* The pairs of the catalog's methods that look like one, in the catalog's order, into *pairs
+ * (the caller frees it); returns how many. */
+size_t methods_alike(const cJSON *catalog, double threshold, struct method_pair **pairs);
 
 #endif

@@ -151,3 +151,11 @@ load test_helper
 		and (.times | type == "object") and (.times.runtimes | type == "array")
 		and (.timestamp | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"))] | all' "$BATS_TEST_TMPDIR/t4.json"
 }
+
+@test "method-terms: spelling, the suffix stemmer, the domain's synonyms and dropped filler" {
+	run_tool 0 "$LIBTEST" method-terms "Unroll loops" "loop unrolling" "unrolled" "tile" "tiled" "tiling" \
+		"Vectorisation" "neighbouring" "padding" "predicated" "predication" "analysis" "bypass" \
+		"use cp.async" "smem" "TMA" "float4" "Switch to WGMMA" "threads per block" "increase the block size to 256"
+	assert_output "$(printf '%s\n' "loop unroll" "loop unroll" unroll til til til vector neighbor pad predic predic \
+		analysis bypass "async copy" "memory shar" "async copy" vector "mma switch" "block siz" "block siz")"
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # 60-kg-relabel.bats: kg-relabel maps freely named methods onto the catalog (exact, alias,
-# fuzzy, LLM against the mock server, new), grows it under its lock, and proposes merges.
+# by terms, LLM against the mock server, new), grows it under its lock, and proposes merges;
+# its accuracy on the held-out phrasings of tests/fixtures/relabel/ keeps its floor.
 
 load test_helper
 
@@ -55,20 +56,54 @@ records() {
 	assert_stderr "kg-relabel: --llm needs OPENAI_API_KEY (or OPENAI_BASE_URL, for a local server that needs no key)"
 }
 
-@test "exact names, aliases and fuzzy matches land on the canonical method; other records pass" {
+@test "exact names, aliases and matches by terms land on the canonical method; other records pass" {
 	{ echo '{"op":"stop"}'; records "Vectorize Global Loads" "float4 loads" "vectorized global load" "Async copy" "enable-async-pipeline"; } > in.jsonl
 	run_tool 0 kg-relabel in.jsonl
 	assert_stderr_empty
 	assert_line --index 0 '{"op":"stop"}'
 	[ "$(jq -c 'select(.method) | [.method.label, .method.canonical, .method.how, (.method.score * 100 | round)]' <<<"$output" | tr -d '\n')" = \
-		'["Vectorize Global Loads","vectorize_global_loads","exact",100]["float4 loads","vectorize_global_loads","alias",100]["vectorized global load","vectorize_global_loads","fuzzy",91]["Async copy","enable_async_pipeline","alias",100]["enable-async-pipeline","enable_async_pipeline","exact",100]' ]
-	# the catalog OUTDIR/methods.json now exists, seeded, and has learned the fuzzy name as an alias
-	[ "$(jq '.methods | length' out/methods.json)" -eq 15 ]
+		'["Vectorize Global Loads","vectorize_global_loads","exact",100]["float4 loads","vectorize_global_loads","alias",100]["vectorized global load","vectorize_global_loads","fuzzy",100]["Async copy","enable_async_pipeline","alias",100]["enable-async-pipeline","enable_async_pipeline","exact",100]' ]
+	# the catalog OUTDIR/methods.json now exists, seeded, and has learned the matched name as an alias
+	[ "$(jq '.methods | length' out/methods.json)" -eq 16 ]
 	[ "$(jq -c '.methods[] | select(.name == "vectorize_global_loads") | .aliases[-1]' out/methods.json)" = '"vectorized global load"' ]
-	# a higher threshold refuses the fuzzy match: the name becomes a new method
-	records "vectorized global stores" > in2.jsonl
-	run_tool 0 kg-relabel --threshold 0.99 in2.jsonl
-	[ "$(jq -c '.method | [.canonical, .how]' <<<"$output")" = '["vectorized_global_stores","new"]' ]
+	# a higher threshold refuses a partial match: the name becomes a new method
+	records "vectorized global loads, 8 per thread" > in2.jsonl
+	run_tool 0 kg-relabel in2.jsonl
+	[ "$(jq -c '.method | [.canonical, .how]' <<<"$output")" = '["vectorize_global_loads","fuzzy"]' ]
+	run_tool 0 kg-relabel --catalog strict.json --threshold 0.99 in2.jsonl
+	[ "$(jq -c '.method | [.canonical, .how]' <<<"$output")" = '["vectorized_global_loads_8_per_thread","new"]' ]
+}
+
+@test "spelling, stemming, synonyms and aliases bring an LLM's phrasings onto the canonical methods" {
+	records "use cp.async" "smem tiling" "vectorise loads float4" "Unroll loops" "loop unrolling" "TMA loads" \
+		"Switch to WGMMA" "threads per block" "use a persistent kernel with a work queue" > in.jsonl
+	run_tool 0 kg-relabel --catalog cat.json in.jsonl
+	[ "$(jq -r '.method | "\(.label): \(.canonical) \(.how) \(.score * 100 | round)"' <<<"$output")" = "$(cat <<-'EOF'
+		use cp.async: enable_async_pipeline fuzzy 100
+		smem tiling: shared_memory_tiling alias 100
+		vectorise loads float4: vectorize_global_loads fuzzy 100
+		Unroll loops: change_unrolling fuzzy 100
+		loop unrolling: change_unrolling alias 100
+		TMA loads: enable_async_pipeline fuzzy 90
+		Switch to WGMMA: switch_to_mma_or_wgmma fuzzy 100
+		threads per block: change_block_sizes fuzzy 100
+		use a persistent kernel with a work queue: use_a_persistent_kernel_with_a_work_queue new 26
+		EOF
+	)" ]
+}
+
+@test "accuracy on the held-out phrasings keeps its floor; a new idea stays new" {
+	# measured: 64 of 71 (90 %) held out, 66 of 71 (93 %) in the development half
+	run_tool 0 "$TOOLS/relabel_accuracy.sh" "$FIXTURES/relabel/phrasings.tsv" held-out
+	read -r correct total <<<"${lines[-1]}"
+	[ "$total" -eq 71 ]
+	[ "$correct" -ge 61 ] || { printf '%s\n' "${lines[@]}" >&2; false; }
+	# the script itself fails a phrasing that lands elsewhere
+	printf '%s\t%s\n' NEW "smem tiling" change_unrolling "smem tiling" enable_async_pipeline "use cp.async" > three.tsv
+	run_tool 0 "$TOOLS/relabel_accuracy.sh" three.tsv dev
+	assert_output "$(printf '%s\n' "miss: smem tiling: want NEW, got shared_memory_tiling (alias 1)" "1 2")"
+	run_tool 0 "$TOOLS/relabel_accuracy.sh" three.tsv held-out
+	assert_output "$(printf '%s\n' "miss: smem tiling: want change_unrolling, got shared_memory_tiling (alias 1)" "0 1")"
 }
 
 @test "members it does not own pass through as written, numbers a double cannot hold included" {
@@ -80,42 +115,62 @@ records() {
 }
 
 @test "unknown names grow the catalog; a like name later in the expansion lands on the new one" {
-	records "Shared Memory Tiling 2D" "shared memory tiling" > in.jsonl
+	records "persistent kernel with a work queue" "persistent kernels pulling from a work queue" > in.jsonl
 	run_tool 0 kg-relabel --catalog cat.json in.jsonl
-	[ "$(jq -c '.method | [.canonical, .how]' <<<"$output" | tr -d '\n')" = '["shared_memory_tiling_2d","new"]["shared_memory_tiling_2d","fuzzy"]' ]
-	[ "$(jq -c '.methods[-1]' cat.json)" = '{"name":"shared_memory_tiling_2d","description":"does Shared Memory Tiling 2D","aliases":["Shared Memory Tiling 2D","shared memory tiling"]}' ]
+	[ "$(jq -c '.method | [.canonical, .how]' <<<"$output" | tr -d '\n')" = \
+		'["persistent_kernel_with_a_work_queue","new"]["persistent_kernel_with_a_work_queue","fuzzy"]' ]
+	[ "$(jq -c '.methods[-1]' cat.json)" = '{"name":"persistent_kernel_with_a_work_queue","description":"does persistent kernel with a work queue","aliases":["persistent kernel with a work queue","persistent kernels pulling from a work queue"]}' ]
 	# the next run finds it by alias
-	records "shared memory tiling" | kg-relabel --catalog cat.json | jq -e '.method.how == "alias"'
+	records "persistent kernels pulling from a work queue" | kg-relabel --catalog cat.json | jq -e '.method.how == "alias"'
 	run_tool 0 kg-relabel --merge --catalog cat.json
 	assert_output ""
 	# --merge proposes look-alikes for a person to merge
-	records "shared memory tile 2d" | kg-relabel --catalog cat.json --threshold 0.99 > /dev/null
+	records "persistent thread blocks with a work queue" | kg-relabel --catalog cat.json --threshold 1 > /dev/null
 	run_tool 0 kg-relabel --merge --catalog cat.json
-	assert_output '{"merge":["shared_memory_tiling_2d","shared_memory_tile_2d"],"score":0.86956521739130432}'
-	[ "$(jq '.methods | length' cat.json)" -eq 17 ]
+	assert_output '{"merge":["persistent_kernel_with_a_work_queue","persistent_thread_blocks_with_a_work_queue"],"score":0.82258863695198559}'
+	[ "$(jq '.methods | length' cat.json)" -eq 18 ]
+	run_tool 0 kg-relabel --merge --threshold 0.9 --catalog cat.json
+	assert_output ""
+}
+
+@test "--merge at its default merges the fragments of one method and no two of different ones" {
+	# the catalog the rules alone once grew: the seeds, and each phrasing of the fixture as a method
+	records "zzz" | kg-relabel --catalog seeds.json > /dev/null
+	run_tool 0 kg-relabel --merge --catalog seeds.json
+	assert_output ""
+	grep -v '^#' "$FIXTURES/relabel/phrasings.tsv" | jq -Rn --slurpfile seeds seeds.json '{methods: ($seeds[0].methods[:-1] +
+		[inputs | split("\t") | {name: (.[1] | ascii_downcase | gsub("[^a-z0-9]+"; "_") | gsub("^_|_$"; "")), description: .[1], want: .[0]}])}' > cat.json
+	run_tool 0 kg-relabel --merge --catalog cat.json
+	verdicts=$(jq -r --slurpfile c cat.json '($c[0].methods | map({key: .name, value: (.want // .name)}) | from_entries) as $want |
+		.merge as [$a, $b] | if $want[$a] == $want[$b] and $want[$a] != "NEW" then "true" else "false: \($a) + \($b)" end' <<<"$output")
+	[[ "$output" == *'{"merge":["unroll_loops","loop_unrolling"],"score":1}'* ]]
+	# measured: 85 true pairs, no false one
+	[ "$(grep -c '^true' <<<"$verdicts")" -ge 80 ]
+	run ! grep '^false' <<<"$verdicts"
 }
 
 @test "two relabels running at once both keep their additions" {
-	for i in $(seq 8); do records "alpha trick $i"; done > a.jsonl
-	for i in $(seq 8); do records "beta move $i" | jq -c ".iter = $i"; done > b.jsonl
-	for i in $(seq 8); do records "alpha trick $i" | jq -c ".iter = $i"; done > a.jsonl
+	# words, not numbers: the matcher drops numbers, and "alpha trick 1" is "alpha trick 2"
+	colours=(red green blue cyan magenta yellow black white)
+	for i in $(seq 8); do records "beta move ${colours[i - 1]}" | jq -c ".iter = $i"; done > b.jsonl
+	for i in $(seq 8); do records "alpha trick ${colours[i - 1]}" | jq -c ".iter = $i"; done > a.jsonl
 	kg-relabel --threshold 1 a.jsonl > a.out & kg-relabel --threshold 1 b.jsonl > b.out & wait
-	[ "$(jq '.methods | length' out/methods.json)" -eq 31 ]
+	[ "$(jq '.methods | length' out/methods.json)" -eq 32 ]
 	[ "$(jq -r '.methods[].name' out/methods.json | grep -c '^alpha_trick_')" -eq 8 ]
 	[ "$(jq -r '.methods[].name' out/methods.json | grep -c '^beta_move_')" -eq 8 ]
 }
 
 @test "--llm: one call per expansion maps the names no rule matches, onto the catalog or as new" {
-	answer='{"mappings":[{"label":"stage the tiles through smem with cp.async","canonical":"enable_async_pipeline","new_name":null},{"label":"persistent CTAs","canonical":null,"new_name":"Persistent Kernel"}]}'
+	answer='{"mappings":[{"label":"hide global memory latency behind the math","canonical":"enable_async_pipeline","new_name":null},{"label":"persistent CTAs","canonical":null,"new_name":"Persistent Kernel"}]}'
 	mock "$answer"
-	records "float4 loads" "stage the tiles through smem with cp.async" "persistent CTAs" > in.jsonl
+	records "float4 loads" "hide global memory latency behind the math" "persistent CTAs" > in.jsonl
 	OPENAI_API_KEY=sk-relabel-key OPENAI_BASE_URL="http://127.0.0.1:$(cat port)/v1" run_tool 0 kg-relabel --llm in.jsonl
 	[ "$(jq -c '.method | [.canonical, .how]' <<<"$output" | tr -d '\n')" = \
 		'["vectorize_global_loads","alias"]["enable_async_pipeline","llm"]["persistent_kernel","new"]' ]
 	# one request, for the two names no rule matched, with the catalog in the prompt
 	[ "$(jq -s length requests.jsonl)" -eq 1 ]
 	prompt=$(jq -r '.body.messages[1].content' requests.jsonl)
-	[[ "$prompt" == *'- label "stage the tiles through smem with cp.async": does stage the tiles through smem with cp.async'* ]]
+	[[ "$prompt" == *'- label "hide global memory latency behind the math": does hide global memory latency behind the math'* ]]
 	[[ "$prompt" == *'- label "persistent CTAs"'* ]]
 	[[ "$prompt" != *'label "float4 loads"'* ]]
 	[[ "$prompt" == *'- enable_async_pipeline: overlap global-memory loads'* ]]

@@ -16,6 +16,7 @@
 #include "kargs.h"
 #include "log.h"
 #include "mcgs.h"
+#include "methods.h"
 #include "parse.h"
 #include "gp.h"
 #include "nvrtc_dl.h"
@@ -52,6 +53,7 @@ static int usage(void)
 	      "       kg-libtest mcgs T1|T1b|T2|T3|T4|T4c|T4d|T4e|T5|T7d|T8|T8b|T8c|T8d|widen\n"
 	      "       kg-libtest ptx-regions FILE [ENTRY]\n"
 	      "       kg-libtest ptx-lines FILE FIRST LAST\n"
+	      "       kg-libtest method-terms NAME...\n"
 	      "       kg-libtest cuda function|refuse|program|eval|nvrtc [--index NAME] [--let NAME=EXPR]... [EXPR|FILE|ARCH]\n",
 	      stderr);
 	return KG_EXIT_USAGE;
@@ -1251,6 +1253,17 @@ static int cmd_ptx_lines(const char *path, const char *first, const char *last)
 /* Prints the bottleneck class, its evidence and the method priors of the metrics at
  * metrics_path (a file that does not exist: none) and of the build record at build_path (a
  * whole record, whose "build" is read, or a build object such as build.json). */
+/* Prints each name's terms, as kg-relabel's matcher compares them, one line per name. */
+static int cmd_method_terms(int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++) {
+		char *terms = method_terms(argv[i]);
+		printf("%s\n", terms);
+		free(terms);
+	}
+	return KG_EXIT_OK;
+}
+
 static int cmd_bottleneck(const char *metrics_path, const char *build_path)
 {
 	struct bottleneck_metrics m;
@@ -1333,6 +1346,8 @@ int main(int argc, char **argv)
 		status = cmd_cuda(argc - 2, argv + 2);
 	else if (strcmp(cmd, "ptx-regions") == 0 && (argc == 3 || argc == 4))
 		status = cmd_ptx_regions(argv[2], argc == 4 ? argv[3] : NULL);
+	else if (strcmp(cmd, "method-terms") == 0)
+		status = cmd_method_terms(argc - 2, argv + 2);
 	else if (strcmp(cmd, "ptx-lines") == 0 && argc == 5)
 		status = cmd_ptx_lines(argv[2], argv[3], argv[4]);
 	else

@@ -97,7 +97,7 @@ static void usage(FILE *fp)
 	      "      --max-tokens N      stop calling once it records N tokens (default: no cap)\n"
 	      "      --price-in USD      per million input tokens (default: the model's list price, else 0)\n"
 	      "      --price-out USD     per million output tokens (likewise)\n"
-	      "      --catalog FILE      the method catalog (default OUTDIR/methods.json, else the fifteen seeds)\n"
+	      "      --catalog FILE      the method catalog (default OUTDIR/methods.json, else the sixteen seeds)\n"
 	      "      --regraph FILE      the ReGraph for suggested next methods (default OUTDIR/regraph.json)\n"
 	      "      --regraph-filter    keep only candidates whose method (matched onto the catalog) is one of\n"
 	      "                          the ReGraph's --regraph-top K (5) most promising transitions out of the\n"
@@ -482,7 +482,7 @@ static int method_allowed(const cJSON *allowed, const cJSON *catalog, const stru
 {
 	const char *how;
 	double score;
-	const cJSON *m = methods_match(catalog, p->method, 0.85, &how, &score), *e;
+	const cJSON *m = methods_match(catalog, p->method, METHODS_MATCH_THRESHOLD, &how, &score), *e;
 	char *canonical = m ? xstrdup(json_string(m, "name")) : method_normalize(p->method);
 	int ok = 0;
 	cJSON_ArrayForEach(e, allowed)

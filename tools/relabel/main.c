@@ -1,5 +1,5 @@
 /* main.c (kg-relabel): maps each candidate's freely named method onto the run's method catalog
- * (exact, alias, fuzzy, optionally an LLM), growing the catalog with what is new. */
+ * (exact, alias, by terms, optionally an LLM), growing the catalog with what is new. */
 #include "common.h"
 
 #include <getopt.h>
@@ -19,7 +19,7 @@
 
 struct options {
 	const char *catalog; /* --catalog, else OUTDIR/methods.json of each record's run */
-	double threshold;    /* --threshold */
+	double threshold;    /* --threshold, else the default of the mode (NAN until then) */
 	int llm, merge;	     /* --llm, --merge */
 	const char *input;
 	struct llm_settings s;
@@ -31,15 +31,21 @@ static void usage(FILE *fp)
 	      "       kg-relabel --merge [--catalog FILE] [--threshold T]\n"
 	      "Give each record with a candidate.method its canonical method, \"method\": {\"label\",\n"
 	      "\"canonical\", \"how\", \"score\"}, in this order: the normalized name equals a catalog name\n"
-	      "(how \"exact\") or alias (\"alias\"), a fuzzy match scores at least T (\"fuzzy\"), the LLM maps it\n"
-	      "(\"llm\", one call per expansion), or else it becomes a new method of the catalog (\"new\").\n"
+	      "(how \"exact\") or alias (\"alias\"), a method knows a share of at least T of its terms\n"
+	      "(\"fuzzy\"), the LLM maps it (\"llm\", one call per expansion), or else it becomes a new method\n"
+	      "of the catalog (\"new\"). Terms are the name's words lowercased, spelled the American way,\n"
+	      "stemmed (\"unrolling\" as \"unroll\"), with the domain's synonyms written one way (smem as\n"
+	      "shared memory, cp.async and TMA as async copy, float4 as vector, wgmma as mma) and filler\n"
+	      "words (\"use\", \"the\", \"increase\") dropped; a term weighs more the fewer methods use it, and\n"
+	      "most when none does, so that a name of words no method knows stays new.\n"
 	      "Other records pass through. The catalog is OUTDIR/methods.json two levels above the record's\n"
-	      "run (seeded with the fifteen canonical methods), updated atomically under methods.json.lock.\n"
+	      "run (seeded with the sixteen canonical methods), updated atomically under methods.json.lock.\n"
 	      "\n"
 	      "  -c, --catalog FILE   the catalog for every record\n"
-	      "  -t, --threshold T    the least fuzzy score that matches, 0 to 1 (default 0.85): the larger\n"
-	      "                       of 1 - edit distance / length and the word overlap (Jaccard) of the\n"
-	      "                       normalized names\n"
+	      "  -t, --threshold T    the least share of a name's weighted terms that the method's names and\n"
+	      "                       aliases must know (a term of its description counts half), 0 to 1\n"
+	      "                       (default 0.4); with --merge, the least share each of two methods must\n"
+	      "                       know of a name of the other (default 0.7)\n"
 	      "  -m, --merge          print pairs of catalog methods that look like synonyms, for a person\n"
 	      "                       to merge: {\"merge\": [A, B], \"score\"}; changes nothing\n"
 	      "  -l, --llm            ask an LLM about names no rule matches (OPENAI_API_KEY, OPENAI_BASE_URL)\n"
@@ -112,6 +118,8 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	if (optind + 1 < argc)
 		cli_usage_error("unexpected argument '%s'", argv[optind + 1]);
 	opt->input = optind < argc ? argv[optind] : "-";
+	if (isnan(opt->threshold))
+		opt->threshold = opt->merge ? METHODS_MERGE_THRESHOLD : METHODS_MATCH_THRESHOLD;
 	if (opt->llm && llm_settings_from_env(&opt->s) != 0)
 		exit(cli_finish(KG_EXIT_ENV));
 }
@@ -458,47 +466,33 @@ static int relabel_stream(const struct options *opt)
 	return status;
 }
 
-/* Pairs of methods whose names or aliases look alike. */
+/* Pairs of methods that look like one, for a person to merge. */
 static int propose_merges(const struct options *opt)
 {
 	cJSON *doc = methods_load(opt->catalog);
 	if (!doc)
 		return KG_EXIT_INPUT;
-	const cJSON *list = cJSON_GetObjectItemCaseSensitive(doc, "methods");
-	int n = cJSON_GetArraySize(list), status = KG_EXIT_OK;
-	for (int i = 0; i < n; i++)
-		for (int j = i + 1; j < n; j++) {
-			const cJSON *a = cJSON_GetArrayItem(list, i), *b = cJSON_GetArrayItem(list, j), *x, *y;
-			char *na = method_normalize(json_string(a, "name")), *nb = method_normalize(json_string(b, "name"));
-			double best = method_similarity(na, nb);
-			cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "aliases"))
-				cJSON_ArrayForEach(y, cJSON_GetObjectItemCaseSensitive(b, "aliases"))
-					if (cJSON_IsString(x) && cJSON_IsString(y)) {
-						char *p = method_normalize(x->valuestring), *q = method_normalize(y->valuestring);
-						best = fmax(best, method_similarity(p, q));
-						free(p);
-						free(q);
-					}
-			free(na);
-			free(nb);
-			if (best < opt->threshold)
-				continue;
-			cJSON *line = json_object(), *pair = cJSON_CreateArray();
-			json_append(pair, cJSON_CreateString(json_string(a, "name")));
-			json_append(pair, cJSON_CreateString(json_string(b, "name")));
-			json_add(line, "merge", pair);
-			json_add_number(line, "score", best);
-			if (jsonl_write(stdout, line) != 0)
-				status = KG_EXIT_IO;
-			cJSON_Delete(line);
-		}
+	struct method_pair *pairs;
+	size_t n = methods_alike(doc, opt->threshold, &pairs);
+	int status = KG_EXIT_OK;
+	for (size_t i = 0; i < n; i++) {
+		cJSON *line = json_object(), *pair = cJSON_CreateArray();
+		json_append(pair, cJSON_CreateString(json_string(pairs[i].a, "name")));
+		json_append(pair, cJSON_CreateString(json_string(pairs[i].b, "name")));
+		json_add(line, "merge", pair);
+		json_add_number(line, "score", pairs[i].score);
+		if (jsonl_write(stdout, line) != 0)
+			status = KG_EXIT_IO;
+		cJSON_Delete(line);
+	}
+	free(pairs);
 	cJSON_Delete(doc);
 	return status;
 }
 
 int main(int argc, char **argv)
 {
-	struct options opt = {.threshold = 0.85};
+	struct options opt = {.threshold = NAN};
 	llm_settings_init(&opt.s);
 	log_init("kg-relabel");
 	parse_options(argc, argv, &opt);
