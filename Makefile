@@ -202,7 +202,7 @@ test-gpu: all
 # pipelines draw with gnuplot and align tables with column (bsdextrautils)
 DEB_PACKAGES = gcc g++ make pkg-config libc6-dev libcurl4-openssl-dev libcjson-dev libssl-dev \
                bats bats-support bats-assert jq patch python3 time gnuplot-nox bsdextrautils \
-               clang libclang-rt-dev
+               clang libclang-rt-dev graphviz chromium
 
 deps:
 	@if [ "$$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then \
