@@ -772,6 +772,8 @@ fake_stage() {
 	chrome=(chromium --headless --disable-gpu --no-sandbox --user-data-dir="$PWD/chromium" --hide-scrollbars)
 	"${chrome[@]}" --dump-dom "file://$PWD/$RUN/report/index.html" >dom.html 2>/dev/null
 	grep -q '<title>kernelgraph report: vector_add</title>' dom.html
+	# self-contained: nothing to load, from a file or the network
+	run ! grep -qE '<(link|script|img|iframe|object)[ >]|src=|url\([^#]' "$RUN/report/index.html"
 	[ "$(grep -o '<svg' dom.html | wc -l)" -eq 3 ]
 	[ "$(grep -o '<table class="summary">' dom.html | wc -l)" -eq 1 ]
 	[ "$(sed -n '/<table class="fastest">/,/<\/table>/p' dom.html | grep -o '<tr>' | wc -l)" -eq 4 ]
