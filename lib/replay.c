@@ -1,6 +1,7 @@
 /* replay.c: a table of recorded measurements, by state and by configuration. T4 results
  * become bench objects with the same summary fields kg-bench measures (from their raw
- * runtimes); events.jsonl records give back the bench objects they carried.
+ * runtimes), the throughputs and the device they recorded; events.jsonl records give back
+ * the bench objects they carried.
  *
  * Either source is first turned into the same compact text, one measurement a line:
  *
@@ -33,7 +34,7 @@
 
 /* The format of the compact text; a change to it, or to what a source becomes in it (the
  * summaries of T4 runtimes, say), needs a new version, so that no cache is read wrongly. */
-#define REPLAY_FORMAT "kg-replay-1"
+#define REPLAY_FORMAT "kg-replay-2"
 /* Sources smaller than this parse about as fast as their cached text loads: not cached. */
 #define REPLAY_CACHE_MIN_BYTES (256 * 1024)
 
@@ -198,7 +199,22 @@ static const char *status_of(enum t4_invalidity invalidity)
 	}
 }
 
-static cJSON *bench_from_t4(const cJSON *result, const char *path, size_t index)
+/* The measurement called name in a T4 result (kg-bench --t4 writes "state" and "edited"). */
+static const cJSON *t4_measurement(const cJSON *result, const char *name)
+{
+	const cJSON *m;
+	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(result, "measurements")) {
+		const char *n = json_string(m, "name");
+		if (n && strcmp(n, name) == 0)
+			return cJSON_GetObjectItemCaseSensitive(m, "value");
+	}
+	return NULL;
+}
+
+/* The bench object of a T4 result measured on device (NULL: the table does not say): the
+ * summary of its runtimes and, for a correct one, the throughputs recorded with them (kg-bench
+ * --t4 writes them), which kg-report's roofline needs and which were measured at that median. */
+static cJSON *bench_from_t4(const cJSON *result, const char *device, const char *path, size_t index)
 {
 	const cJSON *times = cJSON_GetObjectItemCaseSensitive(result, "times");
 	const cJSON *runtimes = cJSON_GetObjectItemCaseSensitive(times, "runtimes");
@@ -226,28 +242,26 @@ static cJSON *bench_from_t4(const cJSON *result, const char *path, size_t index)
 		struct summary s;
 		summarize(samples, n, &s);
 		summary_to_json(&s, bench);
+		static const char *const throughputs[] = {"gbps", "pct_peak_bw", "tflops"};
+		for (size_t t = 0; t < ARRAY_SIZE(throughputs); t++) {
+			const cJSON *v = t4_measurement(result, throughputs[t]);
+			if (cJSON_IsNumber(v))
+				json_add_number(bench, throughputs[t], v->valuedouble);
+		}
 	} else if (!cJSON_AddStringToObject(bench, "error", "recorded as failed in the replay table")) {
 		xalloc_die();
 	}
+	if (device)
+		json_add_string(bench, "device", device);
 	free(samples);
 	return bench;
-}
-
-/* The measurement called name in a T4 result (kg-bench --t4 writes "state" and "edited"). */
-static const cJSON *t4_measurement(const cJSON *result, const char *name)
-{
-	const cJSON *m;
-	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(result, "measurements")) {
-		const char *n = json_string(m, "name");
-		if (n && strcmp(n, name) == 0)
-			return cJSON_GetObjectItemCaseSensitive(m, "value");
-	}
-	return NULL;
 }
 
 static int text_from_t4(struct strbuf *sb, const cJSON *doc, const char *path)
 {
 	const cJSON *results = cJSON_GetObjectItemCaseSensitive(doc, "results"), *result;
+	const cJSON *metadata = cJSON_GetObjectItemCaseSensitive(doc, "metadata");
+	const char *device = json_string(cJSON_GetObjectItemCaseSensitive(metadata, "hardware"), "hardware_description");
 	size_t k = 0;
 	if (!cJSON_IsArray(results))
 		return log_error("%s: results: missing (not a T4 file)", path);
@@ -255,7 +269,7 @@ static int text_from_t4(struct strbuf *sb, const cJSON *doc, const char *path)
 		const cJSON *config = cJSON_GetObjectItemCaseSensitive(result, "configuration");
 		if (!cJSON_IsObject(config))
 			return log_error("%s: results[%zu].configuration: missing", path, k);
-		cJSON *bench = bench_from_t4(result, path, k);
+		cJSON *bench = bench_from_t4(result, device, path, k);
 		if (!bench)
 			return -1;
 		const cJSON *times = cJSON_GetObjectItemCaseSensitive(result, "times");

@@ -93,6 +93,19 @@ built() {
 	[ "${lines[4]}" = '{"candidate":{"id":"not built"},"build":{"status":"compile_failed"}}' ]
 }
 
+@test "--replay carries a T4 result's throughputs and the table's device (kg-report draws the roofline with them)" {
+	jq '.metadata.hardware.hardware_description = "NVIDIA H100 80GB HBM3"
+	    | .results[0].measurements = [{name: "time", value: 0.3, unit: "ms"}, {name: "gbps", value: 2500, unit: "GB/s"},
+	                                  {name: "pct_peak_bw", value: 83, unit: "%"}, {name: "tflops", value: 0.5, unit: "TFLOP/s"}]
+	    | .results[2].measurements = [{name: "gbps", value: 1, unit: "GB/s"}]' "$REPLAY" >table.json
+	run_tool 0 kg-bench --replay table.json < <(built '{"block_size_x":256,"items_per_thread":1}'; built '{"block_size_x":256,"items_per_thread":2}'; built '{"block_size_x":64,"items_per_thread":4}')
+	assert_stderr_empty
+	[ "$(jq -c '.bench | [.median_ms, .gbps, .pct_peak_bw, .tflops, .device]' <<<"${lines[0]}")" = '[0.3,2500,83,0.5,"NVIDIA H100 80GB HBM3"]' ]
+	# a result that recorded none has none; a failed one keeps no figure, only the device
+	[ "$(jq -c '.bench | [has("gbps"), has("tflops"), .device]' <<<"${lines[1]}")" = '[false,false,"NVIDIA H100 80GB HBM3"]' ]
+	[ "$(jq -c '.bench | [.status, has("gbps"), .device]' <<<"${lines[2]}")" = '["incorrect",false,"NVIDIA H100 80GB HBM3"]' ]
+}
+
 @test "--t4 exports measured and refused records with their raw samples; the export replays to the same answers" {
 	mkdir -p run/variants/v1 run/variants/v2
 	{

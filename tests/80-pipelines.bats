@@ -127,9 +127,13 @@ evaluated() {
 	run_tool 2 kg-nightly bad.json
 	[[ "$stderr" == "kg-nightly: bad.json:3: not JSON ("*", column "*")" ]] # jq's words
 	run_tool 2 kg-report --peak-tflops fast out
-	usage kg-report "--peak-tflops: 'fast' is not a number"
+	usage kg-report "--peak-tflops: 'fast' is not a positive number"
+	run_tool 2 kg-report --peak-tflops 0 out
+	usage kg-report "--peak-tflops: '0' is not a positive number"
 	run_tool 2 kg-report --top 0 out
 	usage kg-report "--top: '0' is not a positive whole number"
+	run_tool 2 kg-report --graph-nodes x out
+	usage kg-report "--graph-nodes: 'x' is not a positive whole number"
 	run_tool 2 kg-report
 	usage kg-report "no run directory given"
 	mkdir -p empty && echo '{"version": 1}' >empty/graph.json
@@ -686,30 +690,112 @@ fake_stage() {
 	exec {holder}>&-
 }
 
-@test "kg-report: trace.md summary kept current, convergence and roofline plots, the T4 export, the table" {
+@test "kg-report: trace.md summary kept current, plots, the search graph, the HTML page, the T4 export, the table" {
 	kg-init -q --replay "$EVENTS" "$VECTOR_ADD" out >/dev/null
 	for _ in 1 2 3; do kg-iterate -q --replay "$EVENTS" "$RUN" >/dev/null || true; done
 	run_tool 0 kg-report "$RUN"
+	assert_stderr_empty
 	assert_line --index 0 '| builds | baseline ms | best ms | speedup | outcomes |'
 	assert_line --index 2 --regexp "^\| $(($(evaluated "$RUN" | wc -l))) \| 0\.066048 \| $(jq -r .median_ms "$RUN/best.json") \| 1\.[0-9]{3}x \| "
-	assert_line --partial "Report: $RUN/report/"
-	[ "$(ls "$RUN/report")" = "$(printf '%s\n' convergence.svg roofline.svg vector_add_T4.json)" ]
-	grep -q 'copy bandwidth 4247 GB/s' "$RUN/report/roofline.svg"
-	grep -q '<svg' "$RUN/report/convergence.svg"
+	assert_line "Report: $RUN/report/index.html"
+	[ "$(ls "$RUN/report")" = "$(printf '%s\n' convergence.svg graph.dot graph.svg index.html roofline.svg vector_add_T4.json)" ]
+	# no KernelGraph.Flops: achieved bandwidth under the memory roof, which says where it came from
+	grep -q 'memory roof 4247 GB/s: the copy bandwidth kg-bench --calibrate measured on the NVIDIA H200<' "$RUN/report/roofline.svg"
+	grep -q '>best (build [0-9]*): [0-9]* GB/s, [0-9]*% of the memory roof<' "$RUN/report/roofline.svg"
+	# titles as written: an underscore is not a subscript
+	grep -q '<text>vector_add: the fastest median so far, by build</text>' "$RUN/report/convergence.svg"
+	grep -q '<text>vector_add: achieved bandwidth (no KernelGraph.Flops: no arithmetic intensity)</text>' "$RUN/report/roofline.svg"
 	[ "$(jq '.results | length' "$RUN/report/vector_add_T4.json")" -eq "$(($(evaluated "$RUN" | wc -l) + 1))" ]
+	# the graph: a node per variant, an edge per candidate, the incumbent's path thick from the root
+	dot=$RUN/report/graph.dot
+	[ "$(grep -c '^  n[0-9]* \[label=' "$dot")" -eq "$(($(evaluated "$RUN" | wc -l) + 1))" ]
+	[ "$(grep -c '^  n[0-9]* -> n[0-9]* ' "$dot")" -eq "$(evaluated "$RUN" | wc -l)" ]
+	grep -q '^  n0 \[label="baseline 92624367\\n0.066048 ms, 1x"' "$dot"
+	grep -q "^  n[0-9]* \[label=\"best $(jq -r '.state[:8]' "$RUN/best.json")" "$dot"
+	[ "$(grep -c ' -> .*penwidth=3' "$dot")" -eq "$(jq '.methods | length' "$RUN/best.json")" ]
+	grep -q '<svg' "$RUN/report/graph.svg"
 	# the summary tops trace.md once, however often it is refreshed; the narrative stays
 	narrative=$(grep -c '^- iter' "$RUN/trace.md")
 	kg-report "$RUN" >/dev/null
 	[ "$(grep -c '^<!-- kg-report -->$' "$RUN/trace.md")" -eq 1 ]
 	[ "$(head -1 "$RUN/trace.md")" = '<!-- kg-report -->' ]
+	grep -q '^Report: \[index.html\](report/index.html); plots: \[convergence\](report/convergence.svg), \[roofline\](report/roofline.svg), \[search graph\](report/graph.svg); ' "$RUN/trace.md"
 	[ "$(grep -c '^- iter' "$RUN/trace.md")" -eq "$narrative" ]
-	# replayed T4 measurements carry no bandwidth: no roofline, said so
-	kg-tune -q --no-llm --replay "$TABLE" --budget-builds 5 --outdir t4 "$VECTOR_ADD"
-	run_tool 0 kg-report t4/kernels/vector_add
-	assert_stderr "kg-report: t4/kernels/vector_add: no bandwidth figures (replayed measurements carry none): no roofline plot"
-	[ "$(ls t4/kernels/vector_add/report)" = "$(printf '%s\n' convergence.svg vector_add_T4.json)" ]
+	# --graph-nodes: the incumbent's path and the fastest with what leads to them, said so
+	kg-report -q --graph-nodes 2 "$RUN" >/dev/null
+	path=$(($(jq '.methods | length' "$RUN/best.json") + 1))
+	[ "$(grep -c '^  n[0-9]* \[label=' "$dot")" -eq "$((path > 2 ? path : 2))" ]
+	grep -q "search graph, $((path > 2 ? path : 2)) of $(($(evaluated "$RUN" | wc -l) + 1)) nodes: the incumbent's path and the fastest" "$dot"
 	run_tool 1 kg-report nowhere
 	assert_stderr "kg-report: nowhere: not a run (kg-init SPEC OUTDIR makes one)"
+}
+
+@test "kg-report on replayed tables: the roofline from the table's figures, both roofs and where they came from" {
+	# matmul: KernelGraph.Flops, half data, one arithmetic intensity for every configuration
+	kg-tune -q --no-llm --replay "$KG_ROOT/examples/matmul/matmul_H100_T4.json" --budget-builds 5 --outdir mm "$KG_ROOT/examples/matmul/matmul.json" >/dev/null
+	run_tool 0 kg-report mm/kernels/matmul
+	assert_stderr_empty
+	svg=mm/kernels/matmul/report/roofline.svg
+	grep -q '<text>memory roof 3008 GB/s: the copy bandwidth kg-bench --calibrate measured on the NVIDIA H100 80GB HBM3</text>' "$svg"
+	grep -q '<text>compute roof 989.4 TFLOP/s: FP16 tensor-core peak of the NVIDIA H100 80GB HBM3 (datasheet, dense)</text>' "$svg"
+	grep -q "<text>all $(($(evaluated mm/kernels/matmul | wc -l) + 1)) variants share one arithmetic intensity, 1365 FLOP/byte</text>" "$svg"
+	grep -q '<text>best: [0-9.]* TFLOP/s, [0-9]*% of the roof</text>' "$svg"
+	# both roofs are on the axes: each plot's path is more than its key's sample line
+	for roof in 4 5; do
+		[ "$(awk -v g="gnuplot_plot_$roof\"" '/<g id="gnuplot_plot_/ { n = index($0, g) > 0 } n' "$svg" | grep -o ' L[0-9]' | wc -l)" -gt 10 ]
+	done
+	kg-report -q --peak-tflops 500 mm/kernels/matmul >/dev/null
+	grep -q '<text>compute roof 500 TFLOP/s: --peak-tflops</text>' "$svg"
+	# a device with no datasheet peak known: the memory roof alone, and what would draw the other
+	jq '.metadata.hardware.hardware_description = "NVIDIA GeForce RTX 4090"' "$KG_ROOT/examples/reduction/reduction_H100_T4.json" >rtx.json
+	kg-tune -q --no-llm --replay rtx.json --budget-builds 3 --outdir rtx "$KG_ROOT/examples/reduction/reduction.json" >/dev/null
+	run_tool 0 kg-report rtx/kernels/reduction
+	grep -q '<text>no compute roof: no datasheet peak known for the NVIDIA GeForce RTX 4090 (--peak-tflops draws one)</text>' rtx/kernels/reduction/report/roofline.svg
+	grep -q '<text>memory roof [0-9]* GB/s: the copy bandwidth kg-bench --calibrate measured on the NVIDIA GeForce RTX 4090</text>' rtx/kernels/reduction/report/roofline.svg
+	# a table without bandwidths: no roofline, said so
+	jq '.results[].measurements |= map(select(.name == "time" or .name == "state"))' "$TABLE" >times.json
+	kg-tune -q --no-llm --replay times.json --budget-builds 3 --outdir t4 "$VECTOR_ADD" >/dev/null
+	run_tool 0 kg-report t4/kernels/vector_add
+	assert_stderr "kg-report: t4/kernels/vector_add: the measurements carry no bandwidth (gbps): no roofline plot"
+	[ "$(ls t4/kernels/vector_add/report)" = "$(printf '%s\n' convergence.svg graph.dot graph.svg index.html vector_add_T4.json)" ]
+	grep -q '<p>No roofline: the measurements carry no bandwidth.</p>' t4/kernels/vector_add/report/index.html
+}
+
+@test "kg-report's HTML page in a headless browser: the tables, three inline SVGs, the diffs escaped, a picture" {
+	command -v chromium >/dev/null || fail "chromium is not installed (make deps installs it)"
+	kg-tune -q --no-llm --replay "$TABLE" --budget-builds 6 --outdir out "$VECTOR_ADD" >/dev/null
+	# the fastest variant's kernel as a code edit would leave it, with text HTML must escape
+	fastest=$(jq -rs 'map(select(.update.child != null and (.update.root | not) and .bench.status == "ok")) | min_by(.bench.median_ms) | .build.state' "$RUN/events.jsonl")
+	{ cat "$RUN/variants/$fastest/kernel.cu"; echo '// <b>not bold</b> & i < n'; } >kernel.cu
+	mv kernel.cu "$RUN/variants/$fastest/kernel.cu"
+	kg-report -q --top 3 "$RUN" >/dev/null
+	chrome=(chromium --headless --disable-gpu --no-sandbox --user-data-dir="$PWD/chromium" --hide-scrollbars)
+	"${chrome[@]}" --dump-dom "file://$PWD/$RUN/report/index.html" >dom.html 2>/dev/null
+	grep -q '<title>kernelgraph report: vector_add</title>' dom.html
+	# self-contained: nothing to load, from a file or the network
+	run ! grep -qE '<(link|script|img|iframe|object)[ >]|src=|url\([^#]' "$RUN/report/index.html"
+	[ "$(grep -o '<svg' dom.html | wc -l)" -eq 3 ]
+	[ "$(grep -o '<table class="summary">' dom.html | wc -l)" -eq 1 ]
+	[ "$(sed -n '/<table class="fastest">/,/<\/table>/p' dom.html | grep -o '<tr>' | wc -l)" -eq 4 ]
+	[ "$(grep -o '<h3>build [0-9]*, [0-9a-f]\{8\}: [0-9.]* ms, [0-9.]*x</h3>' dom.html | wc -l)" -eq 3 ]
+	grep -q "<h3>build [0-9]*, ${fastest:0:8}: " dom.html
+	grep -q '^+// &lt;b&gt;not bold&lt;/b&gt; &amp; i &lt; n</pre>$' dom.html
+	[ "$(grep -c '<b>' dom.html)" -eq 0 ]
+	grep -q '<pre class="diff">configuration: [a-z_]* [0-9]* → [0-9]*' dom.html
+	# rendered, the page is a picture, not a blank
+	"${chrome[@]}" --force-device-scale-factor=0.5 --window-size=1000,2000 --screenshot="$PWD/page.png" "file://$PWD/$RUN/report/index.html" 2>/dev/null
+	[ "$(python3 "$TOOLS/png_colors.py" page.png)" -gt 100 ]
+}
+
+@test "kg-report without Graphviz: graph.dot alone, said so" {
+	mkdir nodot
+	for f in /usr/bin/* /bin/*; do [ "${f##*/}" = dot ] || ln -sf "$f" "nodot/${f##*/}"; done
+	kg-tune -q --no-llm --replay "$TABLE" --budget-builds 3 --outdir out "$VECTOR_ADD" >/dev/null
+	run_tool 0 env PATH="$KG_BIN_DIR:$PWD/nodot" kg-report "$RUN"
+	assert_stderr "kg-report: dot (Graphviz) is not installed: $RUN/report/graph.dot is not drawn"
+	[ ! -e "$RUN/report/graph.svg" ]
+	grep -q '^digraph search {$' "$RUN/report/graph.dot"
+	grep -q '<p>Graphviz (dot) is not installed: the graph is in <code>graph.dot</code>.</p>' "$RUN/report/index.html"
 }
 
 @test "kg-tune --llm-model: the LLM experts propose (a mock OpenAI-compatible server); --no-llm: the rules" {
