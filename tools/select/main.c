@@ -565,7 +565,7 @@ static void end_rollout(struct graph *g, const char *why)
 	mcgs_playout(&g->g, 0, r->path, r->len, 1);
 	if (!catching_up) {
 		/* a reward is log2 of a speedup */
-		char *text = xasprintf("the rollout from here ended (%s) after %ld expansions, best %.3gx", why, r->step,
+		char *text = xasprintf("the rollout from here ended (%s) after %ld expansions, best %.2fx", why, r->step,
 				       exp2(r->best));
 		trace_note(g, g->iter, r->node, text);
 		free(text);
@@ -1306,19 +1306,6 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	if (p->backup_max)
 		back_up_max(g, path, len);
 
-	/* Rollouts: an improving child starts one; a failure ends the one under way. */
-	double rollout = json_number(record, "rollout", NAN);
-	if (g->rollout.active && rollout > 0) {
-		g->rollout.best = fmax(g->rollout.best, reward);
-		if (!ok)
-			end_rollout(g, "a candidate failed");
-	} else if (!g->rollout.active && !(rollout > 0) && ok && p->rollout_depth > 0 && reward > g->g.nodes[parent].u) {
-		g->rollout = (struct rollout){.active = 1, .node = child, .steps_left = p->rollout_depth, .best = reward,
-					      .path = path, .len = len};
-		path = NULL;
-	}
-	free(path);
-
 	/* The incumbent moves only when the candidate's interval clears it. */
 	size_t previous_best = g->incumbent;
 	const struct gnode *inc = &g->nodes[g->incumbent];
@@ -1365,6 +1352,19 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 					  .transposition = transposition, .better = better};
 		trace_candidate(g, &step);
 	}
+
+	/* Rollouts: an improving child starts one; a failure ends the one under way. */
+	double rollout = json_number(record, "rollout", NAN);
+	if (g->rollout.active && rollout > 0) {
+		g->rollout.best = fmax(g->rollout.best, reward);
+		if (!ok)
+			end_rollout(g, "a candidate failed");
+	} else if (!g->rollout.active && !(rollout > 0) && ok && p->rollout_depth > 0 && reward > g->g.nodes[parent].u) {
+		g->rollout = (struct rollout){.active = 1, .node = child, .steps_left = p->rollout_depth, .best = reward,
+					      .path = path, .len = len};
+		path = NULL;
+	}
+	free(path);
 	return 0;
 }
 

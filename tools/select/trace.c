@@ -392,7 +392,14 @@ void trace_candidate(const struct graph *g, const struct trace_step *s)
 		strbuf_release(&why);
 	} else if (s->better) {
 		const struct gnode *before = &g->nodes[s->previous_best];
-		strbuf_addf(&sb, ": **new best**, %.1f %% faster than ", 100 * (speedup / before->speedup - 1));
+		double ratio = speedup / before->speedup;
+		strbuf_addstr(&sb, ": **new best**, ");
+		if (ratio < 2) {
+			strbuf_addf(&sb, "%.1f %% faster than ", 100 * (ratio - 1));
+		} else {
+			add_speedup(&sb, ratio, NULL);
+			strbuf_addstr(&sb, " as fast as ");
+		}
 		add_variant(&sb, g, s->previous_best);
 		if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(bench, "speedup_ci")) == 2) {
 			strbuf_addstr(&sb, " (its interval clears ");
@@ -615,9 +622,6 @@ int trace_summary(const struct graph *g, const char *stopped)
 	strbuf_init(&sb);
 	strbuf_addf(&sb, "\n## Summary after %ld candidates\n\n", st.tried);
 	add_stop(&sb, g, stopped);
-	add_best(&sb, g, st.best_record);
-	if (st.moves.len)
-		strbuf_addf(&sb, "\n**How the best moved**: baseline 1.00x%s.\n", st.moves.buf);
 	strbuf_addf(&sb, "\n**Failed**: %ld of %ld", st.failed, st.tried);
 	qsort(st.failures.v, st.failures.n, sizeof(*st.failures.v), by_tried);
 	for (size_t i = 0; i < st.failures.n; i++)
@@ -627,6 +631,9 @@ int trace_summary(const struct graph *g, const char *stopped)
 		add_tally_table(&sb, &st.methods, "method", 1);
 		add_tally_table(&sb, &st.proposers, "proposer", 0);
 	}
+	if (st.moves.len)
+		strbuf_addf(&sb, "\n**How the best moved**: baseline 1.00x%s.\n", st.moves.buf);
+	add_best(&sb, g, st.best_record); /* last: a line that is no table row ends the summary */
 	append_trace(g, sb.buf, 0);
 	strbuf_release(&sb);
 out:
