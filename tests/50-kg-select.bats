@@ -171,12 +171,12 @@ The search may go on (it has no build budget).
 | `tile` | 2 | 0 | 4.00x |
 | `shared_memory_tiling` | 1 | 1 | - |
 
-| proposer | tried | failed | best speedup |
-|---|---:|---:|---:|
-| rules:random | 3 | 2 | 0.500x |
-| rules:model | 2 | 2 | - |
-| rules:neighbour | 2 | 0 | 4.00x |
-| llm:m/memory | 1 | 1 | - |
+| proposer | tried | failed | best speedup | what it is |
+|---|---:|---:|---:|---|
+| rules:random | 3 | 2 | 0.500x | a random valid configuration |
+| rules:model | 2 | 2 | - | the model's pick: the largest expected improvement |
+| rules:neighbour | 2 | 0 | 4.00x | one parameter one step up or down |
+| llm:m/memory | 1 | 1 | - | an LLM expert: model/persona |
 
 **How the best moved**: baseline 1.00x → [S1aaaaaa](variants/S1aaaaaaaaaa/) 1.25x (iteration 1) → [S7gggggg](variants/S7gggggggggg/) 4.00x (iteration 1).
 

@@ -472,18 +472,39 @@ static int by_tried(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-/* "| what | tried | failed | best speedup |" and a row per kind, the most tried first; code:
- * the kinds are methods. */
-static void add_tally_table(struct strbuf *sb, struct tallies *t, const char *what, int code)
+/* What a proposer of kg-propose is, for a reader who has not met them; "" when unknown. */
+static const char *proposer_words(const char *proposer)
+{
+	static const char *const words[][2] = {
+		{"rules:neighbour", "one parameter one step up or down"},
+		{"rules:random", "a random valid configuration"},
+		{"rules:model", "the model's pick: the largest expected improvement"},
+		{"rules:library", "a ready patch of the spec (KernelGraph.Patches)"},
+		{"llm:", "an LLM expert: model/persona"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+		if (strncmp(proposer, words[i][0], strlen(words[i][0])) == 0)
+			return words[i][1];
+	return "";
+}
+
+/* "| what | tried | failed | best speedup |" and a row per kind, the most tried first; the
+ * kinds are methods (as code) or proposers (said what they are). */
+static void add_tally_table(struct strbuf *sb, struct tallies *t, const char *what, int methods)
 {
 	qsort(t->v, t->n, sizeof(*t->v), by_tried);
-	strbuf_addf(sb, "\n| %s | tried | failed | best speedup |\n|---|---:|---:|---:|\n", what);
+	strbuf_addf(sb, "\n| %s | tried | failed | best speedup |%s\n|---|---:|---:|---:|%s\n", what,
+		    methods ? "" : " what it is |", methods ? "" : "---|");
 	for (size_t i = 0; i < t->n; i++) {
 		strbuf_addstr(sb, "| ");
-		add_cell(sb, t->v[i].name, strlen(t->v[i].name), 0, code);
+		add_cell(sb, t->v[i].name, strlen(t->v[i].name), 0, methods);
 		strbuf_addf(sb, " | %ld | %ld | ", t->v[i].tried, t->v[i].failed);
 		add_speedup(sb, t->v[i].best, NULL);
-		strbuf_addstr(sb, " |\n");
+		strbuf_addstr(sb, " |");
+		if (!methods) {
+			strbuf_addf(sb, " %s |", proposer_words(t->v[i].name));
+		}
+		strbuf_addch(sb, '\n');
 	}
 }
 
