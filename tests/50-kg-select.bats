@@ -72,6 +72,17 @@ start() {
 	[ "$(jq -c '[.kernel, .baseline_ms, .incumbent, (.nodes | length), .nodes[0].state, .nodes[0].n]' g.json)" = '["k",2.5,0,1,"S0",1]' ]
 	[ "$(readlink "$RUN/best")" = variants/S0 ]
 	[ "$(jq -r .state "$RUN/best.json")" = S0 ]
+	# the summary of a search that has tried nothing yet
+	kg-select --summary "$RUN"
+	diff -u - <(tail -7 "$RUN/trace.md") <<'EOF'
+## Summary after 0 candidates
+
+**Best**: the baseline itself; no candidate's speedup interval lay above it.
+
+**Failed**: 0 of 0.
+
+The search may go on (it has no build budget).
+EOF
 }
 
 @test "the root is expanded first; evaluated candidates become children with log2-speedup or failure rewards" {
@@ -161,7 +172,9 @@ The baseline, [baseline](variants/S0/) (`x 1, y 8`), runs in 1.00 ms. One row pe
 
 ## Summary after 8 candidates
 
-The search may go on (it has no build budget).
+**Best**: [S7gggggg](variants/S7gggggggggg/), found in iteration 1: 0.250 ms, **4.00x** the baseline's 1.00 ms (interval 3.90x to 4.20x), with `x 2, y 16`, its methods from the baseline `tile`. Its files are in `best/` (a link to its variant's directory), its figures in `best.json`.
+
+**How the best moved**: baseline 1.00x → [S1aaaaaa](variants/S1aaaaaaaaaa/) 1.25x (iteration 1) → [S7gggggg](variants/S7gggggggggg/) 4.00x (iteration 1).
 
 **Failed**: 5 of 8: incorrect output 2, compile failed 1, invalid configuration 1, timed out 1.
 
@@ -178,9 +191,7 @@ The search may go on (it has no build budget).
 | rules:neighbour | 2 | 0 | 4.00x | one parameter one step up or down |
 | llm:m/memory | 1 | 1 | - | an LLM expert: model/persona |
 
-**How the best moved**: baseline 1.00x → [S1aaaaaa](variants/S1aaaaaaaaaa/) 1.25x (iteration 1) → [S7gggggg](variants/S7gggggggggg/) 4.00x (iteration 1).
-
-**Best**: [S7gggggg](variants/S7gggggggggg/), found in iteration 1: 0.250 ms, **4.00x** the baseline's 1.00 ms (interval 3.90x to 4.20x), with `x 2, y 16`, its methods from the baseline `tile`. Its files are in `best/` (a link to its variant's directory), its figures in `best.json`.
+The search may go on (it has no build budget).
 EOF
 	# best.json keeps the interval that kg-tune's table shows
 	[ "$(jq -c .speedup_ci "$RUN/best.json")" = '[3.9,4.2]' ]

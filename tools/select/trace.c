@@ -557,6 +557,7 @@ static void story_add(struct run_story *st, const struct graph *g, cJSON *record
 static void add_stop(struct strbuf *sb, const struct graph *g, const char *stopped)
 {
 	const struct search_params *p = &g->params;
+	strbuf_addch(sb, '\n');
 	if (!stopped && p->budget_builds > 0)
 		strbuf_addf(sb, "The search may go on: %ld of its %ld builds are left.\n", p->budget_builds - g->builds,
 			    p->budget_builds);
@@ -575,7 +576,7 @@ static void add_stop(struct strbuf *sb, const struct graph *g, const char *stopp
 static void add_best(struct strbuf *sb, const struct graph *g, const cJSON *record)
 {
 	size_t best = g->incumbent;
-	strbuf_addstr(sb, "\n**Best**: ");
+	strbuf_addstr(sb, "**Best**: ");
 	if (best == 0) {
 		strbuf_addstr(sb, "the baseline itself; no candidate's speedup interval lay above it.\n");
 		return;
@@ -642,7 +643,9 @@ int trace_summary(const struct graph *g, const char *stopped)
 	struct strbuf sb;
 	strbuf_init(&sb);
 	strbuf_addf(&sb, "\n## Summary after %ld candidates\n\n", st.tried);
-	add_stop(&sb, g, stopped);
+	add_best(&sb, g, st.best_record);
+	if (st.moves.len)
+		strbuf_addf(&sb, "\n**How the best moved**: baseline 1.00x%s.\n", st.moves.buf);
 	strbuf_addf(&sb, "\n**Failed**: %ld of %ld", st.failed, st.tried);
 	qsort(st.failures.v, st.failures.n, sizeof(*st.failures.v), by_tried);
 	for (size_t i = 0; i < st.failures.n; i++)
@@ -652,9 +655,7 @@ int trace_summary(const struct graph *g, const char *stopped)
 		add_tally_table(&sb, &st.methods, "method", 1);
 		add_tally_table(&sb, &st.proposers, "proposer", 0);
 	}
-	if (st.moves.len)
-		strbuf_addf(&sb, "\n**How the best moved**: baseline 1.00x%s.\n", st.moves.buf);
-	add_best(&sb, g, st.best_record); /* last: a line that is no table row ends the summary */
+	add_stop(&sb, g, stopped); /* last: a line that is no table row ends the summary */
 	append_trace(g, sb.buf, 0);
 	strbuf_release(&sb);
 out:
