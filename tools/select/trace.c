@@ -647,7 +647,8 @@ int trace_summary(const struct graph *g, const char *stopped)
 	if (st.moves.len)
 		strbuf_addf(&sb, "\n**How the best moved**: baseline 1.00x%s.\n", st.moves.buf);
 	strbuf_addf(&sb, "\n**Failed**: %ld of %ld", st.failed, st.tried);
-	qsort(st.failures.v, st.failures.n, sizeof(*st.failures.v), by_tried);
+	if (st.failures.n) /* qsort's base must not be NULL */
+		qsort(st.failures.v, st.failures.n, sizeof(*st.failures.v), by_tried);
 	for (size_t i = 0; i < st.failures.n; i++)
 		strbuf_addf(&sb, "%s%s %ld", i ? ", " : ": ", st.failures.v[i].name, st.failures.v[i].tried);
 	strbuf_addstr(&sb, ".\n");
