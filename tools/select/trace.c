@@ -3,7 +3,6 @@
  * closing summary --summary appends from RUN/events.jsonl. */
 #include "common.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <string.h>
