@@ -53,6 +53,12 @@ start() {
 	assert_stderr "$(printf '%s\n' "kg-select: --export and --update do not go together" "Try 'kg-select --help' for more information.")"
 	run_tool 2 kg-select "$RUN" extra
 	assert_stderr "$(printf '%s\n' "kg-select: unexpected argument 'extra' (only --update reads a file)" "Try 'kg-select --help' for more information.")"
+	run_tool 2 kg-select --update --summary "$RUN"
+	assert_stderr "$(printf '%s\n' "kg-select: --update and --summary do not go together" "Try 'kg-select --help' for more information.")"
+	run_tool 2 kg-select --summary --fill 4 "$RUN"
+	assert_stderr "$(printf '%s\n' "kg-select: --fill goes with picking, not with --summary" "Try 'kg-select --help' for more information.")"
+	run_tool 1 kg-select --summary "$RUN"
+	assert_stderr "kg-select: $RUN: no graph yet: make the root with kg-select --update and the benched baseline (kg-init does this)"
 }
 
 @test "the benched baseline makes the root; without one, selecting is an error" {
@@ -66,6 +72,17 @@ start() {
 	[ "$(jq -c '[.kernel, .baseline_ms, .incumbent, (.nodes | length), .nodes[0].state, .nodes[0].n]' g.json)" = '["k",2.5,0,1,"S0",1]' ]
 	[ "$(readlink "$RUN/best")" = variants/S0 ]
 	[ "$(jq -r .state "$RUN/best.json")" = S0 ]
+	# the summary of a search that has tried nothing yet
+	kg-select --summary "$RUN"
+	diff -u - <(tail -7 "$RUN/trace.md") <<'EOF'
+## Summary after 0 candidates
+
+**Best**: the baseline itself; no candidate's speedup interval lay above it.
+
+**Failed**: 0 of 0.
+
+The search may go on (it has no build budget).
+EOF
 }
 
 @test "the root is expanded first; evaluated candidates become children with log2-speedup or failure rewards" {
@@ -92,12 +109,115 @@ start() {
 	[ "$(wc -l <"$RUN/events.jsonl")" -eq 5 ]
 	[ "$(jq -r '[.from_method, .to_method, .ok, .reward] | @csv' out/regraph_dataset.jsonl | tr '\n' ' ')" = \
 		'"init","tile",true,1 "init","unroll",false,-3 "init","smem",false,-3 "init","vec",true,3 ' ]
-	grep -q -- '- iter 1: S0 -\[vec\]-> S4: ok, reward 3.000, new incumbent' "$RUN/trace.md"
+	grep -Fqx '| 1 | [baseline](variants/S0/) | `x 1 -> 2` | `vec` | 0.0625 | 16.0x [16.0, 16.1] | [S4](variants/S4/): **new best**, 8.00x as fast as [S1](variants/S1/) (its interval clears 2.00x) |' "$RUN/trace.md"
 	# --failure-reward changes what failures earn, and is kept in the graph.
 	run_tool 0 kg-select --failure-reward -1 --update "$RUN" < <(evaluated pick.jsonl S5 0 0 x)
 	[ "$(jq -c .update.reward <<<"$output")" = -1 ]
 	kg-select --export "$RUN" >g.json
 	[ "$(jq .params.failure_reward g.json)" = -1 ]
+}
+
+# story PICK-FILE: candidates of the pick, one of each kind trace.md tells apart: a new best,
+# a slower one, a code edit that did not compile, two incorrect ones, a timeout, an invalid
+# configuration and a second new best.
+story() {
+	jq -c '
+		def tried($c; $by; $m): {run, kernel, iter, node, node_id, path_edges, rollout,
+		                         candidate: ($c + {proposer: $by, method: $m}), method: {canonical: $m}};
+		def ok($s; $config; $ms; $sp; $ci): {build: {status: "ok", state: $s, config: $config},
+		                                     bench: {status: "ok", median_ms: $ms, speedup: $sp, speedup_ci: $ci}};
+		def built($s): {build: {status: "ok", state: $s}};
+		(tried({config: {x: 2, y: 8}}; "rules:neighbour"; "tile") + ok("S1aaaaaaaaaa"; {x: 2, y: 8}; 0.8; 1.25; [1.2, 1.3])),
+		(tried({config: {x: 3, y: 16}}; "rules:random"; "retune") + ok("S2bbbbbbbbbb"; {x: 3, y: 16}; 2; 0.5; [0.45, 0.55])),
+		(tried({detail: "Stage the tiles | in *shared* memory\nsecond line", config: {x: 1, y: 8},
+		        patch: "--- a/k.cu\n+++ b/k.cu\n@@ -1,2 +1,3 @@\n-a\n+b\n+c\n"}; "llm:m/memory"; "shared_memory_tiling")
+		 + {build: {status: "compile_failed", state: "S3cccccccccc",
+		            error: "NVRTC_ERROR_COMPILATION\nk.cu(3): error: identifier \"tile\" is undefined\n1 error detected"}}),
+		(tried({config: {x: 4, y: 8}}; "rules:model"; "retune") + built("S4dddddddddd")
+		 + {bench: {status: "incorrect", check: {passed: false, why: "the kernel changed an input it may only read"}}}),
+		(tried({config: {x: 5, y: 8}}; "rules:model"; "retune") + built("S5eeeeeeeeee")
+		 + {bench: {status: "incorrect", check: {passed: false, argument: "out", bad_elements: 12, max_abs_err: 0.5}}}),
+		(tried({config: {x: 6, y: 8}}; "rules:random"; "retune") + built("S6ffffffffff")
+		 + {bench: {status: "timeout", error: "the watchdog fired after 10 s"}}),
+		(tried({config: {x: 7, y: 8}}; "rules:random"; "retune")
+		 + {build: {status: "invalid_config", error: "x * y > 50: the conditions do not hold", config: {x: 7, y: 8}}}),
+		(tried({config: {x: 2, y: 16}}; "rules:neighbour"; "tile") + ok("S7gggggggggg"; {x: 2, y: 16}; 0.25; 4; [3.9, 4.2]))
+	' "$1"
+}
+
+@test "trace.md tells the search: a row per candidate (change, proposer, time, speedup, why it failed, why the best moved); --summary closes it" {
+	jq -cn --arg run "$RUN" '{run: $run, kernel: "k", candidate: {id: "baseline"},
+		build: {status: "ok", state: "S0", baseline: true, config: {x: 1, y: 8}}, bench: {status: "ok", median_ms: 1, speedup: 1}}' |
+		kg-select --update "$RUN" >/dev/null
+	kg-select "$RUN" >pick.jsonl
+	story pick.jsonl | kg-select --update "$RUN" >/dev/null
+	run_tool 0 kg-select --summary "$RUN"
+	assert_output ""
+	assert_stderr_empty
+	diff -u - "$RUN/trace.md" <<'EOF'
+# Search of k
+
+The baseline, [baseline](variants/S0/) (`x 1, y 8`), runs in 1.00 ms. One row per candidate: the iteration that picked it, the variant it changes, the change, its method and who proposed it, its median time, its speedup over the baseline (with the 95 % interval of that ratio when it was measured; a replayed table has none), and what became of it. A candidate becomes the new best only when its interval (its speedup, without one) lies above the best speedup so far.
+
+| iter | from | change | method (proposer) | ms | speedup | result |
+|---:|---|---|---|---:|---:|---|
+| 1 | [baseline](variants/S0/) | `x 1 -> 2` | `tile` (rules:neighbour) | 0.800 | 1.25x [1.20, 1.30] | [S1aaaaaa](variants/S1aaaaaaaaaa/): **new best**, 25.0 % faster than [baseline](variants/S0/) (its interval clears 1.00x) |
+| 1 | [baseline](variants/S0/) | `x 1 -> 3, y 8 -> 16` | `retune` (rules:random) | 2.00 | 0.500x [0.450, 0.550] | [S2bbbbbb](variants/S2bbbbbbbbbb/) |
+| 1 | [baseline](variants/S0/) | Stage the tiles \| in \*shared\* memory (+2 -1 in k.cu) | `shared_memory_tiling` (llm:m/memory) | - | - | [S3cccccc](variants/S3cccccccccc/): **compile failed**: `k.cu(3): error: identifier "tile" is undefined` |
+| 1 | [baseline](variants/S0/) | `x 1 -> 4` | `retune` (rules:model) | - | - | [S4dddddd](variants/S4dddddddddd/): **incorrect output**: the kernel changed an input it may only read |
+| 1 | [baseline](variants/S0/) | `x 1 -> 5` | `retune` (rules:model) | - | - | [S5eeeeee](variants/S5eeeeeeeeee/): **incorrect output**: `out`: 12 elements wrong, max abs err 0.500 |
+| 1 | [baseline](variants/S0/) | `x 1 -> 6` | `retune` (rules:random) | - | - | [S6ffffff](variants/S6ffffffffff/): **timed out**: the watchdog fired after 10 s |
+| 1 | [baseline](variants/S0/) | `x 1 -> 7` | `retune` (rules:random) | - | - | no variant: **invalid configuration**: `x * y > 50: the conditions do not hold` |
+| 1 | [baseline](variants/S0/) | `x 1 -> 2, y 8 -> 16` | `tile` (rules:neighbour) | 0.250 | 4.00x [3.90, 4.20] | [S7gggggg](variants/S7gggggggggg/): **new best**, 3.20x as fast as [S1aaaaaa](variants/S1aaaaaaaaaa/) (its interval clears 1.25x) |
+
+## Summary after 8 candidates
+
+**Best**: [S7gggggg](variants/S7gggggggggg/), found in iteration 1: 0.250 ms, **4.00x** the baseline's 1.00 ms (interval 3.90x to 4.20x), with `x 2, y 16`, its methods from the baseline `tile`. Its files are in `best/` (a link to its variant's directory), its figures in `best.json`.
+
+**How the best moved**: baseline 1.00x → [S1aaaaaa](variants/S1aaaaaaaaaa/) 1.25x (iteration 1) → [S7gggggg](variants/S7gggggggggg/) 4.00x (iteration 1).
+
+**Failed**: 5 of 8: incorrect output 2, compile failed 1, invalid configuration 1, timed out 1.
+
+| method | tried | failed | best speedup |
+|---|---:|---:|---:|
+| `retune` | 5 | 4 | 0.500x |
+| `tile` | 2 | 0 | 4.00x |
+| `shared_memory_tiling` | 1 | 1 | - |
+
+| proposer | tried | failed | best speedup | what it is |
+|---|---:|---:|---:|---|
+| rules:random | 3 | 2 | 0.500x | a random valid configuration |
+| rules:model | 2 | 2 | - | the model's pick: the largest expected improvement |
+| rules:neighbour | 2 | 0 | 4.00x | one parameter one step up or down |
+| llm:m/memory | 1 | 1 | - | an LLM expert: model/persona |
+
+The search may go on (it has no build budget).
+EOF
+	# best.json keeps the interval that kg-tune's table shows
+	[ "$(jq -c .speedup_ci "$RUN/best.json")" = '[3.9,4.2]' ]
+	# a search whose budget is spent says so
+	kg-select --budget-builds 8 --summary "$RUN"
+	[ "$(grep -c '^## Summary after 8 candidates$' "$RUN/trace.md")" -eq 2 ]
+	grep -Fqx 'The search is over: its budget of 8 builds is spent.' "$RUN/trace.md"
+	# the rows of a search that goes on start a table again below the summary
+	kg-select "$RUN" >pick2.jsonl
+	jq -c '.candidate = {proposer: "rules:random", method: "tile", config: {x: 9, y: 16}}
+		| .build = {status: "ok", state: "S8", config: {x: 9, y: 16}} | .bench = {status: "ok", median_ms: 0.5}' pick2.jsonl |
+		kg-select --update "$RUN" >/dev/null
+	diff -u - <(tail -3 "$RUN/trace.md") <<'EOF'
+| iter | from | change | method (proposer) | ms | speedup | result |
+|---:|---|---|---|---:|---:|---|
+| 2 | [S7gggggg](variants/S7gggggggggg/) | `x 2 -> 9` | `tile` (rules:random) | 0.500 | 2.00x | [S8](variants/S8/) |
+EOF
+	# a learned record says in which iteration it was learned (later than picked when the next
+	# iteration was picked while it was measured)
+	[ "$(tail -1 "$RUN/events.jsonl" | jq -c '[.iter, .update.learned_iter]')" = '[2,2]' ]
+	# the summary counts what the log holds: a log it cannot read is an error
+	size=$(stat -c %s "$RUN/events.jsonl")
+	rm "$RUN/events.jsonl"
+	run_tool 4 kg-select --summary "$RUN"
+	assert_stderr "$(printf '%s\n' "kg-select: warning: $RUN/events.jsonl: 0 bytes, shorter than the $size the graph learned from: not read" \
+		"kg-select: cannot open '$RUN/events.jsonl': No such file or directory")"
 }
 
 @test "an expansion says how many new children the widening allows the node now" {
@@ -145,6 +265,7 @@ start() {
 	jq -c '.node = "S2" | .node_id = 2 | .path_edges = [1]' pick0.jsonl >pick2.jsonl
 	run_tool 0 kg-select --update "$RUN" < <(evaluated pick2.jsonl S3 3.0)
 	[ "$(jq -c '.update | [.child, .child_id, .transposition]' <<<"$output")" = '["S3",3,true]' ]
+	[ "$(tail -1 "$RUN/trace.md")" = '| 1 | [S2](variants/S2/) | the same configuration | `tile` | 0.333 | 3.00x [3.00, 3.10] | [S3](variants/S3/) (reached before another way) |' ]
 	kg-select --export "$RUN" >g.json
 	[ "$(jq -c '[.nodes[] | [.state, .rank]]' g.json)" = '[["S0",0],["S1",1],["S2",1],["S3",2],["S0",2]]' ]
 	# Every edge goes from a lower rank to a higher one: no cycle can form.
@@ -411,7 +532,7 @@ start() {
 	run_tool 0 kg-select --update "$RUN" empty.jsonl
 	[ "$(jq -c .update <<<"$output")" = '{"exhausted":1}' ]
 	[ "$(tail -1 "$RUN/events.jsonl" | jq -c '[.op, .update.exhausted]')" = '["expand",1]' ]
-	grep -q '^- iter 2: S1: nothing new to try from here; not expanded again$' "$RUN/trace.md"
+	grep -Fqx '| 2 | [S1](variants/S1/) | | | | | nothing new to try from here: not expanded again |' "$RUN/trace.md"
 	# S1 is a leaf with nothing new (spent): the root is expanded instead, until it too has nothing
 	run_tool 0 kg-select "$RUN"
 	[ "$(jq -c '[.op, .node]' <<<"$output")" = '["expand","S0"]' ]
@@ -488,7 +609,7 @@ start() {
 	kg-select --update "$RUN" < <(evaluated pick2.jsonl S4 0) >/dev/null
 	kg-select --export "$RUN" >g.json
 	[ "$(jq .rollout g.json)" = null ]
-	grep -q -- '- rollout from S2 ended (a candidate failed) after 2 expansions, best reward 1.585' "$RUN/trace.md"
+	grep -Fqx '| 3 | [S2](variants/S2/) | | | | | the rollout from here ended (a candidate failed) after 2 expansions, best 3.00x |' "$RUN/trace.md"
 	run_tool 0 kg-select "$RUN"
 	[ "$(jq .rollout <<<"$output")" = 0 ]
 }

@@ -435,8 +435,15 @@ fake_stage() {
 	[ "$(jq --argjson o "$optimum" '.median_ms <= 1.05 * $o' "$RUN/best.json")" = true ]
 	[ "$(evaluated "$RUN" | wc -l)" -eq 40 ]
 	[ "$(evaluated "$RUN" | sort | uniq -d)" = "" ]
-	assert_line --index 0 --regexp '^kernel +builds +per_min +baseline_ms +best_ms +speedup +end +run$'
-	assert_line --index 1 --regexp '^vector_add +40 +[0-9]+\.[0-9] +0\.06[0-9]* +0\.0[56][0-9]* +1\.[01][0-9]* +budget +out/kernels/vector_add$'
+	# times and speedups to 3 digits (a replayed table has no interval), where the best is,
+	# what to run next; trace.md closes with the summary
+	assert_line --index 0 --regexp '^kernel +builds +per_min +baseline_ms +best_ms +speedup +end +best$'
+	assert_line --index 1 --regexp '^vector_add +40 +[0-9]+\.[0-9] +0\.06[0-9]{2} +0\.0[56][0-9]{2} +1\.[01][0-9]x +budget +out/kernels/vector_add/best$'
+	assert_line --index 2 'next: kg-report out/kernels/vector_add (plots, and a summary atop out/kernels/vector_add/trace.md)'
+	[ "${#lines[@]}" -eq 3 ]
+	grep -Fqx '## Summary after 40 candidates' "$RUN/trace.md"
+	grep -Fqx 'The search is over: its budget of 40 builds is spent.' "$RUN/trace.md"
+	[ "$(readlink "$RUN/best")" = "$(jq -r .dir "$RUN/best.json")" ]
 	# the log holds every finished record, as JSON lines
 	jq -e . log.jsonl >/dev/null
 	[ "$(jq -c 'select(.update.child != null)' log.jsonl | wc -l)" -eq 40 ]
@@ -451,6 +458,10 @@ fake_stage() {
 	# per_min counts what this kg-tune evaluated: 5 candidates, in well under a minute
 	per_min=$(awk 'NR == 2 { print $3 }' <<<"$output")
 	awk -v p="$per_min" 'BEGIN { exit !(p > 5) }'
+	# measured speedups have an interval: the table and trace.md show it
+	run_tool 0 kg-tune --no-llm --replay "$EVENTS" --budget-builds 6 --outdir ev "$VECTOR_ADD"
+	assert_line --index 1 --regexp ' [01]\.[0-9]{2,3}x \[[01]\.[0-9]{2,3}, [01]\.[0-9]{2,3}\] +budget +ev/kernels/vector_add/best$'
+	grep -Eq '^\*\*Best\*\*: .* \(interval [01]\.[0-9]{2,3}x to [01]\.[0-9]{2,3}x\)' ev/kernels/vector_add/trace.md
 	# a missing spec stops everything before anything runs
 	run_tool 2 kg-tune --no-llm --outdir out2 "$VECTOR_ADD" missing.json
 	assert_stderr "$(printf '%s\n' "kg-tune: missing.json: no such spec" "Try 'kg-tune --help' for more information.")"
@@ -486,11 +497,10 @@ fake_stage() {
 	done
 	same_search a b
 	# iterations were picked while others were in flight: records picked in iteration K
-	# were learned once iteration K+1 was picked (kg-select --update writes the graph's
-	# iteration in trace.md, the pick's is the record's "iter")
+	# were learned once iteration K+1 was picked (the pick's iteration is the record's "iter",
+	# the graph's when kg-select --update learned it "update.learned_iter")
 	picked_learned() {
-		paste -d' ' <(jq -r 'select(.update.child != null and (.update.root | not)) | .iter' "$1/$RUN/events.jsonl") \
-			<(grep -o '^- iter [0-9]*' "$1/$RUN/trace.md" | cut -d' ' -f3)
+		jq -r 'select(.update.child != null and (.update.root | not)) | "\(.iter) \(.update.learned_iter)"' "$1/$RUN/events.jsonl"
 	}
 	[ "$(picked_learned a | awk '$2 == $1 + 1' | wc -l)" -gt 0 ]
 	# several picks per iteration once the log shows how many candidates a pick makes
@@ -514,7 +524,7 @@ fake_stage() {
 	# given up after --max-failures iterations, the one picked meanwhile never measured
 	jq '.results |= map(select(.configuration == {block_size_x: 256, items_per_thread: 1}))' "$TABLE" >baseline.json
 	run_tool 1 kg-tune --no-llm --replay "$TABLE" --bench-opt "--replay baseline.json" --max-failures 2 --outdir d "$VECTOR_ADD"
-	assert_line --index 1 --regexp ' failed \(1, 2 iterations in a row\) +d/kernels/vector_add$'
+	assert_line --index 1 --regexp ' failed \(1, 2 iterations in a row\) +d/kernels/vector_add/best$'
 	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .iter' d/kernels/vector_add/events.jsonl | sort -u | tr '\n' ' ')" = "1 2 " ]
 	[ "$(grep -c 'kg-iterate: kg-bench failed (exit status 1)' <<<"$stderr")" -eq 2 ]
 }
@@ -715,12 +725,12 @@ fake_stage() {
 	[ "$(grep -c ' -> .*penwidth=3' "$dot")" -eq "$(jq '.methods | length' "$RUN/best.json")" ]
 	grep -q '<svg' "$RUN/report/graph.svg"
 	# the summary tops trace.md once, however often it is refreshed; the narrative stays
-	narrative=$(grep -c '^- iter' "$RUN/trace.md")
+	narrative=$(grep -c '^| [0-9]' "$RUN/trace.md")
 	kg-report "$RUN" >/dev/null
 	[ "$(grep -c '^<!-- kg-report -->$' "$RUN/trace.md")" -eq 1 ]
 	[ "$(head -1 "$RUN/trace.md")" = '<!-- kg-report -->' ]
 	grep -q '^Report: \[index.html\](report/index.html); plots: \[convergence\](report/convergence.svg), \[roofline\](report/roofline.svg), \[search graph\](report/graph.svg); ' "$RUN/trace.md"
-	[ "$(grep -c '^- iter' "$RUN/trace.md")" -eq "$narrative" ]
+	[ "$(grep -c '^| [0-9]' "$RUN/trace.md")" -eq "$narrative" ]
 	# --graph-nodes: the incumbent's path and the fastest with what leads to them, said so
 	kg-report -q --graph-nodes 2 "$RUN" >/dev/null
 	path=$(($(jq '.methods | length' "$RUN/best.json") + 1))

@@ -23,6 +23,7 @@
 #include "parse.h"
 #include "regraph.h"
 #include "rng.h"
+#include "trace.h"
 #include "xalloc.h"
 
 /* Exit status when the search is over (budget spent or converged): not an error. */
@@ -49,6 +50,7 @@ struct options {
 	const char *pending; /* --pending FILE: records picked already and not learned yet */
 	int update;
 	int export_json;
+	int summary; /* --summary: append the closing summary to RUN/trace.md */
 	long batch;
 	long fill;	 /* --fill N: candidates the batch should make, judged by the log; 0: off */
 	int seed_given;
@@ -62,6 +64,7 @@ static void usage(FILE *fp)
 	fputs("Usage: kg-select [OPTION]... RUN\n"
 	      "       kg-select --update [OPTION]... RUN [FILE]\n"
 	      "       kg-select --export RUN\n"
+	      "       kg-select --summary RUN\n"
 	      "Monte-Carlo Graph Search over the variants of a run (RUN/graph.bin).\n"
 	      "\n"
 	      "Without --update, writes what to try next: {\"op\": \"expand\"} for a node that may get\n"
@@ -89,6 +92,9 @@ static void usage(FILE *fp)
 	      "  -u, --update                learn from finished records\n"
 	      "  -e, --export                write the graph as one JSON document (graph.json's\n"
 	      "                              form, version 1) and change nothing\n"
+	      "      --summary               append a closing summary to RUN/trace.md (what was\n"
+	      "                              tried by method and proposer, what failed and why, how\n"
+	      "                              the best moved, the best variant); kg-tune does at the end\n"
 	      "  -b, --batch K               pick K distinct things at once (virtual loss)\n"
 	      "      --fill N                pick more than --batch when the picks are expected to\n"
 	      "                              make fewer than N candidates: ceil(N / c) picks, at\n"
@@ -147,7 +153,7 @@ static void usage(FILE *fp)
 enum {
 	OPT_C_PUCT = 256, OPT_C_BASE, OPT_FPU, OPT_ROOT_FPU, OPT_WIDEN_K, OPT_WIDEN_ALPHA, OPT_CLIP, OPT_FAILURE,
 	OPT_BACKUP, OPT_CYCLE, OPT_NOISE, OPT_NOISE_ALPHA, OPT_IMPROVE, OPT_CONVERGE, OPT_BUDGET, OPT_ROLLOUT_DEPTH,
-	OPT_ROLLOUT_EPSILON, OPT_ROLLOUT_LAMBDA, OPT_REGRAPH, OPT_PENDING, OPT_FILL,
+	OPT_ROLLOUT_EPSILON, OPT_ROLLOUT_LAMBDA, OPT_REGRAPH, OPT_PENDING, OPT_FILL, OPT_SUMMARY,
 };
 
 static double *param_slot(struct search_params *p, int opt)
@@ -208,6 +214,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{"rollout-lambda", required_argument, NULL, OPT_ROLLOUT_LAMBDA},
 		{"root-fpu-reduction", required_argument, NULL, OPT_ROOT_FPU},
 		{"seed", required_argument, NULL, 's'},
+		{"summary", no_argument, NULL, OPT_SUMMARY},
 		{"update", no_argument, NULL, 'u'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"version", no_argument, NULL, 'V'},
@@ -269,6 +276,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			opt->seed_given = 1;
 			break;
 		case 'e': opt->export_json = 1; break;
+		case OPT_SUMMARY: opt->summary = 1; break;
 		case 'u': opt->update = 1; break;
 		case 'v': log_louder(); break;
 		case 'V': cli_print_version(); exit(cli_finish(KG_EXIT_OK));
@@ -278,12 +286,14 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	if (optind >= argc)
 		cli_usage_error("no run directory given");
 	opt->run = argv[optind++];
-	if (opt->export_json && opt->update)
-		cli_usage_error("--export and --update do not go together");
-	if (opt->pending && (opt->update || opt->export_json))
-		cli_usage_error("--pending goes with picking, not with %s", opt->update ? "--update" : "--export");
-	if (opt->fill && (opt->update || opt->export_json))
-		cli_usage_error("--fill goes with picking, not with %s", opt->update ? "--update" : "--export");
+	if (opt->export_json + opt->update + opt->summary > 1)
+		cli_usage_error("--%s and --%s do not go together", opt->export_json ? "export" : "update",
+				opt->summary ? "summary" : "update");
+	const char *other = opt->update ? "--update" : opt->export_json ? "--export" : opt->summary ? "--summary" : NULL;
+	if (opt->pending && other)
+		cli_usage_error("--pending goes with picking, not with %s", other);
+	if (opt->fill && other)
+		cli_usage_error("--fill goes with picking, not with %s", other);
 	if (optind < argc && !opt->update)
 		cli_usage_error("unexpected argument '%s' (only --update reads a file)", argv[optind]);
 	if (argc - optind > 1)
@@ -542,7 +552,9 @@ static cJSON *select_one(struct graph *g, struct picks *pk)
 
 /* ---------------------------------------------------------------- rollouts */
 
-static void append_text(const char *path, const char *text);
+/* Set while the graph learns again what its log holds beyond it: what those records wrote
+ * then (events, trace, dataset rows) is written already. */
+static int catching_up;
 
 /* Ends the rollout: one more playout along its path backs its values up to the root. */
 static void end_rollout(struct graph *g, const char *why)
@@ -551,12 +563,13 @@ static void end_rollout(struct graph *g, const char *why)
 	if (!r->active)
 		return;
 	mcgs_playout(&g->g, 0, r->path, r->len, 1);
-	char *trace = xasprintf("%s/trace.md", g->run);
-	char *text = xasprintf("- rollout from %s ended (%s) after %ld expansions, best reward %.3f\n",
-			       graph_node_state(g, r->node), why, r->step, r->best);
-	append_text(trace, text);
-	free(text);
-	free(trace);
+	if (!catching_up) {
+		/* a reward is log2 of a speedup */
+		char *text = xasprintf("the rollout from here ended (%s) after %ld expansions, best %.2fx", why, r->step,
+				       exp2(r->best));
+		trace_note(g, g->iter, r->node, text);
+		free(text);
+	}
 	free(r->path);
 	memset(r, 0, sizeof(*r));
 }
@@ -998,10 +1011,6 @@ struct updater {
 	((u)->status = (u)->status == KG_EXIT_OK ? KG_EXIT_INPUT : (u)->status,                  \
 	 log_at((u)->input_name, (line), __VA_ARGS__))
 
-/* Set while the graph learns again what its log holds beyond it: what those records wrote
- * then (events, trace, dataset rows) is written already. */
-static int catching_up;
-
 static int append_line(const char *path, const cJSON *obj)
 {
 	if (catching_up)
@@ -1012,16 +1021,9 @@ static int append_line(const char *path, const cJSON *obj)
 	return -1;
 }
 
-static void append_text(const char *path, const char *text)
-{
-	if (catching_up)
-		return;
-	if (file_append(path, text, strlen(text)) != 0)
-		log_warn("cannot append to '%s':", path);
-}
-
-/* RUN/best -> variants/STATE, replaced atomically, and RUN/best.json. */
-static void refresh_best(const struct graph *g)
+/* RUN/best -> variants/STATE, replaced atomically, and RUN/best.json; ci: the interval of
+ * the incumbent's speedup as measured (bench.speedup_ci), or NULL. */
+static void refresh_best(const struct graph *g, const cJSON *ci)
 {
 	const struct gnode *n = &g->nodes[g->incumbent];
 	char *target = xasprintf("variants/%s", graph_node_state(g, g->incumbent)), *tmp = xasprintf("%s/.best.tmp", g->run);
@@ -1034,6 +1036,8 @@ static void refresh_best(const struct graph *g)
 	json_add_string(best, "dir", target);
 	json_add_number(best, "speedup", n->speedup);
 	json_add_number(best, "speedup_lo", n->speedup_lo);
+	if (cJSON_GetArraySize(ci) == 2)
+		json_add(best, "speedup_ci", cJSON_Duplicate(ci, 1));
 	json_add_number(best, "median_ms", n->median_ms);
 	json_add_number(best, "baseline_ms", g->baseline_ms);
 	json_add_number(best, "iter", (double)g->iter);
@@ -1070,7 +1074,7 @@ static int create_root(struct updater *u, const cJSON *record, long line)
 	mcgs_playout(&g->g, root, NULL, 0, 1);
 	g->incumbent = root;
 	u->exists = 1;
-	refresh_best(g);
+	refresh_best(g, NULL);
 	cJSON *upd = json_object();
 	json_add_number(upd, "reward", 0);
 	json_add_string(upd, "child", state);
@@ -1078,11 +1082,8 @@ static int create_root(struct updater *u, const cJSON *record, long line)
 	json_add(upd, "root", cJSON_CreateTrue());
 	json_add(upd, "incumbent", cJSON_CreateTrue());
 	json_add((cJSON *)record, "update", upd);
-	char *trace = xasprintf("%s/trace.md", g->run);
-	char *text = xasprintf("# Search of %s\n\n- root: baseline %s, %.6g ms\n", g->kernel, state, g->baseline_ms);
-	append_text(trace, text);
-	free(text);
-	free(trace);
+	if (!catching_up)
+		trace_root(g, record);
 	return 0;
 }
 
@@ -1305,20 +1306,8 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	if (p->backup_max)
 		back_up_max(g, path, len);
 
-	/* Rollouts: an improving child starts one; a failure ends the one under way. */
-	double rollout = json_number(record, "rollout", NAN);
-	if (g->rollout.active && rollout > 0) {
-		g->rollout.best = fmax(g->rollout.best, reward);
-		if (!ok)
-			end_rollout(g, "a candidate failed");
-	} else if (!g->rollout.active && !(rollout > 0) && ok && p->rollout_depth > 0 && reward > g->g.nodes[parent].u) {
-		g->rollout = (struct rollout){.active = 1, .node = child, .steps_left = p->rollout_depth, .best = reward,
-					      .path = path, .len = len};
-		path = NULL;
-	}
-	free(path);
-
 	/* The incumbent moves only when the candidate's interval clears it. */
+	size_t previous_best = g->incumbent;
 	const struct gnode *inc = &g->nodes[g->incumbent];
 	const struct gnode *c = &g->nodes[child];
 	int better = ok && isfinite(c->speedup_lo) && c->speedup_lo > inc->speedup && child != g->incumbent;
@@ -1326,13 +1315,14 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 		if (c->speedup >= inc->speedup * (1 + p->improve_pct / 100))
 			g->last_improvement = g->iter;
 		g->incumbent = child;
-		refresh_best(g);
+		refresh_best(g, cJSON_GetObjectItemCaseSensitive(bench, "speedup_ci"));
 	}
 	json_add_number(upd, "reward", reward);
 	json_add_string(upd, "child", state);
 	json_add_number(upd, "child_id", (double)child);
 	json_add(upd, "transposition", cJSON_CreateBool(transposition));
 	json_add(upd, "incumbent", cJSON_CreateBool(better));
+	json_add_number(upd, "learned_iter", (double)g->iter);
 	json_add(record, "update", upd);
 
 	/* One row per evaluated transition, for kg-regraph. */
@@ -1356,13 +1346,25 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	free(dataset);
 	cJSON_Delete(row);
 
-	char *trace = xasprintf("%s/trace.md", g->run);
-	char *text = xasprintf("- iter %ld: %s -[%s]-> %s: %s, reward %.3f%s%s\n", g->iter, graph_node_state(g, parent),
-			       graph_edge_method(g, e)[0] ? graph_edge_method(g, e) : "?", state,
-			       ok ? "ok" : (bench_status ? bench_status : build_status ? build_status : "failed"), reward, transposition ? " (transposition)" : "", better ? ", new incumbent" : "");
-	append_text(trace, text);
-	free(text);
-	free(trace);
+	if (!catching_up) {
+		struct trace_step step = {.record = record, .method = graph_edge_method(g, e), .parent = parent,
+					  .child = child, .previous_best = previous_best,
+					  .transposition = transposition, .better = better};
+		trace_candidate(g, &step);
+	}
+
+	/* Rollouts: an improving child starts one; a failure ends the one under way. */
+	double rollout = json_number(record, "rollout", NAN);
+	if (g->rollout.active && rollout > 0) {
+		g->rollout.best = fmax(g->rollout.best, reward);
+		if (!ok)
+			end_rollout(g, "a candidate failed");
+	} else if (!g->rollout.active && !(rollout > 0) && ok && p->rollout_depth > 0 && reward > g->g.nodes[parent].u) {
+		g->rollout = (struct rollout){.active = 1, .node = child, .steps_left = p->rollout_depth, .best = reward,
+					      .path = path, .len = len};
+		path = NULL;
+	}
+	free(path);
 	return 0;
 }
 
@@ -1379,12 +1381,9 @@ static int mark_exhausted(struct updater *u, cJSON *record, long line)
 	cJSON *upd = json_object();
 	json_add_number(upd, "exhausted", (double)node);
 	json_add(record, "update", upd);
-	char *trace = xasprintf("%s/trace.md", g->run);
-	char *text = xasprintf("- iter %ld: %s: nothing new to try from here; not expanded again\n", g->iter,
-			       graph_node_state(g, node));
-	append_text(trace, text);
-	free(text);
-	free(trace);
+	if (!catching_up)
+		trace_note(g, (long)json_number(record, "iter", (double)g->iter), node,
+			   "nothing new to try from here: not expanded again");
 	return 0;
 }
 
@@ -1546,6 +1545,15 @@ static int run_update(struct graph *g, int exists, struct jsonl_reader *reader)
 	return u.status;
 }
 
+/* --summary: the closing summary of trace.md, with why the search is over, if it is. */
+static int write_summary(const struct graph *g)
+{
+	const char *stopped = NULL;
+	if (!stop_reason(g, &stopped) && g->nodes[0].exhausted == NODE_SPENT)
+		stopped = "exhausted";
+	return trace_summary(g, stopped) == 0 ? KG_EXIT_OK : KG_EXIT_IO;
+}
+
 static int export_graph(const struct graph *g)
 {
 	cJSON *doc = graph_export(g);
@@ -1612,6 +1620,9 @@ int main(int argc, char **argv)
 			status = KG_EXIT_INPUT;
 		} else if (opt.export_json) {
 			status = export_graph(&g);
+		} else if (opt.summary) {
+			if ((status = catch_up_before_pick(&g)) == KG_EXIT_OK)
+				status = write_summary(&g);
 		} else if ((status = catch_up_before_pick(&g)) == KG_EXIT_OK) {
 			status = run_select(&g, &opt);
 		}
