@@ -320,10 +320,13 @@ void rules_propose(struct run_info *run, const struct node_info *node, const str
 	if (m) {
 		model_propose(m, run, node, rng_next(&rng), list, n);
 		size_t mine = *n - first;
-		price(m, run, node, *list + first, &mine, dropped);
+		if (mine)
+			price(m, run, node, *list + first, &mine, dropped);
 		*n = first + mine;
 		model_free(m);
 	}
+	if (*n == first) /* nothing proposed: *list may be NULL, and NULL + 0 is undefined */
+		return;
 	sort_by_prior(*list + first, *n - first);
 	/* At the incumbent, its most promising neighbour goes first: the best region is
 	 * refined step by step while the model's picks explore from the other nodes. */
