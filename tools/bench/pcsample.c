@@ -40,8 +40,6 @@ struct session {
 	CUpti_PCSamplingData buf, rest;
 	struct pc *pcs;
 	size_t npcs, alloc;
-	char **names;	       /* the function names CUPTI handed over, each freed once */
-	size_t nnames;
 	uint64_t dropped, cupti_samples, other_samples; /* CUPTI's counts, for a why when no PC came */
 };
 
@@ -132,26 +130,20 @@ static void session_release(struct session *s)
 	for (size_t k = 0; k < s->npcs; k++)
 		free(s->pcs[k].by_reason);
 	free(s->pcs);
-	for (size_t k = 0; k < s->nnames; k++)
-		free(s->names[k]);
-	free(s->names);
 }
 
-/* Takes the PCs buffer b holds, and the function names CUPTI allocated for them. */
+/* Takes the PCs buffer b holds. Their functionName is never freed: CUPTI keeps each string
+ * and hands it again in later collections (on an H100, CUDA 13.0, the third collection in a
+ * worker named its PCs with the strings of the first two), and its documentation has it freed
+ * only once every record is processed, which for a worker is its end. Freeing it after each
+ * collection freed it again in a later one: the heap corruption of --metrics-every. */
 static void take(struct session *s, CUpti_PCSamplingData *b)
 {
 	s->dropped += b->droppedSamples;
 	s->cupti_samples += b->totalSamples;
 	s->other_samples += b->nonUsrKernelsTotalSamples;
 	for (size_t k = 0; k < b->totalNumPcs; k++) {
-		CUpti_PCSamplingPCData *d = &b->pPcData[k];
-		size_t n = 0;
-		while (n < s->nnames && s->names[n] != d->functionName)
-			n++;
-		if (d->functionName && n == s->nnames) {
-			s->names = xreallocarray(s->names, s->nnames + 1, sizeof(*s->names));
-			s->names[s->nnames++] = d->functionName;
-		}
+		const CUpti_PCSamplingPCData *d = &b->pPcData[k];
 		if (s->npcs == s->alloc) {
 			s->alloc = s->alloc ? 2 * s->alloc : 256;
 			s->pcs = xreallocarray(s->pcs, s->alloc, sizeof(*s->pcs));
@@ -167,7 +159,6 @@ static void take(struct session *s, CUpti_PCSamplingData *b)
 					pc->by_reason[i] += d->stallReason[r].samples;
 					pc->samples += s->counted[i] ? d->stallReason[r].samples : 0;
 				}
-		d->functionName = NULL;
 	}
 	b->totalNumPcs = 0;
 }
