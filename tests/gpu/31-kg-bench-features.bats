@@ -34,10 +34,17 @@ baseline() {
 	[ "$(jq -c '.bench.check | [.argument, .first_bad]' <<<"${lines[1]}")" = '["out",1]' ]
 }
 
-@test "a baseline that does not match ReferenceArguments is incorrect" {
+@test "a baseline that does not match ReferenceArguments is incorrect, and not the run's baseline" {
 	printf '\x00\x3c' | dd of=run/expected.bin bs=1 seek=200 conv=notrunc 2>/dev/null
-	run baseline
-	[ "$(jq -c '.bench | [.status, .check.argument, .check.first_bad, .check.input_set]' <<<"$output")" = '["incorrect","out",100,0]' ]
+	{
+		echo '{"run":"run","candidate":{"id":"baseline"}}'
+		jq -cn '{run: "run", candidate: {id: "block128", config: {block_size_x: 128}}}'
+	} | timeout 120 kg-build >built.jsonl
+	run_tool 0 kg-bench --budget 0.1 built.jsonl
+	[ "$(jq -c '.bench | [.status, .check.argument, .check.first_bad, .check.input_set]' <<<"${lines[0]}")" = '["incorrect","out",100,0]' ]
+	# the candidate after it, in the same worker, has no baseline to be checked against
+	[ "$(jq -c '.bench | [.status, .error]' <<<"${lines[1]}")" = \
+		'["error","no baseline in run (run/baseline.json is missing): bench the baseline first, as kg-init does"]' ]
 }
 
 @test "KernelGraph.SharedMemory: each configuration launches with its own extra bytes; a bad shared_bytes is an error" {

@@ -1104,9 +1104,9 @@ static int check_set(struct wrun *r, const struct kernel *kn, uint64_t set, int 
 	return 0;
 }
 
-/* The baseline against ReferenceArguments: their data, filled into the targets' ref
- * slots, is what the baseline must compute on the spec's own inputs. */
-static int check_baseline(struct wrun *r, struct verdict *v, double *fill_ms, struct failure *f)
+/* Baseline kn against ReferenceArguments: their data, filled into the targets' ref slots, is
+ * what the baseline must compute on the spec's own inputs. */
+static int check_baseline(struct wrun *r, const struct kernel *kn, struct verdict *v, double *fill_ms, struct failure *f)
 {
 	long checks;
 	if (load_set(r, 0, fill_ms, f))
@@ -1116,7 +1116,7 @@ static int check_baseline(struct wrun *r, struct verdict *v, double *fill_ms, st
 		if (fill(r, &r->refs[j], slot_ptr(r, &target->ref), 0, f))
 			return -1;
 	}
-	if (mask_refs(r, SLOT_REF, f) || run_into(r, &r->baseline, SLOT_OUT, f) ||
+	if (mask_refs(r, SLOT_REF, f) || run_into(r, kn, SLOT_OUT, f) ||
 	    enqueue_checks(r, SLOT_REF, &checks, f) || results_read(f) || judge_generators(r, f))
 		return -1;
 	return judge_checks(r, checks, 0, v, f) < 0 ? -1 : 0;
@@ -1755,105 +1755,161 @@ static void add_metrics(const struct wrun *r, const struct kernel *kn, const cJS
 	json_add(bench, "metrics", m);
 }
 
-/* Correctness of a candidate: fresh input sets (the baseline computes each one's expected
- * outputs), then the spec's own set against the reference. */
-static int check_candidate(struct wrun *r, const struct kernel *cand, const char *state, const struct bench_settings *cfg,
-			   struct verdict *v, struct phases *ph, struct failure *f)
+/* One record being benched: what bench_record's steps fill in turn, and what record_release
+ * gives back whatever the outcome. */
+struct record {
+	struct wrun *r;
+	const cJSON *build;
+	const char *state;
+	int is_baseline;
+	int clock_before;	 /* the SM clock before the record's launches, in MHz; -1 when unknown */
+	struct kernel cand;	 /* the record's kernel, until a baseline that passed becomes the run's */
+	struct verdict v;
+	size_t input_sets;	 /* the input sets the check ran on */
+	struct series series[2]; /* the candidate's samples, then the baseline's beside them */
+	int cupti_used;		 /* the samples' times are CUPTI's kernel records, not events */
+	struct phases ph;
+};
+
+static void record_init(struct record *rec, const cJSON *build, int is_baseline, double wait_ms)
 {
-	for (size_t k = 0; k <= cfg->input_sets && v->passed; k++) {
-		int fresh = k < cfg->input_sets;
-		if (check_set(r, cand, fresh ? check_set_id(state, k) : 0, fresh ? (int)k + 1 : 0, v, &ph->fill, f))
-			return -1;
-	}
+	memset(rec, 0, sizeof(*rec));
+	rec->build = build;
+	rec->state = json_string(build, "state") ? json_string(build, "state") : "";
+	rec->is_baseline = is_baseline;
+	rec->v.passed = 1;
+	rec->ph.wait = wait_ms;
+}
+
+/* Everything the record holds: its samples, and its kernel's module unless the run took it as
+ * its baseline (an incorrect record's too: a worker lives for many). */
+static void record_release(struct record *rec)
+{
+	for (size_t j = 0; j < ARRAY_SIZE(rec->series); j++)
+		free_series(&rec->series[j]);
+	if (rec->cand.module)
+		cu.cuModuleUnload(rec->cand.module);
+}
+
+/* The run (its buffers, and for a candidate its baseline and reference) and the record's kernel. */
+static int record_load(struct record *rec, const char *run_dir, struct failure *f)
+{
+	double t0 = monotonic_ms();
+	if (!(rec->r = find_run(run_dir, f)))
+		return -1;
+	rec->clock_before = nvml_sm_clock_mhz(gpu.pci_bus_id);
+	if (!rec->is_baseline && (load_run_baseline(rec->r, f) || ready_reference(rec->r, &rec->ph.fill, f)))
+		return -1;
+	rec->ph.setup = monotonic_ms() - t0;
+	t0 = monotonic_ms();
+	if (load_kernel(rec->r->dir, rec->build, rec->r->ka.dynamic_smem, &rec->cand, f))
+		return -1;
+	rec->ph.load = monotonic_ms() - t0;
 	return 0;
 }
 
-/* Benches one record's build; fills bench (the record's "bench" object). Its hardware
- * metrics are collected when it passes and its speedup is over metrics_above (0: always;
- * NAN: never). */
+/* Correctness into rec->v: a candidate on fresh input sets (the baseline computes each one's
+ * expected outputs), then the spec's own set against the reference; the baseline is the
+ * reference, checked only against the spec's ReferenceArguments when it has some. Leaves the
+ * spec's own set loaded for the timing. */
+static int check_record(struct record *rec, const struct bench_settings *cfg, struct failure *f)
+{
+	struct wrun *r = rec->r;
+	double t0 = monotonic_ms();
+	if (rec->is_baseline) {
+		rec->input_sets = r->ka.nrefs ? 1 : 0;
+		if ((r->ka.nrefs && check_baseline(r, &rec->cand, &rec->v, &rec->ph.fill, f)) ||
+		    load_set(r, 0, &rec->ph.fill, f))
+			return -1;
+	} else {
+		rec->input_sets = cfg->input_sets + 1;
+		for (size_t k = 0; k <= cfg->input_sets && rec->v.passed; k++) {
+			int fresh = k < cfg->input_sets;
+			if (check_set(r, &rec->cand, fresh ? check_set_id(rec->state, k) : 0, fresh ? (int)k + 1 : 0, &rec->v,
+				      &rec->ph.fill, f))
+				return -1;
+		}
+	}
+	rec->ph.check = monotonic_ms() - t0;
+	return 0;
+}
+
+/* Timing into rec->series: the candidate interleaved with the run's baseline on set 0 (a
+ * baseline record alone), the candidate's timed launches verified; rec->v says whether they
+ * passed. */
+static int time_record(struct record *rec, const struct bench_settings *cfg, struct failure *f)
+{
+	rec->series[0].kn = &rec->cand;
+	rec->series[1].kn = &rec->r->baseline;
+	return time_series(rec->r, rec->series, rec->is_baseline ? 1 : 2, cfg, !rec->is_baseline, &rec->cupti_used,
+			   &rec->ph, &rec->v, f);
+}
+
+/* A baseline record that passed becomes the run's baseline (the one before it unloaded): its
+ * build and median in RUN/baseline.json, its outputs on the spec's own inputs the reference. */
+static int adopt_baseline(struct record *rec, struct failure *f)
+{
+	struct wrun *r = rec->r;
+	struct summary sm;
+	if (r->baseline.module)
+		cu.cuModuleUnload(r->baseline.module);
+	r->baseline = rec->cand;
+	rec->cand.module = NULL;
+	r->has_baseline = 1;
+	free(r->baseline_state);
+	r->baseline_state = xstrdup(rec->state);
+	r->ref0_ready = 0;
+	summarize(rec->cupti_used ? rec->series[0].cupti_ms : rec->series[0].events_ms, rec->series[0].n, &sm);
+	keep_baseline(r->dir, rec->build, sm.median);
+	if (make_reference(r, &rec->ph.fill, f))
+		return -1;
+	r->ref0_ready = 1;
+	return 0;
+}
+
+/* The figures of a timed record into bench: its times against the baseline's, bandwidth and
+ * clocks; a failed timed check makes it incorrect. */
+static void record_figures(const struct record *rec, const struct bench_settings *cfg, cJSON *bench)
+{
+	if (!rec->v.passed)
+		cJSON_ReplaceItemInObjectCaseSensitive(bench, "status", cJSON_CreateString("incorrect"));
+	add_figures(rec->r, rec->build, rec->is_baseline, rec->series, rec->cupti_used, cfg, bench);
+	add_clocks(bench, rec->clock_before, rec->state);
+}
+
+/* Benches one record's build; fills bench (the record's "bench" object), or f when the record
+ * cannot be benched. Its hardware metrics are collected when it passes and its speedup is over
+ * metrics_above (0: always; NAN: never). */
 static void bench_record(const char *run_dir, const cJSON *build, int is_baseline, double metrics_above,
 			 const struct bench_settings *cfg, double wait_ms, cJSON *bench, struct failure *f)
 {
-	struct phases ph = {.wait = wait_ms};
-	double t0 = monotonic_ms();
-	struct wrun *r = find_run(run_dir, f);
-	struct kernel cand = {0};
-	struct series series[2];
-	memset(series, 0, sizeof(series));
-	if (!r)
-		return;
-	int clock_before = nvml_sm_clock_mhz(gpu.pci_bus_id);
-	if ((!is_baseline && load_run_baseline(r, f)) || (!is_baseline && ready_reference(r, &ph.fill, f)))
-		return;
-	ph.setup = monotonic_ms() - t0;
-	t0 = monotonic_ms();
-	if (load_kernel(r->dir, build, r->ka.dynamic_smem, &cand, f))
-		return;
-	ph.load = monotonic_ms() - t0;
-	const char *state = json_string(build, "state");
-	if (!state)
-		state = "";
-
-	/* Correctness first. */
-	t0 = monotonic_ms();
-	struct verdict v = {.passed = 1};
-	size_t input_sets;
-	if (is_baseline) {
-		r->baseline = cand;
-		r->has_baseline = 1;
-		free(r->baseline_state);
-		r->baseline_state = xstrdup(state);
-		r->ref0_ready = 0;
-		/* The baseline is the reference, unless the spec gives one: then it is checked too. */
-		input_sets = r->ka.nrefs ? 1 : 0;
-		if ((r->ka.nrefs && check_baseline(r, &v, &ph.fill, f)) || load_set(r, 0, &ph.fill, f))
-			return;
-	} else {
-		input_sets = cfg->input_sets + 1;
-		if (check_candidate(r, &cand, state, cfg, &v, &ph, f))
-			goto done;
-	}
-	ph.check = monotonic_ms() - t0;
-	json_add_string(bench, "status", v.passed ? "ok" : "incorrect");
+	struct record rec;
+	record_init(&rec, build, is_baseline, wait_ms);
+	if (record_load(&rec, run_dir, f) || check_record(&rec, cfg, f))
+		goto out;
+	json_add_string(bench, "status", rec.v.passed ? "ok" : "incorrect");
 	json_add_string(bench, "device", gpu.name);
 	/* Which of several alike GPUs: the ordinal as given, and the bus id that does not move. */
 	json_add_number(bench, "device_id", cfg->device);
 	json_add_string(bench, "pci_bus_id", gpu.pci_bus_id);
-	if (v.passed) {
-		/* Timing: the baseline and the candidate interleaved on set 0, loaded last. */
-		int cupti_used = 0;
-		series[0].kn = &cand;
-		series[1].kn = &r->baseline;
-		if (time_series(r, series, is_baseline ? 1 : 2, cfg, !is_baseline, &cupti_used, &ph, &v, f))
-			goto done;
-		if (!v.passed)
-			cJSON_ReplaceItemInObjectCaseSensitive(bench, "status", cJSON_CreateString("incorrect"));
-		add_figures(r, build, is_baseline, series, cupti_used, cfg, bench);
-		add_clocks(bench, clock_before, state);
-		t0 = monotonic_ms();
-		if (is_baseline) {
-			struct summary sm;
-			summarize(cupti_used ? series[0].cupti_ms : series[0].events_ms, series[0].n, &sm);
-			keep_baseline(r->dir, build, sm.median);
-			if (make_reference(r, &ph.fill, f))
-				goto done;
-			r->ref0_ready = 1;
-		}
-		if (!cJSON_AddItemToObject(bench, "check", verdict_to_json(&v, input_sets)))
-			xalloc_die();
-		keep_samples(r->dir, build, bench, series, is_baseline ? 1 : 2, cupti_used);
-		ph.write = monotonic_ms() - t0;
-		if (v.passed && json_number(bench, "speedup", NAN) > metrics_above)
-			add_metrics(r, &cand, build, cfg, bench);
-	} else if (!cJSON_AddItemToObject(bench, "check", verdict_to_json(&v, input_sets))) {
-		xalloc_die();
+	if (rec.v.passed) {
+		if (time_record(&rec, cfg, f))
+			goto out;
+		record_figures(&rec, cfg, bench);
+		double t0 = monotonic_ms();
+		if (is_baseline && adopt_baseline(&rec, f))
+			goto out;
+		json_add(bench, "check", verdict_to_json(&rec.v, rec.input_sets));
+		keep_samples(rec.r->dir, build, bench, rec.series, is_baseline ? 1 : 2, rec.cupti_used);
+		rec.ph.write = monotonic_ms() - t0;
+		if (rec.v.passed && json_number(bench, "speedup", NAN) > metrics_above)
+			add_metrics(rec.r, is_baseline ? &rec.r->baseline : &rec.cand, build, cfg, bench);
+	} else {
+		json_add(bench, "check", verdict_to_json(&rec.v, rec.input_sets));
 	}
-	add_phases(bench, &ph);
-done:
-	for (size_t j = 0; j < 2; j++)
-		free_series(&series[j]);
-	if (!is_baseline && cand.module)
-		cu.cuModuleUnload(cand.module);
+	add_phases(bench, &rec.ph);
+out:
+	record_release(&rec);
 }
 
 /* Writes one JSON line to the parent; a parent that is gone ends the worker. */
