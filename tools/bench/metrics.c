@@ -190,12 +190,10 @@ static int try_alternative(struct metric *m, const char *alt, const uint8_t *ava
 	return -1;
 }
 
-/* Chooses each figure's metrics among the chip's and adds them to the config. Returns 0, or
- * -1 (why set) when the host cannot go on. */
-static int configure(const uint8_t *availability, struct strbuf *why)
+/* The chip's base metrics of each type, as lists the host object owns: valid only while it
+ * lives. Returns 0, or -1 with why. */
+static int base_metrics(const char **base[], size_t nbase[], struct strbuf *why)
 {
-	const char **base[CUPTI_METRIC_TYPE__COUNT];
-	size_t nbase[CUPTI_METRIC_TYPE__COUNT];
 	for (int type = 0; type < CUPTI_METRIC_TYPE__COUNT; type++) {
 		CUpti_Profiler_Host_GetBaseMetrics_Params bm = {.structSize = CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE};
 		bm.pHostObject = prof.host;
@@ -205,6 +203,17 @@ static int configure(const uint8_t *availability, struct strbuf *why)
 		base[type] = bm.ppMetricNames;
 		nbase[type] = bm.numMetrics;
 	}
+	return 0;
+}
+
+/* Chooses each figure's metrics among the chip's and adds them to the config. Returns 0, or
+ * -1 (why set) when the host cannot go on. */
+static int configure(const uint8_t *availability, struct strbuf *why)
+{
+	const char **base[CUPTI_METRIC_TYPE__COUNT];
+	size_t nbase[CUPTI_METRIC_TYPE__COUNT];
+	if (base_metrics(base, nbase, why) != 0)
+		return -1;
 	for (size_t i = 0; i < NMETRICS; i++) {
 		struct metric *m = &prof.metrics[i];
 		if (i < ARRAY_SIZE(metric_defs)) {
@@ -225,10 +234,13 @@ static int configure(const uint8_t *availability, struct strbuf *why)
 			for (int type = 0; type < CUPTI_METRIC_TYPE__COUNT; type++)
 				known += chip_has(alt, base[type], nbase[type]) + (plus && chip_has(plus + 1, base[type], nbase[type]));
 			int rc = known < (plus ? 2 : 1) ? -1 : try_alternative(m, alt, availability, why);
-			if (rc == -2)
-				return -1;
 			if (rc == -1)
 				strbuf_addf(&refused, "%s%s", refused.len ? ", " : "", alt);
+			/* a refusal made the host again: the lists of the one before are gone */
+			if (rc == -2 || (rc == -1 && known >= (plus ? 2 : 1) && base_metrics(base, nbase, why) != 0)) {
+				strbuf_release(&refused);
+				return -1;
+			}
 		}
 		if (m->comp[0] < 0)
 			m->missing = xasprintf("CUPTI has no such metric for %s: %s", prof.chip, refused.buf);
