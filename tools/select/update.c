@@ -1,0 +1,575 @@
+/* update.c (kg-select): the learner. Learns measured records into the graph (rewards, backup,
+ * the incumbent) and keeps the run's log, best, trace and the ReGraph's dataset current. */
+#include "common.h"
+
+#include <inttypes.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bottleneck.h"
+#include "clock.h"
+#include "fileio.h"
+#include "graph.h"
+#include "jsonl.h"
+#include "log.h"
+#include "mcgs.h"
+#include "regraph.h"
+#include "step.h"
+#include "trace.h"
+#include "update.h"
+#include "xalloc.h"
+
+/* ---------------------------------------------------------------- update */
+
+struct updater {
+	struct step *step; /* what it learns into (its graph) and saves through */
+	struct graph *g;    /* step->g */
+	cJSON *regraph_doc; /* the ReGraph, read when a prior is first needed */
+	size_t bottleneck_node;	      /* the node bottleneck is of; MCGS_NONE before the first */
+	struct bottleneck bottleneck; /* unclassified unless the node has hardware metrics */
+	int exists;
+	const char *input_name;
+	int status;
+	char *outdir;
+	/* Set while the graph learns again what its log holds beyond it: what those records wrote
+	 * then (events, trace, dataset rows) is written already. */
+	int catching_up;
+};
+
+/* Reports a record that cannot be handled; it is passed on unchanged. */
+#define record_error(u, line, ...)                                                              \
+	((u)->status = (u)->status == KG_EXIT_OK ? KG_EXIT_INPUT : (u)->status,                  \
+	 log_at((u)->input_name, (line), __VA_ARGS__))
+
+static int append_line(const struct updater *u, const char *path, const cJSON *obj)
+{
+	if (u->catching_up)
+		return 0;
+	if (jsonl_append(path, obj) == 0)
+		return 0;
+	log_warn("cannot append to '%s':", path);
+	return -1;
+}
+
+/* RUN/best -> variants/STATE, replaced atomically, and RUN/best.json; ci: the interval of
+ * the incumbent's speedup as measured (bench.speedup_ci), or NULL. */
+static void refresh_best(const struct graph *g, const cJSON *ci)
+{
+	const struct gnode *n = &g->nodes[g->incumbent];
+	char *target = xasprintf("variants/%s", graph_node_state(g, g->incumbent)), *tmp = xasprintf("%s/.best.tmp", g->run);
+	char *link = xasprintf("%s/best", g->run), *json_path = xasprintf("%s/best.json", g->run);
+	unlink(tmp);
+	if (symlink(target, tmp) != 0 || rename(tmp, link) != 0)
+		log_warn("cannot point '%s' at '%s':", link, target);
+	cJSON *best = json_object();
+	json_add_string(best, "state", graph_node_state(g, g->incumbent));
+	json_add_string(best, "dir", target);
+	json_add_number(best, "speedup", n->speedup);
+	json_add_number(best, "speedup_lo", n->speedup_lo);
+	if (cJSON_GetArraySize(ci) == 2)
+		json_add(best, "speedup_ci", cJSON_Duplicate(ci, 1));
+	json_add_number(best, "median_ms", n->median_ms);
+	json_add_number(best, "baseline_ms", g->baseline_ms);
+	json_add_number(best, "iter", (double)g->iter);
+	const cJSON *config = graph_node_config(g, g->incumbent);
+	json_add(best, "config", config ? cJSON_Duplicate(config, 1) : cJSON_CreateNull());
+	json_add(best, "methods", cJSON_Duplicate(graph_node_methods(g, g->incumbent), 1));
+	if (json_write_file(json_path, best, 1) != 0)
+		log_warn("cannot write '%s':", json_path);
+	cJSON_Delete(best);
+	free(target);
+	free(tmp);
+	free(link);
+	free(json_path);
+}
+
+static int create_root(struct updater *u, const cJSON *record, long line)
+{
+	struct graph *g = u->g;
+	const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
+	const cJSON *bench = cJSON_GetObjectItemCaseSensitive(record, "bench");
+	const char *state = json_string(build, "state"), *status = json_string(bench, "status");
+	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(build, "baseline")) || !state || !status ||
+	    strcmp(status, "ok") != 0)
+		return record_error(u, line, "the run has no graph yet: the first record must be the baseline, built and benched ok (kg-init does this)");
+	const char *kernel = json_string(record, "kernel");
+	char *copy = xstrdup(g->run);
+	g->kernel = xstrdup(kernel ? kernel : basename(copy));
+	free(copy);
+	size_t root = graph_add_node(g, state, 0, 0);
+	graph_node_set_json(g, root, cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(build, "config"), 1),
+			    cJSON_CreateArray());
+	g->nodes[root].median_ms = g->baseline_ms = json_number(bench, "median_ms", NAN);
+	g->nodes[root].speedup = g->nodes[root].speedup_lo = 1;
+	mcgs_playout(&g->g, root, NULL, 0, 1);
+	g->incumbent = root;
+	u->exists = 1;
+	refresh_best(g, NULL);
+	cJSON *upd = json_object();
+	json_add_number(upd, "reward", 0);
+	json_add_string(upd, "child", state);
+	json_add_number(upd, "child_id", (double)root);
+	json_add(upd, "root", cJSON_CreateTrue());
+	json_add(upd, "incumbent", cJSON_CreateTrue());
+	json_add((cJSON *)record, "update", upd);
+	if (!u->catching_up)
+		trace_root(g, record);
+	return 0;
+}
+
+/* The parent node of a candidate record: node_id, checked against node (the state). */
+static size_t parent_of(struct updater *u, const cJSON *record, long line)
+{
+	const struct graph *g = u->g;
+	double id = json_number(record, "node_id", NAN);
+	const char *state = json_string(record, "node");
+	if (!isnan(id)) {
+		if (id < 0 || id >= (double)g->g.nnodes || floor(id) != id) {
+			record_error(u, line, "node_id: %g is not a node of the graph", id);
+			return MCGS_NONE;
+		}
+		if (state && strcmp(graph_node_state(g, (size_t)id), state) != 0) {
+			record_error(u, line, "node: %s is not the state of node %g", state, id);
+			return MCGS_NONE;
+		}
+		return (size_t)id;
+	}
+	if (!state) /* a candidate from the root (kg-propose --exhaustive, say) */
+		return 0;
+	size_t node = graph_find_state(g, state, MCGS_NONE);
+	if (node == MCGS_NONE)
+		record_error(u, line, "node: %s is not in the graph", state);
+	return node;
+}
+
+/* The edges from the root to parent the record says it took; a path that does not lead
+ * there is replaced by the first one found (a record written by hand, say). */
+static size_t path_to(const struct graph *g, const cJSON *record, size_t parent, size_t **edges)
+{
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(record, "path_edges"), *item;
+	size_t n = 0, at = 0;
+	*edges = xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(**edges));
+	int ok = 1;
+	cJSON_ArrayForEach(item, list) {
+		double e = cJSON_IsNumber(item) ? item->valuedouble : -1;
+		if (e < 0 || e >= (double)g->g.nedges || g->g.edges[(size_t)e].from != at || g->g.edges[(size_t)e].to == MCGS_NONE) {
+			ok = 0;
+			break;
+		}
+		(*edges)[n++] = (size_t)e;
+		at = g->g.edges[(size_t)e].to;
+	}
+	if (ok && at == parent)
+		return n;
+	/* Walk back from parent along any in-edge: ranks decrease, so this ends at the root. */
+	size_t depth = (size_t)g->g.nodes[parent].rank, node = parent;
+	free(*edges);
+	*edges = xcalloc(depth + 1, sizeof(**edges));
+	n = 0;
+	while (node != 0 && n <= depth) {
+		size_t found = MCGS_NONE;
+		for (size_t e = 0; e < g->g.nedges && found == MCGS_NONE; e++)
+			if (g->g.edges[e].to == node)
+				found = e;
+		if (found == MCGS_NONE)
+			break;
+		(*edges)[n++] = found;
+		node = g->g.edges[found].from;
+	}
+	for (size_t i = 0; i < n / 2; i++) {
+		size_t t = (*edges)[i];
+		(*edges)[i] = (*edges)[n - 1 - i];
+		(*edges)[n - 1 - i] = t;
+	}
+	return n;
+}
+
+static const char *method_of(const cJSON *record)
+{
+	const cJSON *method = cJSON_GetObjectItemCaseSensitive(record, "method");
+	const char *canonical = json_string(method, "canonical");
+	if (canonical)
+		return canonical;
+	const char *named = json_string(cJSON_GetObjectItemCaseSensitive(record, "candidate"), "method");
+	return named ? named : "";
+}
+
+/* Max backup: a node's value is the best of its own and its children's. */
+static void back_up_max(struct graph *g, const size_t *path, size_t len)
+{
+	for (size_t i = len; i-- > 0;) {
+		struct mcgs_node *n = &g->g.nodes[g->g.edges[path[i]].from];
+		double best = n->u;
+		for (size_t k = n->first_out; k != MCGS_NONE; k = g->g.edges[k].next_out) {
+			const struct mcgs_edge *e = &g->g.edges[k];
+			if (e->to != MCGS_NONE && e->n > 0)
+				best = fmax(best, g->g.nodes[e->to].q);
+		}
+		n->q = best;
+	}
+}
+
+/* The ReGraph's weight of a new edge with method `to` out of a node whose last method is
+ * `from`: probability x success mean (an unseen transition backs off to the method's overall
+ * frequency); NAN without a ReGraph, or for a method it has never seen reached. */
+static double regraph_prior(struct updater *u, const char *from, const char *to)
+{
+	if (!u->g->regraph)
+		return NAN;
+	if (!u->regraph_doc) {
+		int status;
+		u->regraph_doc = regraph_load(u->g->regraph, &status);
+		if (!u->regraph_doc) {
+			log_warn("the ReGraph '%s' is not used: priors stay as given", u->g->regraph);
+			u->regraph_doc = cJSON_CreateObject(); /* warned once */
+		}
+	}
+	struct regraph_transition t;
+	return regraph_transition(u->regraph_doc, from, to, &t) == 0 ? t.probability * t.success : NAN;
+}
+
+/* How the bottleneck of parent weighs a new edge with method (bottleneck_edge_factor). Only a
+ * node with hardware metrics (RUN/variants/STATE/metrics.json, kg-bench --metrics) has one:
+ * without them the search is what it was, PTX figures alone included (they only temper the
+ * priors of moves the kernel has made). A metrics.json that cannot be used is warned about. */
+static double bottleneck_factor(struct updater *u, size_t parent, const char *method)
+{
+	if (u->bottleneck_node != parent) {
+		char *dir = xasprintf("%s/variants/%s", u->g->run, graph_node_state(u->g, parent));
+		char *path = xasprintf("%s/metrics.json", dir), *build_path = xasprintf("%s/build.json", dir);
+		struct bottleneck_metrics m;
+		struct strbuf why;
+		strbuf_init(&why);
+		int have = bottleneck_metrics_load(path, &m, &why);
+		if (have < 0)
+			log_warn("%s: the priors of its node stay as given", why.buf);
+		cJSON *build = have > 0 ? json_read_file(build_path) : NULL;
+		bottleneck_classify(have > 0 ? &m : NULL, build, &u->bottleneck);
+		if (have > 0)
+			log_info("%s: bottleneck %s (confidence %.2f) weighs the priors of new edges", path,
+				 bottleneck_class_name(u->bottleneck.kind), u->bottleneck.confidence);
+		u->bottleneck_node = parent;
+		cJSON_Delete(build);
+		strbuf_release(&why);
+		free(dir);
+		free(path);
+		free(build_path);
+	}
+	return bottleneck_edge_factor(&u->bottleneck, method);
+}
+
+/* A candidate record: registered (no build yet) or evaluated. */
+static int update_candidate(struct updater *u, cJSON *record, long line)
+{
+	struct graph *g = u->g;
+	const struct search_params *p = &g->params;
+	size_t parent = parent_of(u, record, line);
+	if (parent == MCGS_NONE)
+		return -1;
+	const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(record, "candidate");
+	const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
+	const cJSON *bench = cJSON_GetObjectItemCaseSensitive(record, "bench");
+	double edge_id = json_number(record, "edge", NAN);
+	size_t e;
+	if (!isnan(edge_id)) {
+		if (edge_id < 0 || edge_id >= (double)g->g.nedges || g->g.edges[(size_t)edge_id].from != parent)
+			return record_error(u, line, "edge: %g is not an edge out of node %zu", edge_id, parent);
+		e = (size_t)edge_id;
+	} else {
+		/* The proposer's prior (a rule's, the model's predicted gain, an LLM's) weighed by what
+		 * the ReGraph learned of the move; either alone when the other is missing; then by
+		 * what the parent's bottleneck favours (1 without its hardware metrics). */
+		double prior = json_number(candidate, "prior", NAN);
+		double learned = regraph_prior(u, last_method(g, parent), method_of(record));
+		prior = isnan(prior) ? learned : isnan(learned) ? prior : prior * learned;
+		prior = (isnan(prior) ? 1 : prior) * bottleneck_factor(u, parent, method_of(record));
+		e = graph_add_edge(g, parent, prior, candidate, method_of(record));
+	}
+	cJSON *upd = json_object();
+	json_add_number(upd, "edge", (double)e);
+	if (!build) {
+		json_add(upd, "registered", cJSON_CreateTrue());
+		json_add(record, "update", upd);
+		return 0;
+	}
+	if (g->g.edges[e].to != MCGS_NONE) {
+		cJSON_Delete(upd);
+		return record_error(u, line, "edge %zu was evaluated already: a record is never evaluated twice", e);
+	}
+	const char *build_status = json_string(build, "status"), *bench_status = json_string(bench, "status");
+	const char *state = json_string(build, "state");
+	int ok = build_status && strcmp(build_status, "ok") == 0 && bench_status && strcmp(bench_status, "ok") == 0;
+	double speedup = json_number(bench, "speedup", NAN), median = json_number(bench, "median_ms", NAN);
+	if (ok && isnan(speedup))
+		speedup = g->baseline_ms / median;
+	double reward = ok ? reward_log2(speedup, 1, p->reward_clip) : p->failure_reward;
+	char failed_state[64];
+	if (!state) {
+		snprintf(failed_state, sizeof(failed_state), "failed:%zu", e);
+		state = failed_state;
+	}
+	size_t child = graph_find_state(g, state, parent);
+	int transposition = child != MCGS_NONE;
+	if (!transposition) {
+		child = graph_add_node(g, state, reward, g->g.nodes[parent].rank + 1);
+		struct gnode *n = &g->nodes[child];
+		n->failed = !ok;
+		n->median_ms = median;
+		n->speedup = ok ? speedup : NAN;
+		const cJSON *ci = cJSON_GetObjectItemCaseSensitive(bench, "speedup_ci");
+		n->speedup_lo = ok ? (cJSON_GetArraySize(ci) == 2 ? cJSON_GetArrayItem(ci, 0)->valuedouble : speedup) : NAN;
+		cJSON *methods = cJSON_Duplicate(graph_node_methods(g, parent), 1);
+		if (!methods || (graph_edge_method(g, e)[0] && !cJSON_AddItemToArray(methods, cJSON_CreateString(graph_edge_method(g, e)))))
+			xalloc_die();
+		graph_node_set_json(g, child, cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(build, "config"), 1), methods);
+	}
+	g->g.edges[e].to = child;
+	g->edges[e].evaluations++;
+	g->edges[e].reward_sum += reward;
+	g->edges[e].reward_max = fmax(g->edges[e].reward_max, reward);
+	g->builds++;
+
+	size_t *path, len = path_to(g, record, parent, &path);
+	path = xreallocarray(path, len + 1, sizeof(*path));
+	path[len++] = e;
+	mcgs_playout(&g->g, 0, path, len, 1);
+	if (p->backup_max)
+		back_up_max(g, path, len);
+
+	/* The incumbent moves only when the candidate's interval clears it. */
+	size_t previous_best = g->incumbent;
+	const struct gnode *inc = &g->nodes[g->incumbent];
+	const struct gnode *c = &g->nodes[child];
+	int better = ok && isfinite(c->speedup_lo) && c->speedup_lo > inc->speedup && child != g->incumbent;
+	if (better) {
+		if (c->speedup >= inc->speedup * (1 + p->improve_pct / 100))
+			g->last_improvement = g->iter;
+		g->incumbent = child;
+		refresh_best(g, cJSON_GetObjectItemCaseSensitive(bench, "speedup_ci"));
+	}
+	json_add_number(upd, "reward", reward);
+	json_add_string(upd, "child", state);
+	json_add_number(upd, "child_id", (double)child);
+	json_add(upd, "transposition", cJSON_CreateBool(transposition));
+	json_add(upd, "incumbent", cJSON_CreateBool(better));
+	json_add_number(upd, "learned_iter", (double)g->iter);
+	json_add(record, "update", upd);
+
+	/* One row per evaluated transition, for kg-regraph. */
+	char t[40];
+	utc_now(t, sizeof(t), 1);
+	cJSON *row = json_object();
+	json_add_string(row, "t", t);
+	json_add_string(row, "kernel", g->kernel);
+	json_add_string(row, "arch", json_string(build, "arch") ? json_string(build, "arch") : "");
+	json_add_string(row, "from_method", last_method(g, parent));
+	json_add_string(row, "to_method", graph_edge_method(g, e)[0] ? graph_edge_method(g, e) : "unknown");
+	json_add(row, "ok", cJSON_CreateBool(ok));
+	json_add_number(row, "median_ms", median);
+	json_add_number(row, "baseline_ms", g->baseline_ms);
+	json_add_number(row, "speedup", ok ? speedup : NAN);
+	json_add_number(row, "reward", reward);
+	json_add_string(row, "candidate_id", json_string(candidate, "id") ? json_string(candidate, "id") : "");
+	json_add_string(row, "variant_dir", json_string(build, "dir") ? json_string(build, "dir") : "");
+	char *dataset = xasprintf("%s/regraph_dataset.jsonl", u->outdir);
+	append_line(u, dataset, row);
+	free(dataset);
+	cJSON_Delete(row);
+
+	if (!u->catching_up) {
+		struct trace_step step = {.record = record, .method = graph_edge_method(g, e), .parent = parent,
+					  .child = child, .previous_best = previous_best,
+					  .transposition = transposition, .better = better};
+		trace_candidate(g, &step);
+	}
+
+	/* Rollouts: an improving child starts one; a failure ends the one under way. */
+	double rollout = json_number(record, "rollout", NAN);
+	if (g->rollout.active && rollout > 0) {
+		g->rollout.best = fmax(g->rollout.best, reward);
+		if (!ok)
+			end_rollout(g, "a candidate failed", u->catching_up);
+	} else if (!g->rollout.active && !(rollout > 0) && ok && p->rollout_depth > 0 && reward > g->g.nodes[parent].u) {
+		g->rollout = (struct rollout){.active = 1, .node = child, .steps_left = p->rollout_depth, .best = reward,
+					      .path = path, .len = len};
+		path = NULL;
+	}
+	free(path);
+	return 0;
+}
+
+/* An expansion kg-propose found nothing new for ("propose": {"status": "empty"}): the node
+ * is not expanded again. */
+static int mark_exhausted(struct updater *u, cJSON *record, long line)
+{
+	struct graph *g = u->g;
+	size_t node = parent_of(u, record, line);
+	if (node == MCGS_NONE)
+		return -1;
+	if (!g->nodes[node].exhausted)
+		g->nodes[node].exhausted = NODE_EXHAUSTED;
+	cJSON *upd = json_object();
+	json_add_number(upd, "exhausted", (double)node);
+	json_add(record, "update", upd);
+	if (!u->catching_up)
+		trace_note(g, (long)json_number(record, "iter", (double)g->iter), node,
+			   "nothing new to try from here: not expanded again");
+	return 0;
+}
+
+/* Learns from one finished record; returns whether the graph changed. */
+static int apply_record(struct updater *u, cJSON *record, long line)
+{
+	const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(record, "candidate");
+	if (!u->exists)
+		return create_root(u, record, line) == 0;
+	if (cJSON_IsObject(candidate) &&
+	    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(record, "build"), "baseline")))
+		return update_candidate(u, record, line) == 0;
+	if (is_empty_expansion(record))
+		return mark_exhausted(u, record, line) == 0;
+	return 0;
+}
+
+/* The log is appended before the graph is saved, so a kill between the two leaves records in
+ * RUN/events.jsonl past what the graph learned (events_len): they are learned again here,
+ * before an update and before a pick, so that no pick is made from a graph behind its log
+ * (it would hand out builds the log has spent, and edges it has evaluated). The graph keeps
+ * a byte offset rather than the ids it has seen: a step seeks to it instead of reading the
+ * whole log, and the record boundary it must fall on (a newline) shows a log changed under it. */
+static void catch_up_with_log(struct updater *u, const char *events)
+{
+	struct graph *g = u->g;
+	uint64_t size = events_size(g->run);
+	if (!u->exists || size == g->events_len)
+		return;
+	if (size < g->events_len) {
+		log_warn("%s: %" PRIu64 " bytes, shorter than the %" PRIu64 " the graph learned from: not read", events, size,
+			 g->events_len);
+		return;
+	}
+	FILE *fp = fopen(events, "r");
+	int c = EOF;
+	if (!fp || fseeko(fp, (off_t)(g->events_len ? g->events_len - 1 : 0), SEEK_SET) != 0 ||
+	    (g->events_len && (c = getc(fp)) != '\n')) {
+		if (c == EOF)
+			log_warn("cannot read '%s':", events);
+		else
+			log_warn("%s: byte %" PRIu64 ", where the graph's part of it ends, ends no record: not read", events,
+				 g->events_len);
+		if (fp)
+			fclose(fp);
+		return;
+	}
+	log_warn("%s: %" PRIu64 " bytes of the log are not in the graph (a run stopped between the two): learning them again",
+		 events, size - g->events_len);
+	struct jsonl_reader reader;
+	jsonl_reader_init(&reader, fp, events);
+	const char *input_name = u->input_name;
+	u->input_name = events;
+	cJSON *record;
+	enum jsonl_status st;
+	u->catching_up = 1;
+	while ((st = jsonl_next(&reader, &record)) != JSONL_EOF && st != JSONL_IO_ERROR) {
+		if (st == JSONL_RECORD) {
+			cJSON_DeleteItemFromObjectCaseSensitive(record, "update");
+			apply_record(u, record, reader.line);
+			cJSON_Delete(record);
+		}
+	}
+	u->catching_up = 0;
+	u->input_name = input_name;
+	jsonl_reader_release(&reader);
+	fclose(fp);
+	g->events_len = size;
+	if (step_save(u->step) != 0)
+		u->status = KG_EXIT_IO;
+}
+
+static void updater_init(struct updater *u, struct step *step, int exists, const char *input_name)
+{
+	struct graph *g = step->g;
+	*u = (struct updater){.step = step, .g = g, .exists = exists, .input_name = input_name, .bottleneck_node = MCGS_NONE};
+	char *copy = xstrdup(g->run), *parent = xstrdup(dirname(copy));
+	u->outdir = xstrdup(dirname(parent));
+	free(copy);
+	free(parent);
+}
+
+static void updater_release(struct updater *u)
+{
+	free(u->outdir);
+	cJSON_Delete(u->regraph_doc);
+}
+
+/* Before a pick: learns what the log holds beyond the graph (catch_up_with_log). Returns
+ * KG_EXIT_OK, or KG_EXIT_IO when the graph could not be saved. */
+int catch_up_before_pick(struct step *step)
+{
+	struct graph *g = step->g;
+	struct updater u;
+	updater_init(&u, step, 1, NULL);
+	char *events = xasprintf("%s/events.jsonl", g->run);
+	catch_up_with_log(&u, events);
+	free(events);
+	updater_release(&u);
+	return u.status == KG_EXIT_IO ? KG_EXIT_IO : KG_EXIT_OK;
+}
+
+int run_update(struct step *step, int exists, struct jsonl_reader *reader)
+{
+	struct graph *g = step->g;
+	struct updater u;
+	updater_init(&u, step, exists, reader->name);
+	char *events = xasprintf("%s/events.jsonl", g->run);
+	catch_up_with_log(&u, events);
+	cJSON *record;
+	enum jsonl_status st;
+	int learning = 1;
+	while ((st = jsonl_next(reader, &record)) != JSONL_EOF) {
+		if (st == JSONL_IO_ERROR) {
+			u.status = KG_EXIT_IO;
+			break;
+		}
+		if (st == JSONL_BAD_LINE) {
+			if (u.status == KG_EXIT_OK)
+				u.status = KG_EXIT_INPUT;
+			continue;
+		}
+		double t0 = monotonic_ms();
+		int changed = learning && apply_record(&u, record, reader->line);
+		step->decide_ms += monotonic_ms() - t0;
+		if (changed) {
+			/* The log first, then the graph: never a graph ahead of its log. */
+			char t[40];
+			utc_now(t, sizeof(t), 1);
+			cJSON *logged = cJSON_Duplicate(record, 1);
+			json_add_string(logged, "t", t);
+			if (append_line(&u, events, logged) != 0) {
+				/* The graph in memory learned what the log lacks: it is not saved, and
+				 * the rest is passed on unlearned; the records still go out. */
+				log_error("%s:%ld: not learned: the run's log could not hold it (the graph stays as the log has it)",
+					  reader->name, reader->line);
+				u.status = KG_EXIT_IO;
+				learning = 0;
+			}
+			cJSON_Delete(logged);
+			if (learning) {
+				g->events_len = events_size(g->run);
+				if (step_save(step) != 0)
+					u.status = KG_EXIT_IO;
+			}
+		}
+		if (jsonl_write(stdout, record) != 0) {
+			log_error("cannot write the output:");
+			u.status = KG_EXIT_IO;
+		}
+		cJSON_Delete(record);
+	}
+	free(events);
+	updater_release(&u);
+	return u.status;
+}

@@ -1,0 +1,22 @@
+/* update.h (kg-select): the learner, which learns from measured records: the root, edges,
+ * rewards backed up along their paths, the incumbent, and the run's log, best and dataset. */
+#ifndef KG_SELECT_UPDATE_H
+#define KG_SELECT_UPDATE_H
+
+#include "common.h"
+
+#include "jsonl.h"
+#include "step.h"
+
+/* Learns each record of reader into step->g (exists: the graph has a root; the first record
+ * makes it otherwise), appends it to RUN/events.jsonl, saves the graph and writes the record
+ * to stdout with its "update". Learns first what the log holds beyond the graph. Returns
+ * KG_EXIT_OK, KG_EXIT_INPUT when a record could not be learned (reported, passed on), or
+ * KG_EXIT_IO. */
+int run_update(struct step *step, int exists, struct jsonl_reader *reader);
+/* Before a pick (or a summary): learns what RUN/events.jsonl holds beyond the graph, which a
+ * kill between appending to the log and saving the graph leaves. Returns KG_EXIT_OK, or
+ * KG_EXIT_IO when the graph could not be saved. */
+int catch_up_before_pick(struct step *step);
+
+#endif
