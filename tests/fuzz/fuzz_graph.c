@@ -19,6 +19,7 @@
 #include "graph.h"
 #include "log.h"
 #include "mcgs.h"
+#include "snapshot.h"
 #include "xalloc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -51,7 +52,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	write_part("graph.bin", data + sizeof(n), n);
 	write_part("graph.blobs", data + sizeof(n) + n, size - sizeof(n) - n);
 	struct graph g;
-	if (graph_load(&g, run) > 0) {
+	struct snapshot *s;
+	if (snapshot_load(&s, &g, run) > 0) {
 		for (size_t i = 0; i < g.g.nnodes; i++) {
 			size_t *out = xcalloc(g.g.nodes[i].nout + 1, sizeof(*out));
 			mcgs_out_edges(&g.g, i, out);
@@ -61,5 +63,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		cJSON_Delete(graph_export(&g));
 	}
 	graph_release(&g);
+	snapshot_free(s);
 	return 0;
 }

@@ -15,7 +15,6 @@
 #include "jsonl.h"
 #include "log.h"
 #include "fnv1a.h"
-#include "snapshot.h"
 #include "xalloc.h"
 
 #define GRAPH_JSON_VERSION 1
@@ -142,7 +141,6 @@ void graph_release(struct graph *g)
 	free(g->regraph);
 	free(g->run);
 	free(g->kernel);
-	snapshot_release(g->snapshot);
 	mcgs_release(&g->g);
 	memset(g, 0, sizeof(*g));
 }
@@ -202,23 +200,30 @@ void graph_reserve(struct graph *g, size_t nodes, size_t edges)
 	}
 }
 
+const char *graph_blob_text(const struct graph *g, struct blob b)
+{
+	if (b.off == BLOB_NONE || b.off >= g->blobs_len || b.len >= g->blobs_len - b.off)
+		return NULL;
+	return g->blobs + b.off;
+}
+
 const char *graph_node_state(const struct graph *g, size_t node)
 {
 	const char *cached = g->node_cache[node].state;
-	return cached ? cached : snapshot_blob_text(g->snapshot, g->nodes[node].state);
+	return cached ? cached : graph_blob_text(g, g->nodes[node].state);
 }
 
 const char *graph_edge_method(const struct graph *g, size_t edge)
 {
 	const char *cached = g->edge_cache[edge].method;
-	return cached ? cached : snapshot_blob_text(g->snapshot, g->edges[edge].method);
+	return cached ? cached : graph_blob_text(g, g->edges[edge].method);
 }
 
 /* The value stored at b, parsed into *cache on first use; fallback() when there is none. */
 static const cJSON *parsed(const struct graph *g, cJSON **cache, struct blob b, cJSON *(*fallback)(void))
 {
 	if (!*cache) {
-		const char *text = snapshot_blob_text(g->snapshot, b);
+		const char *text = graph_blob_text(g, b);
 		*cache = text ? cJSON_ParseWithLength(text, b.len) : NULL;
 		if (!*cache && fallback)
 			*cache = fallback();
@@ -478,11 +483,6 @@ cJSON *graph_export(const struct graph *gr)
 	return doc;
 }
 
-int graph_save(struct graph *g)
-{
-	return snapshot_save(g);
-}
-
 
 /* A count or an index of graph.json as a long: -1 when it is not a whole number in [0,
  * GRAPH_COUNT_MAX] (converting 1e300 would be undefined), which graph_check then reports. */
@@ -553,7 +553,7 @@ uint64_t events_size(const char *run)
 }
 
 /* A graph.json (version 1, graph_export's form), for graphs made elsewhere. */
-static int import_json(struct graph *g, const char *run)
+int graph_import(struct graph *g, const char *run)
 {
 	char *path = xasprintf("%s/graph.json", run);
 	size_t len;
@@ -625,11 +625,4 @@ out:
 	cJSON_Delete(doc);
 	free(path);
 	return rc;
-}
-
-int graph_load(struct graph *g, const char *run)
-{
-	graph_init(g, run);
-	int rc = snapshot_load(g);
-	return rc == 0 ? import_json(g, run) : rc;
 }

@@ -120,18 +120,16 @@ struct graph {
 	struct edge_cache *edge_cache;
 	size_t cap_nodes, cap_edges;
 	int arrays_mapped;	/* the four arrays are in the snapshot's map of graph.bin */
-	struct snapshot *snapshot; /* what graph.bin and graph.blobs hold, once loaded or saved */
+	const char *blobs;	/* graph.blobs as the snapshot mapped it at load (it owns the map), */
+	size_t blobs_len;	/* which the stored blobs point into; NULL, 0: none */
 };
 
-/* Loads RUN/graph.bin into g; without one, imports RUN/graph.json (the form --export writes,
- * and tests/tools/make_graph.py). Returns 1 when loaded, 0 when there is none yet, -1 after
- * reporting a damaged file. */
-int graph_load(struct graph *g, const char *run);
+/* Imports RUN/graph.json (the form --export writes, and tests/tools/make_graph.py) into g
+ * (initialized, empty). Returns 1 when imported, 0 when there is none, -1 after reporting a
+ * file that is not a graph. snapshot_load reads graph.bin, and this without one. */
+int graph_import(struct graph *g, const char *run);
 /* The size of RUN/events.jsonl in bytes; 0 when there is none. */
 uint64_t events_size(const char *run);
-/* Stores g in RUN/graph.bin so that a kill at any moment leaves the previous or the next
- * graph. Returns 0, or -1 after reporting. */
-int graph_save(struct graph *g);
 /* Checks what a loaded graph holds before anything uses it: out-edge chains that match each
  * node's nout and end, edges between nodes with the rank rule, finite values, counters in
  * [0, GRAPH_COUNT_MAX] that agree (builds = the edges' evaluations), an incumbent and a
@@ -150,6 +148,8 @@ void graph_use_arrays(struct graph *g, struct mcgs_node *mnodes, struct gnode *n
 		      struct mcgs_edge *medges, struct gedge *edges, size_t cap_edges);
 size_t graph_add_node(struct graph *g, const char *state, double u, int rank);
 size_t graph_add_edge(struct graph *g, size_t from, double prior, const cJSON *candidate, const char *method);
+/* The stored text of b in g->blobs, or NULL when b is BLOB_NONE or does not lie there. */
+const char *graph_blob_text(const struct graph *g, struct blob b);
 /* The strings and JSON values of nodes and edges, parsed on first use; config may be NULL. */
 const char *graph_node_state(const struct graph *g, size_t node);
 const char *graph_edge_method(const struct graph *g, size_t edge);

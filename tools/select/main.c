@@ -16,6 +16,7 @@
 #include "log.h"
 #include "parse.h"
 #include "pick.h"
+#include "snapshot.h"
 #include "step.h"
 #include "trace.h"
 #include "update.h"
@@ -346,7 +347,7 @@ int main(int argc, char **argv)
 	struct graph g;
 	struct step step = {.g = &g};
 	double t0 = monotonic_ms();
-	int exists = graph_load(&g, opt.run);
+	int exists = snapshot_load(&step.snapshot, &g, opt.run);
 	step.load_ms = monotonic_ms() - t0;
 	int status;
 	if (exists < 0) {
@@ -378,6 +379,7 @@ int main(int argc, char **argv)
 	log_info("%s: %zu nodes, %zu edges: loaded in %.2f ms, decided in %.2f ms, saved in %.2f ms", opt.run,
 		 g.g.nnodes, g.g.nedges, step.load_ms, step.decide_ms, step.save_ms);
 	graph_release(&g);
+	snapshot_free(step.snapshot); /* after the graph, whose arrays may lie in its maps */
 	dirlock_release(&lock);
 	if (opt.update)
 		jsonl_reader_release(&reader);

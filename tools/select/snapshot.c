@@ -79,13 +79,6 @@ struct snapshot {
 
 /* ---------------------------------------------------------------- blobs */
 
-const char *snapshot_blob_text(const struct snapshot *s, struct blob b)
-{
-	if (b.off == BLOB_NONE || !s || b.off >= s->blobs_mapped || b.len >= s->blobs_mapped - b.off)
-		return NULL;
-	return s->blobs + b.off;
-}
-
 /* A reference read from graph.bin must lie inside graph.blobs. Its bytes are not read here
  * (a step touches only the blobs it uses); that the last one referenced ends in a NUL keeps
  * every string inside the map. */
@@ -346,6 +339,8 @@ static int decode(struct graph *g, const struct snapshot *s, const char *path)
 {
 	const struct head_rec *h = &s->head;
 	size_t n = h->nnodes, m = h->nedges;
+	g->blobs = s->blobs; /* what the stored blob references point into */
+	g->blobs_len = s->blobs_mapped;
 	if (n == 0)
 		return log_error("%s: the graph has no root", path);
 	uint64_t end = 0;
@@ -388,9 +383,9 @@ static int decode(struct graph *g, const struct snapshot *s, const char *path)
 		free(why);
 		return -1;
 	}
-	g->kernel = xstrdup(snapshot_blob_text(s, h->kernel));
+	g->kernel = xstrdup(graph_blob_text(g, h->kernel));
 	g->kernel_blob = h->kernel;
-	const char *regraph = snapshot_blob_text(s, h->regraph);
+	const char *regraph = graph_blob_text(g, h->regraph);
 	g->regraph = regraph ? xstrdup(regraph) : NULL;
 	g->regraph_blob = h->regraph;
 	g->rng = h->rng;
@@ -412,7 +407,9 @@ static int decode(struct graph *g, const struct snapshot *s, const char *path)
 	return graph_check(g, path);
 }
 
-int snapshot_load(struct graph *g)
+/* Loads RUN/graph.bin into g (initialized, empty) and s: 1 when loaded, 0 when there is
+ * none, -1 after reporting a damaged file. */
+static int load_bin(struct snapshot *s, struct graph *g)
 {
 	char *path = xasprintf("%s/graph.bin", g->run);
 	size_t len;
@@ -424,8 +421,6 @@ int snapshot_load(struct graph *g)
 		free(path);
 		return missing ? 0 : -1;
 	}
-	struct snapshot *s = xcalloc(1, sizeof(*s));
-	g->snapshot = s;
 	s->bin = map;
 	s->bin_mapped = len;
 	int rc = read_checkpoint(s, map, len, path);
@@ -454,6 +449,14 @@ int snapshot_load(struct graph *g)
 		rc = decode(g, s, path);
 	free(path);
 	return rc == 0 ? 1 : -1;
+}
+
+int snapshot_load(struct snapshot **s, struct graph *g, const char *run)
+{
+	graph_init(g, run);
+	*s = xcalloc(1, sizeof(**s));
+	int rc = load_bin(*s, g);
+	return rc == 0 ? graph_import(g, run) : rc;
 }
 
 /* ---------------------------------------------------------------- saving */
@@ -583,11 +586,8 @@ static int write_delta(struct snapshot *s, const char *file, struct strbuf *out,
 	return 0;
 }
 
-int snapshot_save(struct graph *g)
+int snapshot_save(struct snapshot *s, struct graph *g)
 {
-	if (!g->snapshot)
-		g->snapshot = xcalloc(1, sizeof(*g->snapshot));
-	struct snapshot *s = g->snapshot;
 	if (store_blobs(g, s) != 0)
 		return -1;
 	struct head_rec h;
@@ -627,7 +627,7 @@ int snapshot_save(struct graph *g)
 	return rc ? -1 : 0;
 }
 
-void snapshot_release(struct snapshot *s)
+void snapshot_free(struct snapshot *s)
 {
 	if (!s)
 		return;

@@ -22,14 +22,16 @@
  * Both files are in the host's byte order, for this machine only: graph_export is the
  * portable form. */
 
-/* Loads RUN/graph.bin into g (initialized, empty). Returns 1 when loaded, 0 when there is
- * none, -1 after reporting a damaged file. */
-int snapshot_load(struct graph *g);
-/* Stores g: the blobs it has not stored, then a delta or a checkpoint. 0, or -1 after
- * reporting. */
-int snapshot_save(struct graph *g);
-/* The stored text of b, or NULL when b is BLOB_NONE. */
-const char *snapshot_blob_text(const struct snapshot *s, struct blob b);
-void snapshot_release(struct snapshot *s);
+struct snapshot;
+
+/* Loads RUN's graph into g, which it initializes: RUN/graph.bin, or without one RUN/graph.json
+ * (graph_import). *s gets what the files hold, for snapshot_save, whatever it returns; free it
+ * with snapshot_free after graph_release (a loaded graph's arrays and blobs lie in its maps).
+ * Returns 1 when loaded, 0 when there is no graph yet, -1 after reporting a damaged file. */
+int snapshot_load(struct snapshot **s, struct graph *g, const char *run);
+/* Stores g in RUN/graph.bin so that a kill at any moment leaves the previous or the next
+ * graph: the blobs s has not stored, then a delta or a checkpoint. 0, or -1 after reporting. */
+int snapshot_save(struct snapshot *s, struct graph *g);
+void snapshot_free(struct snapshot *s);
 
 #endif

@@ -9,6 +9,7 @@
 #include "clock.h"
 #include "jsonl.h"
 #include "mcgs.h"
+#include "snapshot.h"
 #include "step.h"
 #include "trace.h"
 #include "xalloc.h"
@@ -16,7 +17,7 @@
 int step_save(struct step *s)
 {
 	double t0 = monotonic_ms();
-	int rc = graph_save(s->g);
+	int rc = snapshot_save(s->snapshot, s->g);
 	s->save_ms += monotonic_ms() - t0;
 	return rc;
 }

@@ -1,5 +1,5 @@
 /* step.h (kg-select): what the picker (pick.c) and the learner (update.c) share, handed to
- * them rather than kept in globals: the step (its graph and where its time goes). */
+ * them rather than kept in globals: the step (its graph, its files, where its time goes). */
 #ifndef KG_SELECT_STEP_H
 #define KG_SELECT_STEP_H
 
@@ -11,14 +11,17 @@
 
 #include "graph.h"
 
-/* One invocation of kg-select: the graph it loaded (borrowed: main loads it before and
- * releases it after). */
+struct snapshot;
+
+/* One invocation of kg-select: the graph it loaded, and the files it saves it to. The step
+ * borrows both: main loads them before and releases them after. */
 struct step {
 	struct graph *g;
+	struct snapshot *snapshot; /* graph.bin and graph.blobs as loaded or last saved */
 	double load_ms, decide_ms, save_ms; /* where the time goes, for -v and benchmarks/select.sh */
 };
 
-/* Saves s->g to its files (graph_save), timed. 0, or -1 after reporting. */
+/* Saves s->g to its files (snapshot_save), timed. 0, or -1 after reporting. */
 int step_save(struct step *s);
 
 /* The last method applied from the root to node (what the ReGraph's transitions start from),
