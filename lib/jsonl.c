@@ -368,6 +368,20 @@ cJSON *json_read_file(const char *path)
 	return doc;
 }
 
+cJSON *json_read_optional(const char *path)
+{
+	size_t len;
+	char *text = file_read_all(path, &len);
+	if (!text) {
+		if (errno != ENOENT)
+			log_warn("cannot read '%s':", path);
+		return NULL;
+	}
+	cJSON *doc = json_parse_document(path, text, len);
+	free(text);
+	return doc;
+}
+
 int json_write_file(const char *path, const cJSON *doc, int pretty)
 {
 	char *text = print_kept(doc, pretty);

@@ -76,6 +76,11 @@ double json_number(const cJSON *obj, const char *key, double fallback);
  * nothing: for files whose absence or damage the caller treats as "none". */
 cJSON *json_read_file(const char *path);
 
+/* The JSON document in the file at path, for files that may be absent: NULL, silently, when
+ * there is none; NULL after reporting when it cannot be read or is not JSON. The caller frees
+ * the result with cJSON_Delete. */
+cJSON *json_read_optional(const char *path);
+
 /* Replaces path with doc, printed (pretty or compact) and ending in a newline, through
  * file_write_atomic. Returns 0, or -1 with errno set; reports nothing. */
 int json_write_file(const char *path, const cJSON *doc, int pretty);

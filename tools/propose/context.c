@@ -3,7 +3,6 @@
 #include "common.h"
 
 #include <errno.h>
-#include <libgen.h>
 #include <math.h>
 #include <string.h>
 
@@ -15,7 +14,7 @@
 /* A state of the run: its configuration and, once asked for, its source's digest. */
 struct digest {
 	char *state;
-	const cJSON *config; /* inside run->events or run->baseline */
+	const cJSON *config; /* inside run->events or run->run.baseline */
 	char hex[SHA256_HEX_SIZE];
 };
 
@@ -32,20 +31,6 @@ void proposal_release(struct proposal *p)
 	cJSON_Delete(p->launch_update);
 	cJSON_Delete(p->full_config);
 	memset(p, 0, sizeof(*p));
-}
-
-cJSON *read_json_file(const char *path)
-{
-	size_t len;
-	char *text = file_read_all(path, &len);
-	if (!text) {
-		if (errno != ENOENT)
-			log_warn("cannot read '%s':", path);
-		return NULL;
-	}
-	cJSON *doc = json_parse_document(path, text, len);
-	free(text);
-	return doc;
 }
 
 /* The complete configuration of indices as compact text, the form the checks compare. */
@@ -102,7 +87,7 @@ static const char *source_digest(struct run_info *run, const char *state)
 		d = &run->digests[run->ndigests - 1];
 	}
 	if (!d->hex[0]) {
-		char *path = xasprintf("%s/variants/%s/kernel.cu", run->dir, state);
+		char *path = run_variant_path(run->run.dir, state, "kernel.cu");
 		size_t len;
 		char *text = file_read_all(path, &len);
 		if (text)
@@ -185,14 +170,14 @@ static void remember_changes(struct run_info *run, const cJSON *records, const c
 static void remember_events(struct run_info *run)
 {
 	const cJSON *e;
-	const cJSON *base_build = run->baseline;
+	const cJSON *base_build = run->run.baseline;
 	add_state(run, json_string(base_build, "state"), cJSON_GetObjectItemCaseSensitive(base_build, "config"));
 	cJSON_ArrayForEach(e, run->events) {
 		const cJSON *build = cJSON_GetObjectItemCaseSensitive(e, "build");
 		add_state(run, json_string(build, "state"), cJSON_GetObjectItemCaseSensitive(build, "config"));
 	}
 	if (json_string(base_build, "state")) {
-		char *config = complete_config(run->spec, cJSON_GetObjectItemCaseSensitive(base_build, "config"), NULL, NULL, NULL);
+		char *config = complete_config(run->run.spec, cJSON_GetObjectItemCaseSensitive(base_build, "config"), NULL, NULL, NULL);
 		if (config)
 			remember(run, change_key(NULL, source_digest(run, json_string(base_build, "state")), NULL, NULL, config));
 		free(config);
@@ -214,7 +199,7 @@ static void remember_changes(struct run_info *run, const cJSON *records, const c
 			continue;
 		const char *patch = nonempty(json_string(candidate, "patch")), *source = nonempty(json_string(candidate, "source"));
 		if (state && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(build, "config"))) {
-			char *made = complete_config(run->spec, cJSON_GetObjectItemCaseSensitive(build, "config"), NULL, NULL, NULL);
+			char *made = complete_config(run->run.spec, cJSON_GetObjectItemCaseSensitive(build, "config"), NULL, NULL, NULL);
 			if (made)
 				remember(run, change_key(NULL, source_digest(run, state), NULL, NULL, made));
 			free(made);
@@ -223,8 +208,8 @@ static void remember_changes(struct run_info *run, const cJSON *records, const c
 			continue;
 		const struct digest *pd = find_state(run, parent);
 		char *config = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(build, "config"))
-				       ? complete_config(run->spec, cJSON_GetObjectItemCaseSensitive(build, "config"), NULL, NULL, NULL)
-				       : complete_config(run->spec, cJSON_GetObjectItemCaseSensitive(candidate, "config"),
+				       ? complete_config(run->run.spec, cJSON_GetObjectItemCaseSensitive(build, "config"), NULL, NULL, NULL)
+				       : complete_config(run->run.spec, cJSON_GetObjectItemCaseSensitive(candidate, "config"),
 							 pd ? pd->config : NULL, NULL, NULL);
 		if (!config)
 			continue; /* an invalid configuration: the same one proposed again is refused anyway */
@@ -238,44 +223,33 @@ static void remember_changes(struct run_info *run, const cJSON *records, const c
 
 /* ---------------------------------------------------------------- runs */
 
-static void run_load(struct run_info *run, const cJSON *pending)
+static void run_load(struct run_info *run, const char *dir, const cJSON *pending)
 {
-	char *copy = xstrdup(run->dir), *parent = xstrdup(dirname(copy));
-	run->outdir = xstrdup(dirname(parent));
-	free(copy);
-	free(parent);
-	char *spec_path = xasprintf("%s/spec.json", run->dir);
 	int unreadable;
-	run->spec = t1_load(spec_path, &unreadable);
-	if (!run->spec) {
-		run->error = xasprintf("run: %s has no usable spec.json (%s; kg-init makes run directories)", run->dir,
+	if (run_init(&run->run, dir, &unreadable) != 0) {
+		run->error = xasprintf("run: %s has no usable spec.json (%s; kg-init makes run directories)", dir,
 				       unreadable ? "cannot read it" : "see above");
-		free(spec_path);
 		return;
 	}
-	free(spec_path);
-	char *path = xasprintf("%s/events.jsonl", run->dir);
+	char *path = run_path(dir, RUN_EVENTS);
 	run->events = jsonl_read_file(path);
 	free(path);
-	path = xasprintf("%s/best.json", run->dir);
-	run->best = read_json_file(path);
+	path = run_path(dir, RUN_BEST_JSON);
+	run->best = json_read_optional(path);
 	free(path);
-	path = xasprintf("%s/baseline.json", run->dir);
-	run->baseline = read_json_file(path);
-	free(path);
+	run_baseline(&run->run);
 	remember_events(run);
-	remember_changes(run, pending, run->dir);
+	remember_changes(run, pending, dir);
 	run->pending = pending;
 }
 
 struct run_info *runs_get(struct runs *runs, const char *dir)
 {
 	for (size_t i = 0; i < runs->n; i++)
-		if (strcmp(runs->list[i]->dir, dir) == 0)
+		if (strcmp(runs->list[i]->run.dir, dir) == 0)
 			return runs->list[i];
 	struct run_info *run = xcalloc(1, sizeof(*run));
-	run->dir = xstrdup(dir);
-	run_load(run, runs->pending);
+	run_load(run, dir, runs->pending);
 	runs->list = xreallocarray(runs->list, runs->n + 1, sizeof(*runs->list));
 	runs->list[runs->n++] = run;
 	return run;
@@ -285,14 +259,10 @@ void runs_release(struct runs *runs)
 {
 	for (size_t i = 0; i < runs->n; i++) {
 		struct run_info *run = runs->list[i];
-		free(run->dir);
-		free(run->outdir);
+		run_release(&run->run);
 		free(run->error);
-		if (run->spec)
-			t1_free(run->spec);
 		cJSON_Delete(run->events);
 		cJSON_Delete(run->best);
-		cJSON_Delete(run->baseline);
 		for (size_t k = 0; k < run->nsent; k++)
 			free(run->sent[k].indices);
 		free(run->sent);
@@ -340,7 +310,7 @@ int node_load(struct run_info *run, const cJSON *record, struct node_info *node,
 		strbuf_addstr(why, "node: missing (an expand record names the node to expand, as kg-select writes it)");
 		return -1;
 	}
-	char *path = xasprintf("%s/variants/%s/kernel.cu", run->dir, node->state);
+	char *path = run_variant_path(run->run.dir, node->state, "kernel.cu");
 	size_t len;
 	node->source = file_read_all(path, &len);
 	if (!node->source) {
@@ -350,21 +320,21 @@ int node_load(struct run_info *run, const cJSON *record, struct node_info *node,
 	}
 	free(path);
 	snprintf(node->digest, sizeof(node->digest), "%s", source_digest(run, node->state));
-	path = xasprintf("%s/variants/%s/build.json", run->dir, node->state);
-	node->build = read_json_file(path);
+	path = run_variant_path(run->run.dir, node->state, "build.json");
+	node->build = json_read_optional(path);
 	free(path);
-	path = xasprintf("%s/variants/%s/bench.json", run->dir, node->state);
-	node->bench = read_json_file(path);
+	path = run_variant_path(run->run.dir, node->state, "bench.json");
+	node->bench = json_read_optional(path);
 	free(path);
-	path = xasprintf("%s/variants/%s/metrics.json", run->dir, node->state);
-	node->metrics = read_json_file(path);
+	path = run_variant_path(run->run.dir, node->state, "metrics.json");
+	node->metrics = json_read_optional(path);
 	free(path);
 	const cJSON *config = cJSON_GetObjectItemCaseSensitive(record, "config");
 	if (!cJSON_IsObject(config))
 		config = cJSON_GetObjectItemCaseSensitive(node->build, "config");
 	struct strbuf inner;
 	strbuf_init(&inner);
-	char *text = complete_config(run->spec, config, NULL, &node->config, &inner);
+	char *text = complete_config(run->run.spec, config, NULL, &node->config, &inner);
 	if (!text)
 		strbuf_addf(why, "config: the node's configuration is not one of the space: %s", inner.buf);
 	strbuf_release(&inner);
@@ -398,7 +368,7 @@ int context_within(const struct run_info *run, const size_t *indices)
 {
 	if (!run->within)
 		return 1;
-	cJSON *config = config_object(run->spec, indices);
+	cJSON *config = config_object(run->run.spec, indices);
 	int found = replay_has(run->within, config);
 	cJSON_Delete(config);
 	return found;
@@ -406,7 +376,7 @@ int context_within(const struct run_info *run, const size_t *indices)
 
 size_t context_observations(struct run_info *run, const struct node_info *node, size_t **indices, double **log_ms)
 {
-	const struct t1_spec *spec = run->spec;
+	const struct t1_spec *spec = run->run.spec;
 	size_t n = 0, *at = xcalloc(spec->nparams + 1, sizeof(*at));
 	const cJSON *e;
 	*indices = NULL;
@@ -447,7 +417,7 @@ static int in_flight_config(struct run_info *run, const struct node_info *node, 
 {
 	const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(e, "candidate");
 	const char *parent = json_string(e, "node"), *in = json_string(e, "run");
-	if (!cJSON_IsObject(candidate) || !parent || (in && strcmp(in, run->dir) != 0) ||
+	if (!cJSON_IsObject(candidate) || !parent || (in && strcmp(in, run->run.dir) != 0) ||
 	    nonempty(json_string(candidate, "patch")) || nonempty(json_string(candidate, "source")))
 		return -1; /* another run's, or a code edit: another space */
 	if (strcmp(source_digest(run, parent), node->digest) != 0)
@@ -456,7 +426,7 @@ static int in_flight_config(struct run_info *run, const struct node_info *node, 
 	cJSON *merged = json_object();
 	struct strbuf why;
 	strbuf_init(&why);
-	int rc = t1_resolve_config(run->spec, cJSON_IsObject(wanted) ? wanted : NULL, cJSON_IsObject(base) ? base : NULL, at,
+	int rc = t1_resolve_config(run->run.spec, cJSON_IsObject(wanted) ? wanted : NULL, cJSON_IsObject(base) ? base : NULL, at,
 				   merged, &why);
 	strbuf_release(&why);
 	cJSON_Delete(merged);
@@ -465,7 +435,7 @@ static int in_flight_config(struct run_info *run, const struct node_info *node, 
 
 size_t context_in_flight(struct run_info *run, const struct node_info *node, size_t **indices)
 {
-	size_t n = 0, np = run->spec->nparams, *at = xcalloc(np + 1, sizeof(*at));
+	size_t n = 0, np = run->run.spec->nparams, *at = xcalloc(np + 1, sizeof(*at));
 	const cJSON *e;
 	*indices = NULL;
 	cJSON_ArrayForEach(e, run->pending) {
@@ -504,8 +474,8 @@ static int add_history(void *ctx, const cJSON *config, const cJSON *bench)
 
 size_t context_history(struct run_info *run, const struct node_info *node, size_t **indices, double **log_ms)
 {
-	struct history h = {.spec = run->spec};
-	const char *base = json_string(run->baseline, "state");
+	struct history h = {.spec = run->run.spec};
+	const char *base = json_string(run->run.baseline, "state");
 	const cJSON *e;
 	*indices = NULL;
 	*log_ms = NULL;
@@ -534,7 +504,7 @@ int context_accept(struct run_info *run, const struct node_info *node, struct pr
 		strbuf_addstr(why, "config: must be an object of tuning parameters");
 		return 1;
 	}
-	char *config = complete_config(run->spec, p->config, node->config, &p->full_config, why);
+	char *config = complete_config(run->run.spec, p->config, node->config, &p->full_config, why);
 	if (!config)
 		return 1;
 	if (run->within && !replay_has(run->within, p->full_config)) {
@@ -563,9 +533,9 @@ int context_accept(struct run_info *run, const struct node_info *node, struct pr
 
 void context_sent(struct run_info *run, const struct node_info *node, const struct proposal *p)
 {
-	size_t np = run->spec->nparams, *at = xcalloc(np + 1, sizeof(*at));
+	size_t np = run->run.spec->nparams, *at = xcalloc(np + 1, sizeof(*at));
 	if (nonempty(p->patch) || (nonempty(p->source) && strcmp(p->source, node->source) != 0) || !p->full_config ||
-	    config_indices(run->spec, p->full_config, at) != 0) {
+	    config_indices(run->run.spec, p->full_config, at) != 0) {
 		free(at); /* a code edit: another space */
 		return;
 	}
@@ -584,7 +554,7 @@ static int by_promise(const void *a, const void *b)
 
 cJSON *regraph_next(const char *path, const char *from, size_t top)
 {
-	cJSON *next = cJSON_CreateArray(), *doc = read_json_file(path);
+	cJSON *next = cJSON_CreateArray(), *doc = json_read_optional(path);
 	const cJSON *edge;
 	const cJSON **found = xcalloc((size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(doc, "edges")) + 1, sizeof(*found));
 	size_t n = 0;

@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "replay.h"
+#include "run.h"
 #include "sha256.h"
 #include "t1.h"
 #include "xalloc.h"
@@ -30,13 +31,10 @@ void proposal_release(struct proposal *p);
 
 /* A run directory met in the input, loaded once. */
 struct run_info {
-	char *dir;
-	char *outdir;	       /* two levels up: OUTDIR of OUTDIR/kernels/NAME */
+	struct run run;	       /* the directory, OUTDIR, the spec; the baseline, read at load */
 	char *error;	       /* why the run cannot be used (each record of it is an error) */
-	struct t1_spec *spec;  /* RUN/spec.json */
 	cJSON *events;	       /* RUN/events.jsonl, as an array */
 	cJSON *best;	       /* RUN/best.json, or NULL */
-	cJSON *baseline;       /* RUN/baseline.json, or NULL */
 	char **seen;	       /* keys of the changes already built or registered */
 	size_t nseen;
 	struct digest *digests; /* the sources' digests, by state */
@@ -120,9 +118,6 @@ int config_indices(const struct t1_spec *spec, const cJSON *config, size_t *indi
 /* The complete configuration of indices as an object of plain values (t1_config_to_json
  * splices raw text, which cJSON's comparisons do not read). */
 cJSON *config_object(const struct t1_spec *spec, const size_t *indices);
-
-/* A JSON document at path, or NULL when it does not exist or cannot be read (warned). */
-cJSON *read_json_file(const char *path);
 
 /* The transitions out of method `from` that the ReGraph at path has seen, most promising
  * first (probability x success_mean), at most top of them, copied into an array; empty when

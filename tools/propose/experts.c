@@ -16,6 +16,7 @@
 #include "jsonl.h"
 #include "log.h"
 #include "methods.h"
+#include "run.h"
 
 static const struct {
 	const char *name, *text;
@@ -87,12 +88,12 @@ void experts_release(struct experts *ex)
 
 char *experts_catalog_path(const struct experts *ex, const struct run_info *run)
 {
-	return ex->catalog ? xstrdup(ex->catalog) : xasprintf("%s/methods.json", run->outdir);
+	return ex->catalog ? xstrdup(ex->catalog) : run_outdir_path(run->run.dir, OUTDIR_METHODS);
 }
 
 char *experts_regraph_path(const struct experts *ex, const struct run_info *run)
 {
-	return ex->regraph ? xstrdup(ex->regraph) : xasprintf("%s/regraph.json", run->outdir);
+	return ex->regraph ? xstrdup(ex->regraph) : run_outdir_path(run->run.dir, OUTDIR_REGRAPH);
 }
 
 static void add_number(struct strbuf *sb, const char *label, const cJSON *obj, const char *key, const char *unit)
@@ -104,7 +105,7 @@ static void add_number(struct strbuf *sb, const char *label, const cJSON *obj, c
 
 static void device_section(struct strbuf *sb, const struct run_info *run, const struct node_info *node)
 {
-	const cJSON *device = cJSON_GetObjectItemCaseSensitive(run->baseline, "device");
+	const cJSON *device = cJSON_GetObjectItemCaseSensitive(run->run.baseline, "device");
 	strbuf_addstr(sb, "\n## Device\n");
 	if (cJSON_IsObject(device)) {
 		const cJSON *item;
@@ -235,8 +236,8 @@ static void symptoms_section(struct strbuf *sb, const struct node_info *node)
  * is absent (an unreadable or malformed one is reported). The caller frees it. */
 cJSON *experts_variant_json(const struct run_info *run, const struct node_info *node, const char *name)
 {
-	char *path = xasprintf("%s/variants/%s/%s", run->dir, node->state, name);
-	cJSON *doc = read_json_file(path);
+	char *path = run_variant_path(run->run.dir, node->state, name);
+	cJSON *doc = json_read_optional(path);
 	free(path);
 	return doc;
 }
@@ -533,11 +534,11 @@ static char *prompt_context(const struct experts *ex, const struct run_info *run
 	strbuf_init(&sb);
 	strbuf_addf(&sb, "## Goal\nPropose up to %d distinct candidate changes that make the CUDA kernel `%s` "
 			 "below faster on the device below, each a different idea.\n",
-		    ex->candidates, run->spec->kernel_name);
+		    ex->candidates, run->run.spec->kernel_name);
 	device_section(&sb, run, node);
 	strbuf_addf(&sb, "\n## Kernel source (kernel.cu)\n```cuda\n%s%s```\n", node->source,
 		    node->source[0] && node->source[strlen(node->source) - 1] == '\n' ? "" : "\n");
-	space_section(&sb, run->spec, node->config);
+	space_section(&sb, run->run.spec, node->config);
 	symptoms_section(&sb, node);
 	regions_section(&sb, run, node);
 	metrics_section(&sb, run, node);
@@ -780,11 +781,11 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 		     struct proposal **list, size_t *n, cJSON *errors)
 {
 	struct llm_settings s = ex->llm;
-	char *log_dir = xasprintf("%s/llm", run->dir), *cache_dir = xasprintf("%s/llm/cache", run->dir);
+	char *log_dir = run_path(run->run.dir, RUN_LLM), *cache_dir = run_path(run->run.dir, RUN_LLM_CACHE);
 	s.log_dir = log_dir;
 	s.cache_dir = cache_dir;
 	s.jitter_seed ^= fnv1a64(node->state, strlen(node->state));
-	cJSON *schema = answer_schema(run->spec);
+	cJSON *schema = answer_schema(run->run.spec);
 	struct variant_view view = {run, node};
 	struct llm_tools tools = {.max_rounds = ex->tool_rounds, .max_result_bytes = (size_t)ex->tool_result_bytes,
 				  .max_total_bytes = (size_t)ex->tool_total_bytes};
@@ -826,7 +827,7 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 				continue;
 			}
 			log_info("%s: node %s: %s answered in %.0f ms (%s%d round%s, %d function call%s, %.0f + %.0f tokens, $%.4f)",
-				 run->dir, node->state, c->persona->name, r->ms, r->cached ? "cached, " : "", r->rounds,
+				 run->run.dir, node->state, c->persona->name, r->ms, r->cached ? "cached, " : "", r->rounds,
 				 r->rounds == 1 ? "" : "s", r->function_calls, r->function_calls == 1 ? "" : "s", r->tokens_in,
 				 r->tokens_out, r->cost_usd);
 			struct strbuf why;
@@ -834,14 +835,14 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 			cJSON *answer = answer_extract(r->text, &why);
 			if (answer && take_candidates(answer, c->proposer, list, n, &why) >= 0) {
 				if (why.len)
-					log_warn("%s: node %s: %s: dropped %s", run->dir, node->state, c->persona->name, why.buf);
+					log_warn("%s: node %s: %s: dropped %s", run->run.dir, node->state, c->persona->name, why.buf);
 			} else if (round == 1) {
 				char *fix = xasprintf("Your answer could not be used: %s. Answer again with only one JSON object "
 						      "{\"candidates\": [...]} as specified, no prose and no code fences.", why.buf);
 				json_append(c->messages, message("assistant", r->text));
 				json_append(c->messages, message("user", fix));
 				free(fix);
-				log_warn("%s: node %s: %s: malformed answer (%s); asking once more", run->dir, node->state,
+				log_warn("%s: node %s: %s: malformed answer (%s); asking once more", run->run.dir, node->state,
 					 c->persona->name, why.buf);
 				c->done = 0;
 			} else {

@@ -12,6 +12,7 @@
 #include "functions.h"
 #include "jsonl.h"
 #include "ptx_lines.h"
+#include "run.h"
 #include "xalloc.h"
 
 static const struct llm_function functions[] = {
@@ -267,7 +268,7 @@ static char *call_ptx_for_lines(const struct variant_view *v, const cJSON *argum
 	char *bad = line_range(arguments, n, &start, &end);
 	if (bad)
 		return bad;
-	char *path = xasprintf("%s/variants/%s/kernel.ptx", v->run->dir, v->node->state);
+	char *path = run_variant_path(v->run->run.dir, v->node->state, "kernel.ptx");
 	char *ptx = file_read_all(path, &len);
 	free(path);
 	if (!ptx)

@@ -533,7 +533,7 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 		strbuf_init(&why);
 		if ((allowed && !method_allowed(allowed, catalog, p, &why)) ||
 		    (!p->full_config && context_accept(run, node, p, &why) != 0)) {
-			log_warn("%s: node %s: %s: %s: dropped: %s", run->dir, node->state, p->proposer, p->method, why.buf);
+			log_warn("%s: node %s: %s: %s: dropped: %s", run->run.dir, node->state, p->proposer, p->method, why.buf);
 			dropped++;
 		} else if (budget_left >= 0 && (double)out >= budget_left) {
 			over_budget++;
@@ -555,7 +555,7 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 	cJSON_Delete(catalog);
 	const cJSON *e;
 	cJSON_ArrayForEach(e, errors)
-		log_error("%s: node %s: expert %s: %s", run->dir, node->state, json_string(e, "persona"), json_string(e, "error"));
+		log_error("%s: node %s: expert %s: %s", run->run.dir, node->state, json_string(e, "persona"), json_string(e, "error"));
 	if (out == 0 && status == KG_EXIT_OK) {
 		int failed = cJSON_GetArraySize(errors) > 0;
 		cJSON *r = cJSON_Duplicate(record, 1), *why = json_object();
@@ -568,10 +568,10 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 		if (status == KG_EXIT_OK && failed)
 			status = KG_EXIT_INPUT;
 		if (!failed)
-			log_warn("%s: node %s: no new candidate (%zu dropped)", run->dir, node->state, dropped);
+			log_warn("%s: node %s: no new candidate (%zu dropped)", run->run.dir, node->state, dropped);
 	} else {
 		log_info("%s: node %s: %zu candidates (%zu dropped, %zu left out by the build budget, %zu by the widening)",
-			 run->dir, node->state, out, dropped, over_budget, over_widening);
+			 run->run.dir, node->state, out, dropped, over_budget, over_widening);
 	}
 	cJSON_Delete(errors);
 	return status;

@@ -258,7 +258,7 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 	*waiting = 0;
 	if (settings->picks == 0)
 		return NULL;
-	const struct t1_spec *spec = run->spec;
+	const struct t1_spec *spec = run->run.spec;
 	size_t *indices, *own, np = spec->nparams;
 	double *log_ms, *own_ms;
 	/* --model-history's measurements first, so that the run's own are the latest */
@@ -283,13 +283,13 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 	choose_coordinates(m);
 	choose_launch_coordinates(m, run);
 	if (m->d == 0 || m->d + 2 > GP_THETA_MAX) {
-		log_info("%s: node %s: no model (%zu parameters to model, at most %d)", run->dir, node->state, m->d,
+		log_info("%s: node %s: no model (%zu parameters to model, at most %d)", run->run.dir, node->state, m->d,
 			 GP_THETA_MAX - 2);
 		goto off;
 	}
 	if (count < settings->initial || ncorrect == 0) {
 		*waiting = 1;
-		log_info("%s: node %s: no model yet (%zu configurations measured, %zu correct; %zu needed)", run->dir,
+		log_info("%s: node %s: no model yet (%zu configurations measured, %zu correct; %zu needed)", run->run.dir,
 			 node->state, count, ncorrect, settings->initial);
 		goto off;
 	}
@@ -313,7 +313,7 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 	int rc = gp_fit(&m->gp, x, y, count, m->d, m->categorical, NULL, settings->iterations);
 	free(x);
 	if (rc != 0) {
-		log_warn("%s: node %s: the model could not be fitted to %zu configurations; no model", run->dir,
+		log_warn("%s: node %s: the model could not be fitted to %zu configurations; no model", run->run.dir,
 			 node->state, count);
 		free(y);
 		goto off;
@@ -339,7 +339,7 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 	free(y);
 	log_info("%s: node %s: model of %zu configurations (%zu correct, %zu measurements from --model-history) over %zu "
 		 "parameters and %zu launch figures, best %.4g ms",
-		 run->dir, node->state, count, ncorrect, history, m->nparam_coords, m->d - m->nparam_coords,
+		 run->run.dir, node->state, count, ncorrect, history, m->nparam_coords, m->d - m->nparam_coords,
 		 exp(obs[0].y));
 	free(obs);
 	free(indices);
@@ -652,7 +652,7 @@ void model_propose(struct model *m, struct run_info *run, const struct node_info
 		}
 		strbuf_release(&why);
 	}
-	log_info("%s: node %s: the model proposes %zu of %zu configurations (%zu in flight)", run->dir, node->state,
+	log_info("%s: node %s: the model proposes %zu of %zu configurations (%zu in flight)", run->run.dir, node->state,
 		 picked, pool.n, believed - picked);
 	free(from);
 	pool_release(&pool);

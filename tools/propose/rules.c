@@ -35,7 +35,7 @@ static void offer(struct run_info *run, const struct node_info *node, struct pro
 		*list = xreallocarray(*list, *n + 1, sizeof(**list));
 		(*list)[(*n)++] = *p;
 	} else {
-		log_info("%s: node %s: %s: %s: dropped: %s", run->dir, node->state, p->proposer, p->detail, why.buf);
+		log_info("%s: node %s: %s: %s: dropped: %s", run->run.dir, node->state, p->proposer, p->detail, why.buf);
 		proposal_release(p);
 		(*dropped)++;
 	}
@@ -59,7 +59,7 @@ int config_valid(const struct t1_spec *spec, const size_t *indices)
 static void neighbours(struct run_info *run, const struct node_info *node, struct proposal **list, size_t *n,
 		       size_t *dropped)
 {
-	const struct t1_spec *spec = run->spec;
+	const struct t1_spec *spec = run->run.spec;
 	size_t *at = xcalloc(spec->nparams + 1, sizeof(*at)), *try = xcalloc(spec->nparams + 1, sizeof(*try));
 	config_indices(spec, node->config, at); /* node_load checked it is of the space */
 	for (size_t k = 0; k < spec->nparams; k++) {
@@ -96,10 +96,10 @@ static int applied(const struct node_info *node, const char *name)
 static void library(struct run_info *run, const struct node_info *node, struct proposal **list, size_t *n,
 		    size_t *dropped)
 {
-	const cJSON *ext = cJSON_GetObjectItemCaseSensitive(run->spec->json, "KernelGraph");
+	const cJSON *ext = cJSON_GetObjectItemCaseSensitive(run->run.spec->json, "KernelGraph");
 	const cJSON *patches = cJSON_GetObjectItemCaseSensitive(ext, "Patches"), *entry;
 	if (patches && !cJSON_IsArray(patches)) {
-		log_warn("%s/spec.json: KernelGraph.Patches: must be an array of patches; ignored", run->dir);
+		log_warn("%s/spec.json: KernelGraph.Patches: must be an array of patches; ignored", run->run.dir);
 		return;
 	}
 	int i = -1;
@@ -110,17 +110,17 @@ static void library(struct run_info *run, const struct node_info *node, struct p
 		const cJSON *config = cJSON_GetObjectItemCaseSensitive(entry, "Config");
 		if (!name || (!text && !file) || (config && !cJSON_IsObject(config))) {
 			log_warn("%s/spec.json: KernelGraph.Patches[%d]: needs a Name, a Patch or PatchFile, and Config "
-				 "(if any) an object; ignored", run->dir, i);
+				 "(if any) an object; ignored", run->run.dir, i);
 			continue;
 		}
 		if (applied(node, name))
 			continue;
 		char *patch = NULL;
 		if (!text) {
-			char *path = xasprintf("%s/%s", run->dir, file);
+			char *path = xasprintf("%s/%s", run->run.dir, file);
 			size_t len;
 			if (!(patch = file_read_all(path, &len)))
-				log_warn("%s/spec.json: KernelGraph.Patches[%d].PatchFile: cannot read '%s':", run->dir, i, path);
+				log_warn("%s/spec.json: KernelGraph.Patches[%d].PatchFile: cannot read '%s':", run->run.dir, i, path);
 			free(path);
 			if (!patch)
 				continue;
@@ -180,7 +180,7 @@ long listed_configs(const struct t1_spec *spec, size_t **indices)
 long run_listing(struct run_info *run, const size_t **indices)
 {
 	if (!run->listing_made) {
-		run->nlisting = listed_configs(run->spec, &run->listing);
+		run->nlisting = listed_configs(run->run.spec, &run->listing);
 		run->listing_made = 1;
 	}
 	*indices = run->listing;
@@ -240,8 +240,8 @@ static int offer_random(void *ctx, const size_t *indices)
 {
 	struct random_offer *ro = ctx;
 	struct proposal p = {.proposer = xstrdup("rules:random"), .prior = PRIOR_RANDOM,
-			     .config = config_object(ro->run->spec, indices)};
-	p.method = xstrdup(move_method(ro->run->spec, ro->node->config, p.config));
+			     .config = config_object(ro->run->run.spec, indices)};
+	p.method = xstrdup(move_method(ro->run->run.spec, ro->node->config, p.config));
 	p.detail = json_text(p.config);
 	struct strbuf why;
 	strbuf_init(&why);
@@ -268,7 +268,7 @@ static void price(const struct model *m, struct run_info *run, const struct node
 		if (!p->patch && !p->source && p->full_config && strcmp(p->proposer, "rules:model") != 0)
 			p->prior = model_prior(m, p->full_config, &weak);
 		if (weak != MOVE_STRONG) {
-			log_info("%s: node %s: %s: %s: dropped: the model expects %s", run->dir, node->state, p->proposer,
+			log_info("%s: node %s: %s: %s: dropped: the model expects %s", run->run.dir, node->state, p->proposer,
 				 p->detail,
 				 weak == MOVE_WEAK_ON_NODE ? "too little gain (--min-pred-gain)"
 							   : "it no faster than the run's best");
@@ -315,7 +315,7 @@ void rules_propose(struct run_info *run, const struct node_info *node, const str
 		struct random_offer ro = {run, node, list, n};
 		const size_t *listed;
 		long nlisted = run_listing(run, &listed);
-		random_configs(run->spec, listed, nlisted, &rng, random, offer_random, &ro);
+		random_configs(run->run.spec, listed, nlisted, &rng, random, offer_random, &ro);
 	}
 	if (m) {
 		model_propose(m, run, node, rng_next(&rng), list, n);

@@ -1,0 +1,82 @@
+/* run.c: the names of a run directory's files and of OUTDIR's (see run.h), and the spec and
+ * baseline of one run loaded once. */
+#include "common.h"
+
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonl.h"
+#include "run.h"
+#include "xalloc.h"
+
+/* Indexed by enum run_file and enum outdir_file: the one table of the layout. */
+static const char *const run_names[] = {
+	[RUN_SPEC] = "spec.json",	    [RUN_BASELINE] = "baseline.json", [RUN_REFERENCE] = "reference",
+	[RUN_VARIANTS] = "variants",	    [RUN_EVENTS] = "events.jsonl",   [RUN_GRAPH] = "graph.bin",
+	[RUN_GRAPH_BLOBS] = "graph.blobs", [RUN_GRAPH_JSON] = "graph.json", [RUN_BEST] = "best",
+	[RUN_BEST_JSON] = "best.json",	    [RUN_TRACE] = "trace.md",	     [RUN_LLM] = "llm",
+	[RUN_LLM_CACHE] = "llm/cache",
+};
+
+static const char *const outdir_names[] = {
+	[OUTDIR_METHODS] = "methods.json",
+	[OUTDIR_REGRAPH] = "regraph.json",
+	[OUTDIR_REGRAPH_DATASET] = "regraph_dataset.jsonl",
+};
+
+char *run_path(const char *run, enum run_file file)
+{
+	return xasprintf("%s/%s", run, run_names[file]);
+}
+
+char *run_variant_path(const char *run, const char *state, const char *file)
+{
+	const char *variants = run_names[RUN_VARIANTS];
+	return file ? xasprintf("%s/%s/%s/%s", run, variants, state, file) : xasprintf("%s/%s/%s", run, variants, state);
+}
+
+char *run_outdir(const char *run)
+{
+	/* dirname may change its argument and return a pointer into it or to static storage:
+	 * each call gets its own copy. */
+	char *copy = xstrdup(run), *parent = xstrdup(dirname(copy));
+	char *outdir = xstrdup(dirname(parent));
+	free(copy);
+	free(parent);
+	return outdir;
+}
+
+char *run_outdir_path(const char *run, enum outdir_file file)
+{
+	char *outdir = run_outdir(run), *path = xasprintf("%s/%s", outdir, outdir_names[file]);
+	free(outdir);
+	return path;
+}
+
+int run_init(struct run *run, const char *dir, int *unreadable)
+{
+	*run = (struct run){.dir = xstrdup(dir)};
+	char *path = run_path(dir, RUN_SPEC);
+	run->spec = t1_load(path, unreadable);
+	free(path);
+	return run->spec ? 0 : -1;
+}
+
+const cJSON *run_baseline(struct run *run)
+{
+	if (!run->baseline) {
+		char *path = run_path(run->dir, RUN_BASELINE);
+		run->baseline = json_read_optional(path);
+		free(path);
+	}
+	return run->baseline;
+}
+
+void run_release(struct run *run)
+{
+	free(run->dir);
+	t1_free(run->spec);
+	cJSON_Delete(run->baseline);
+	memset(run, 0, sizeof(*run));
+}

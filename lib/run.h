@@ -1,0 +1,77 @@
+/* run.h: the run directory (docs/design.md "The run directory"): where each of its files
+ * lies, the OUTDIR above it and the files runs share there, and the spec and baseline a tool
+ * reads once per run.
+ *
+ * Contract:
+ * - The path functions only join names: they touch no file and never fail. Each returns a
+ *   string the caller frees. A run is OUTDIR/kernels/NAME, so OUTDIR is two levels above the
+ *   run as given (dirname twice: "." for a run given as "NAME" or "kernels/NAME").
+ * - struct run is one run's cache: run_init loads spec.json and never reports the failure
+ *   itself, so that each tool words it as its records need; run_baseline reads baseline.json
+ *   the first time it is there (kg-bench writes it while the run is in use). run_release
+ *   frees what the run holds, never the struct itself, which the tool embeds in its own. */
+#ifndef KG_RUN_H
+#define KG_RUN_H
+
+#include "common.h"
+
+#include <cjson/cJSON.h>
+
+#include "t1.h"
+
+/* The files and folders of a run directory. */
+enum run_file {
+	RUN_SPEC,	/* spec.json (the kernel file is the spec's kernel_path) */
+	RUN_BASELINE,	/* baseline.json: the baseline's build and time (kg-bench) */
+	RUN_REFERENCE,	/* reference/: the baseline's outputs (kg-bench) */
+	RUN_VARIANTS,	/* variants/: one folder per state (run_variant_path) */
+	RUN_EVENTS,	/* events.jsonl: the log kg-select --update appends to */
+	RUN_GRAPH,	/* graph.bin: the search graph */
+	RUN_GRAPH_BLOBS, /* graph.blobs: its strings */
+	RUN_GRAPH_JSON, /* graph.json: the graph as kg-select --export prints it */
+	RUN_BEST,	/* best: a symbolic link to the incumbent's variants/STATE */
+	RUN_BEST_JSON,	/* best.json: the incumbent */
+	RUN_TRACE,	/* trace.md */
+	RUN_LLM,	/* llm/: every LLM request and answer */
+	RUN_LLM_CACHE,	/* llm/cache/ */
+};
+
+/* The files OUTDIR holds for all its runs. */
+enum outdir_file {
+	OUTDIR_METHODS,		/* methods.json: the method catalog */
+	OUTDIR_REGRAPH,		/* regraph.json: the ReGraph */
+	OUTDIR_REGRAPH_DATASET, /* regraph_dataset.jsonl: one row per evaluated transition */
+};
+
+/* RUN/FILE. */
+char *run_path(const char *run, enum run_file file);
+
+/* RUN/variants/STATE, or RUN/variants/STATE/FILE when file is not NULL. */
+char *run_variant_path(const char *run, const char *state, const char *file);
+
+/* OUTDIR of the run. */
+char *run_outdir(const char *run);
+
+/* OUTDIR/FILE of the run. */
+char *run_outdir_path(const char *run, enum outdir_file file);
+
+/* One run directory, as every tool that meets it in its records caches it. */
+struct run {
+	char *dir;		/* the run as the records name it */
+	struct t1_spec *spec;	/* RUN/spec.json; NULL when run_init failed */
+	cJSON *baseline;	/* RUN/baseline.json once run_baseline found it, else NULL */
+};
+
+/* Fills run for dir and loads its spec (t1_load, which reports what is wrong inside it).
+ * Returns 0, or -1 when the spec cannot be used, with *unreadable set when the file could not
+ * be read at all; run is then still to be released. */
+int run_init(struct run *run, const char *dir, int *unreadable);
+
+/* RUN/baseline.json, read the first time it exists and kept; NULL while there is none (a
+ * damaged one is reported, and read again at the next call). The run owns the result. */
+const cJSON *run_baseline(struct run *run);
+
+/* Frees what run holds and zeroes it. */
+void run_release(struct run *run);
+
+#endif
