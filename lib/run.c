@@ -33,7 +33,7 @@ char *run_path(const char *run, enum run_file file)
 char *run_variant_path(const char *run, const char *state, const char *file)
 {
 	const char *variants = run_names[RUN_VARIANTS];
-	return file ? xasprintf("%s/%s/%s/%s", run, variants, state, file) : xasprintf("%s/%s/%s", run, variants, state);
+	return xasprintf("%s%s%s/%s%s%s", run ? run : "", run ? "/" : "", variants, state, file ? "/" : "", file ? file : "");
 }
 
 char *run_outdir(const char *run)

@@ -46,7 +46,8 @@ enum outdir_file {
 /* RUN/FILE. */
 char *run_path(const char *run, enum run_file file);
 
-/* RUN/variants/STATE, or RUN/variants/STATE/FILE when file is not NULL. */
+/* RUN/variants/STATE, or RUN/variants/STATE/FILE when file is not NULL; with run NULL, the
+ * path relative to the run, as records and the best link give it. */
 char *run_variant_path(const char *run, const char *state, const char *file);
 
 /* OUTDIR of the run. */

@@ -21,6 +21,7 @@
 #include "ptx_profile.h"
 #include "ptx_regions.h"
 #include "run.h"
+#include "setup.h"
 #include "sha256.h"
 #include "t1.h"
 #include "xalloc.h"
@@ -152,7 +153,7 @@ enum entry_stage {
 struct entry {
 	cJSON *record;
 	enum entry_stage stage;
-	struct run *run;
+	struct build_run *run;
 	cJSON *variant;	 /* the variant's build object, as kept in build.json; NULL: pass through */
 	cJSON *own;	 /* this candidate's own fields: materialized, patch */
 	int reused;	 /* the variant existed before this record */
@@ -164,7 +165,7 @@ struct entry {
 
 struct builder {
 	const struct options *opt;
-	struct run *runs;
+	struct build_run *runs;
 	struct build_cache cache;
 	struct compile_pool *pool;
 	struct entry **window; /* records read and not yet written, in input order */
@@ -182,12 +183,12 @@ static void set_status(struct builder *b, int status)
 		b->status = status;
 }
 
-static struct run *find_run(struct builder *b, const char *dir)
+static struct build_run *find_run(struct builder *b, const char *dir)
 {
-	for (struct run *run = b->runs; run; run = run->next)
-		if (strcmp(run->dir, dir) == 0)
+	for (struct build_run *run = b->runs; run; run = run->next)
+		if (strcmp(run->run.dir, dir) == 0)
 			return run;
-	struct run *run = run_load(dir, b->opt->arch, !b->opt->no_compile);
+	struct build_run *run = build_run_load(dir, b->opt->arch, !b->opt->no_compile);
 	run->next = b->runs;
 	b->runs = run;
 	return run;
@@ -257,7 +258,7 @@ static void hash_field(struct sha256 *h, const char *name, const char *value)
 	sha256_update(h, value, strlen(value) + 1);
 }
 
-static void state_hash(const struct run *run, const char *source, const struct build_plan *plan,
+static void state_hash(const struct build_run *run, const char *source, const struct build_plan *plan,
 		       char out[SHA256_HEX_SIZE])
 {
 	struct sha256 h;
@@ -273,7 +274,7 @@ static void state_hash(const struct run *run, const char *source, const struct b
 	hash_field(&h, "version", STATE_VERSION "/" SOURCE_NORMALIZATION);
 	hash_field(&h, "source", source);
 	hash_field(&h, "headers", run->headers);
-	hash_field(&h, "kernel", run->spec->kernel_name);
+	hash_field(&h, "kernel", run->run.spec->kernel_name);
 	hash_field(&h, "problem_size", run->problem_size);
 	hash_field(&h, "config", config);
 	hash_field(&h, "geometry", geometry);
@@ -284,14 +285,14 @@ static void state_hash(const struct run *run, const char *source, const struct b
 	free(config);
 }
 
-static void compile_key(const struct run *run, const char *source, const struct build_plan *plan,
+static void compile_key(const struct build_run *run, const char *source, const struct build_plan *plan,
 			char out[SHA256_HEX_SIZE])
 {
 	struct sha256 h;
 	sha256_init(&h);
 	hash_field(&h, "version", "kg-nvrtc-1");
 	hash_field(&h, "nvrtc", nvrtc_version());
-	hash_field(&h, "kernel", run->spec->kernel_name);
+	hash_field(&h, "kernel", run->run.spec->kernel_name);
 	for (size_t k = 0; k < plan->noptions; k++)
 		hash_field(&h, "option", plan->options[k]);
 	hash_field(&h, "headers", run->headers);
@@ -300,9 +301,9 @@ static void compile_key(const struct run *run, const char *source, const struct 
 }
 
 /* Fills plan for the configuration at indices; returns 0, or 1 with why set. */
-static int make_plan(const struct run *run, const size_t *indices, struct build_plan *plan, struct strbuf *why)
+static int make_plan(const struct build_run *run, const size_t *indices, struct build_plan *plan, struct strbuf *why)
 {
-	const struct t1_spec *spec = run->spec;
+	const struct t1_spec *spec = run->run.spec;
 	struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
 	t1_bind(spec, indices, values);
 	int rc = t1_launch_geometry(spec, values, &plan->launch, why) ? 1 : 0;
@@ -329,7 +330,7 @@ static int make_plan(const struct run *run, const size_t *indices, struct build_
 }
 
 /* The options NVRTC gets: the plan's, then the include paths. */
-static char **full_options(const struct run *run, const struct build_plan *plan, size_t *n)
+static char **full_options(const struct build_run *run, const struct build_plan *plan, size_t *n)
 {
 	const char *cuda_home = getenv("CUDA_HOME");
 	if (!cuda_home || !cuda_home[0])
@@ -352,15 +353,10 @@ static char **full_options(const struct run *run, const struct build_plan *plan,
 
 /* ---------------------------------------------------------------- the variant directory */
 
-static char *variant_path(const struct run *run, const char *state, const char *file)
-{
-	return file ? xasprintf("%s/variants/%s/%s", run->dir, state, file) : xasprintf("%s/variants/%s", run->dir, state);
-}
-
 /* The build object kept in variants/STATE/build.json, or NULL when there is none. */
-static cJSON *read_variant(const struct run *run, const char *state)
+static cJSON *read_variant(const struct build_run *run, const char *state)
 {
-	char *path = variant_path(run, state, "build.json");
+	char *path = run_variant_path(run->run.dir, state, "build.json");
 	size_t len;
 	char *text = file_read_all(path, &len);
 	cJSON *build = text ? json_parse_document(path, text, len) : NULL;
@@ -373,9 +369,18 @@ static cJSON *read_variant(const struct run *run, const char *state)
 	return build;
 }
 
+/* A template for mkdtemp inside RUN/variants: a rename from there into place is atomic, and
+ * setup.c removes what a killed process left by the pid in its name. */
+static char *tmp_variant_template(const struct build_run *run)
+{
+	char name[64];
+	snprintf(name, sizeof(name), ".tmp-%ld-XXXXXX", (long)getpid());
+	return run_variant_path(run->run.dir, name, NULL);
+}
+
 static int make_tmp_dir(struct entry *e)
 {
-	e->tmp_dir = xasprintf("%s/variants/.tmp-%ld-XXXXXX", e->run->dir, (long)getpid());
+	e->tmp_dir = tmp_variant_template(e->run);
 	if (mkdtemp(e->tmp_dir)) {
 		/* mkdtemp's 0700 would hide variants from the other users of a shared run. */
 		mode_t mask = umask(0);
@@ -434,7 +439,7 @@ static void describe_regions(struct entry *e, const char *dir, const char *ptx, 
 static void describe_compile(struct entry *e, const struct compile_result *res, int cached)
 {
 	cJSON *v = e->variant;
-	char *dir = xasprintf("variants/%s", e->state);
+	char *dir = run_variant_path(NULL, e->state, NULL);
 	char *log_path = xasprintf("%s/build.log", e->tmp_dir), *ptx_path = xasprintf("%s/kernel.ptx", e->tmp_dir);
 	size_t len;
 	char *log = file_read_all(log_path, &len), *ptx = file_read_all(ptx_path, &len);
@@ -496,7 +501,7 @@ static int variant_compiled(const cJSON *variant)
  * its own variant there first. */
 static int replace_variant(struct entry *e, const char *final)
 {
-	char *old = xasprintf("%s/variants/.tmp-%ld-XXXXXX", e->run->dir, (long)getpid());
+	char *old = tmp_variant_template(e->run);
 	int rc = -1;
 	if (mkdtemp(old)) {
 		/* rename replaces the empty directory mkdtemp made */
@@ -520,7 +525,7 @@ static int publish_variant(struct entry *e)
 	cJSON_free(json);
 	if (rc)
 		return -1;
-	char *final = variant_path(e->run, e->state, NULL);
+	char *final = run_variant_path(e->run->run.dir, e->state, NULL);
 	if (rename(e->tmp_dir, final) == 0) {
 		free(e->tmp_dir);
 		e->tmp_dir = NULL;
@@ -581,7 +586,7 @@ struct parent {
 };
 
 /* Loads the node a candidate applies to. Returns 0, or -1 after reporting. */
-static int load_parent(struct builder *b, long line, struct run *run, const char *node, struct parent *parent)
+static int load_parent(struct builder *b, long line, struct build_run *run, const char *node, struct parent *parent)
 {
 	parent->source = NULL;
 	parent->config = NULL;
@@ -594,12 +599,12 @@ static int load_parent(struct builder *b, long line, struct run *run, const char
 		return -1;
 	}
 	cJSON *build = read_variant(run, node);
-	char *path = variant_path(run, node, "kernel.cu");
+	char *path = run_variant_path(run->run.dir, node, "kernel.cu");
 	size_t len;
 	char *text = file_read_all(path, &len);
 	const cJSON *config = cJSON_GetObjectItemCaseSensitive(build, "config");
 	if (!text || !cJSON_IsObject(config)) {
-		record_error(b, line, "node: %s has no built variant in %s/variants (%s is %s)", node, run->dir,
+		record_error(b, line, "node: %s has no built variant in %s/variants (%s is %s)", node, run->run.dir,
 			     text ? "build.json" : "kernel.cu", text ? "missing or has no config" : "missing");
 		free(text);
 		free(path);
@@ -629,8 +634,8 @@ static char *materialize(struct builder *b, struct entry *e, const char *parent_
 		return NULL;
 	}
 	struct patch_report r;
-	const char *kernel_file = strrchr(e->run->spec->kernel_path, '/');
-	patch_apply(e->tmp_dir, "kernel.cu", kernel_file ? kernel_file + 1 : e->run->spec->kernel_path, patch, &r);
+	const char *kernel_file = strrchr(e->run->run.spec->kernel_path, '/');
+	patch_apply(e->tmp_dir, "kernel.cu", kernel_file ? kernel_file + 1 : e->run->run.spec->kernel_path, patch, &r);
 	cJSON *report = json_object();
 	json_add_number(report, "hunks", (double)r.hunks);
 	if (r.offsets) {
@@ -703,7 +708,7 @@ static void schedule(struct builder *b, struct entry *e, const char *source, con
 	e->variant = json_object();
 	json_add_string(e->variant, "status", "compiling");
 	json_add_string(e->variant, "state", e->state);
-	char *dir = xasprintf("variants/%s", e->state);
+	char *dir = run_variant_path(NULL, e->state, NULL);
 	json_add_string(e->variant, "dir", dir);
 	free(dir);
 	json_add_string(e->variant, "arch", e->run->arch);
@@ -718,7 +723,7 @@ static void schedule(struct builder *b, struct entry *e, const char *source, con
 		cJSON_ReplaceItemInObjectCaseSensitive(e->variant, "status", cJSON_CreateString("ok"));
 		if (!cJSON_AddBoolToObject(e->variant, "compiled", 0))
 			xalloc_die();
-		char *kernel_file = xasprintf("variants/%s/kernel.cu", e->state);
+		char *kernel_file = run_variant_path(NULL, e->state, "kernel.cu");
 		json_add_string(e->variant, "kernel_file", kernel_file);
 		free(kernel_file);
 		if (publish_variant(e))
@@ -742,7 +747,7 @@ static void schedule(struct builder *b, struct entry *e, const char *source, con
 	struct compile_job job = {
 		.dir = xstrdup(e->tmp_dir),
 		.source = xstrdup(source),
-		.name_expression = xasprintf("&%s", e->run->spec->kernel_name),
+		.name_expression = xasprintf("&%s", e->run->run.spec->kernel_name),
 		.tag = e,
 	};
 	job.options = full_options(e->run, plan, &job.noptions);
@@ -752,12 +757,12 @@ static void schedule(struct builder *b, struct entry *e, const char *source, con
 
 /* Whether a record builds the run's baseline: the spec's own kernel file, unchanged, with
  * the configuration a candidate without one gets. kg-bench times every candidate against it. */
-static int is_baseline(struct run *run, const char *node, const char *patch, const char *source, const cJSON *config)
+static int is_baseline(struct build_run *run, const char *node, const char *patch, const char *source, const cJSON *config)
 {
 	if (node || patch || source)
 		return 0;
 	if (!run->default_config) {
-		const struct t1_spec *spec = run->spec;
+		const struct t1_spec *spec = run->run.spec;
 		size_t *indices = xcalloc(spec->nparams + 1, sizeof(*indices));
 		cJSON *merged = json_object();
 		struct strbuf why;
@@ -821,11 +826,11 @@ static int prepare(struct builder *b, struct entry *e, long line)
 	struct build_plan plan = {0};
 	struct strbuf why;
 	strbuf_init(&why);
-	size_t *indices = xcalloc(e->run->spec->nparams + 1, sizeof(*indices));
+	size_t *indices = xcalloc(e->run->run.spec->nparams + 1, sizeof(*indices));
 	e->own = json_object();
 	cJSON *merged = json_object();
-	if (t1_resolve_config(e->run->spec, cJSON_IsObject(config) ? config : NULL, parent.config, indices, merged, &why) == 0) {
-		plan.config = t1_config_to_json(e->run->spec, indices);
+	if (t1_resolve_config(e->run->run.spec, cJSON_IsObject(config) ? config : NULL, parent.config, indices, merged, &why) == 0) {
+		plan.config = t1_config_to_json(e->run->run.spec, indices);
 		if (make_plan(e->run, indices, &plan, &why) == 0) {
 			char *text = materialize(b, e, parent.source, patch, source);
 			char *refused = NULL;
@@ -1029,7 +1034,7 @@ int main(int argc, char **argv)
 	for (size_t k = 0; k < b.nwindow; k++)
 		free_entry(b.window[k]);
 	free(b.window);
-	run_free_all(b.runs);
+	build_run_free_all(b.runs);
 	cache_release(&b.cache);
 	jsonl_reader_release(&reader);
 	return cli_finish(b.status);

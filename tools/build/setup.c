@@ -1,4 +1,4 @@
-/* run.c: a run directory as kg-build sees it: the spec, the baseline source, the headers
+/* setup.c (kg-build): a run directory as kg-build sees it: the spec, the baseline source, the headers
  * beside the kernel, the architecture and the compiler options every variant shares. */
 #include "common.h"
 
@@ -16,6 +16,7 @@
 #include "log.h"
 #include "materialize.h"
 #include "run.h"
+#include "setup.h"
 
 int arch_parse(const char *text, int *number)
 {
@@ -41,7 +42,7 @@ static int is_header_name(const char *name)
 }
 
 /* A kernel may include headers from its folder: their contents are part of every key. */
-static void digest_headers(struct run *run)
+static void digest_headers(struct build_run *run)
 {
 	struct dirent **names;
 	int n = scandir(run->include_dir, &names, NULL, alphasort);
@@ -91,7 +92,7 @@ static int arch_in_options(char *const *items, size_t n, size_t k, const char **
  * in a spec becomes sm_XX, since a cubin is needed. The choice does not depend on
  * check_nvrtc (whether NVRTC is asked if it supports the architecture), so that a build
  * that is not compiled hashes the state a compiled one would. */
-static int choose_arch(struct run *run, const char *arch_option, const char *spec_arch, const char *spec_field,
+static int choose_arch(struct build_run *run, const char *arch_option, const char *spec_arch, const char *spec_field,
 		       int check_nvrtc)
 {
 	char gpu[16];
@@ -114,7 +115,7 @@ static int choose_arch(struct run *run, const char *arch_option, const char *spe
 	}
 	int number;
 	if (arch_parse(run->arch, &number)) {
-		run->error = xasprintf("%s/spec.json: %s: '%s' is not an architecture like sm_90 or sm_90a", run->dir,
+		run->error = xasprintf("%s/spec.json: %s: '%s' is not an architecture like sm_90 or sm_90a", run->run.dir,
 				       spec_field, spec_arch);
 		return -1;
 	}
@@ -127,19 +128,19 @@ static int choose_arch(struct run *run, const char *arch_option, const char *spe
 		return -1;
 	}
 	strbuf_release(&supported);
-	log_info("%s: building for %s (%s)", run->dir, run->arch, source);
+	log_info("%s: building for %s (%s)", run->run.dir, run->arch, source);
 	return 0;
 }
 
-static int setup_compiler_options(struct run *run, const char *arch_option, int check_nvrtc)
+static int setup_compiler_options(struct build_run *run, const char *arch_option, int check_nvrtc)
 {
-	const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(run->spec->json, "KernelSpecification");
+	const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(run->run.spec->json, "KernelSpecification");
 	const cJSON *list = cJSON_GetObjectItemCaseSensitive(kernel, "CompilerOptions");
-	const cJSON *extension = cJSON_GetObjectItemCaseSensitive(run->spec->json, "KernelGraph");
+	const cJSON *extension = cJSON_GetObjectItemCaseSensitive(run->run.spec->json, "KernelGraph");
 	const cJSON *arch = cJSON_GetObjectItemCaseSensitive(extension, "Arch");
 	const char *spec_arch = NULL, *spec_field = "KernelGraph.Arch";
 	if (arch && !cJSON_IsString(arch)) {
-		run->error = xasprintf("%s/spec.json: KernelGraph.Arch: must be a string like \"sm_90\"", run->dir);
+		run->error = xasprintf("%s/spec.json: KernelGraph.Arch: must be a string like \"sm_90\"", run->run.dir);
 		return -1;
 	}
 	if (arch)
@@ -189,40 +190,38 @@ static void remove_stale_temporaries(const char *variants)
 	closedir(d);
 }
 
-struct run *run_load(const char *dir, const char *arch_option, int check_nvrtc)
+struct build_run *build_run_load(const char *dir, const char *arch_option, int check_nvrtc)
 {
-	struct run *run = xcalloc(1, sizeof(*run));
-	run->dir = xstrdup(dir);
-	char *spec_path = xasprintf("%s/spec.json", dir);
+	struct build_run *run = xcalloc(1, sizeof(*run));
+	char *spec_path = run_path(dir, RUN_SPEC);
 	int unreadable;
-	run->spec = t1_load(spec_path, &unreadable);
-	if (!run->spec) {
+	if (run_init(&run->run, dir, &unreadable) != 0) {
 		run->error = xasprintf("run '%s' has no usable spec.json (see above)", dir);
 		goto done;
 	}
 	size_t len;
-	char *text = file_read_all(run->spec->kernel_path, &len);
+	char *text = file_read_all(run->run.spec->kernel_path, &len);
 	if (!text) {
 		run->error = xasprintf("%s: KernelSpecification.KernelFile: cannot read '%s': %s", spec_path,
-				       run->spec->kernel_path, strerror(errno));
+				       run->run.spec->kernel_path, strerror(errno));
 		goto done;
 	}
 	run->baseline_source = source_normalize(text, len);
 	free(text);
 	char resolved[PATH_MAX];
-	if (!realpath(run->spec->kernel_path, resolved)) {
-		run->error = xasprintf("cannot resolve '%s': %s", run->spec->kernel_path, strerror(errno));
+	if (!realpath(run->run.spec->kernel_path, resolved)) {
+		run->error = xasprintf("cannot resolve '%s': %s", run->run.spec->kernel_path, strerror(errno));
 		goto done;
 	}
 	run->include_dir = xstrdup(dirname(resolved));
 	digest_headers(run);
 	struct strbuf ps;
 	strbuf_init(&ps);
-	pyval_repr(&ps, &run->spec->problem_size);
+	pyval_repr(&ps, &run->run.spec->problem_size);
 	run->problem_size = strbuf_detach(&ps);
 	if (setup_compiler_options(run, arch_option, check_nvrtc))
 		goto done;
-	char *variants = xasprintf("%s/variants", dir);
+	char *variants = run_path(dir, RUN_VARIANTS);
 	if (dir_create(variants) != 0)
 		run->error = xasprintf("cannot create '%s': %s", variants, strerror(errno));
 	else
@@ -233,15 +232,14 @@ done:
 	return run;
 }
 
-void run_free_all(struct run *run)
+void build_run_free_all(struct build_run *run)
 {
 	while (run) {
-		struct run *next = run->next;
+		struct build_run *next = run->next;
 		for (size_t k = 0; k < run->nbase_options; k++)
 			free(run->base_options[k]);
 		free(run->base_options);
-		t1_free(run->spec);
-		free(run->dir);
+		run_release(&run->run);
 		free(run->error);
 		free(run->baseline_source);
 		free(run->include_dir);
