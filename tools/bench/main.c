@@ -22,6 +22,7 @@
 #include "parse.h"
 #include "process.h"
 #include "replay.h"
+#include "run.h"
 #include "worker.h"
 #include "xalloc.h"
 
@@ -310,7 +311,7 @@ static double watchdog_for(const struct options *opt, const char *run)
 {
 	if (opt->watchdog_s > 0)
 		return opt->watchdog_s;
-	char *path = xasprintf("%s/baseline.json", run);
+	char *path = run_path(run, RUN_BASELINE);
 	cJSON *doc = json_read_file(path);
 	double median_ms = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(doc, "median_ms"));
 	cJSON_Delete(doc);
@@ -469,7 +470,7 @@ static cJSON *replay_bench(struct bencher *b, const cJSON *record, long line, co
  * kg-select's, and a line a kill cut short is its to report: here it is only not counted. */
 static long count_evaluated(const char *run)
 {
-	char *path = xasprintf("%s/events.jsonl", run);
+	char *path = run_path(run, RUN_EVENTS);
 	size_t len = 0;
 	char *text = file_read_all(path, &len);
 	long n = 0;
@@ -496,7 +497,7 @@ static struct metrics_run *metrics_run_for(struct bencher *b, const char *dir)
 			return &b->mruns[k];
 	b->mruns = xreallocarray(b->mruns, b->nmruns + 1, sizeof(*b->mruns));
 	struct metrics_run *m = &b->mruns[b->nmruns++];
-	char *path = xasprintf("%s/best.json", dir);
+	char *path = run_path(dir, RUN_BEST_JSON);
 	cJSON *best = json_read_file(path);
 	m->dir = xstrdup(dir);
 	m->evaluated = count_evaluated(dir);

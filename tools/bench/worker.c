@@ -24,6 +24,7 @@
 #include "pcsample.h"
 #include "pyexpr_cuda.h"
 #include "rng.h"
+#include "run.h"
 #include "stats.h"
 #include "t1.h"
 #include "worker.h"
@@ -325,8 +326,7 @@ struct guard_info {
 };
 
 struct wrun {
-	char *dir;
-	struct t1_spec *spec;
+	struct run run;		/* the directory, its spec and baseline.json */
 	struct kargs ka;
 	struct warg *args;	/* ka.n */
 	struct warg *refs;	/* ka.nrefs: ReferenceArguments, filled into their target's ref */
@@ -470,7 +470,7 @@ static int upload_pristine(struct wrun *r, struct warg *w, struct failure *f)
 	void *host = xmalloc(w->pristine.bytes + 1);
 	struct strbuf why;
 	strbuf_init(&why);
-	int rc = karg_fill(w->a, 0, host, &why) ? fail_with(f, "error", "%s: %s", r->spec->path, why.buf)
+	int rc = karg_fill(w->a, 0, host, &why) ? fail_with(f, "error", "%s: %s", r->run.spec->path, why.buf)
 		 : check_cuda(f, cu.cuMemcpyHtoD(slot_ptr(r, &w->pristine), host, w->pristine.bytes), "cuMemcpyHtoD (data)");
 	strbuf_release(&why);
 	free(host);
@@ -487,7 +487,7 @@ static int translate_generator(const struct wrun *r, struct warg *w, size_t k, s
 	char name[64];
 	snprintf(name, sizeof(name), "kg_generator_%zu", k);
 	if (pyexpr_cuda_function(a->generator, name, 0, globals, program, &err) != 0) {
-		log_info("%s: %s.DataSource: made on the host once, copied on the GPU after: column %zu: %s", r->spec->path,
+		log_info("%s: %s.DataSource: made on the host once, copied on the GPU after: column %zu: %s", r->run.spec->path,
 			 a->field, pyexpr_error_column(pyexpr_source(a->generator), &err), err.message);
 		return 0;
 	}
@@ -539,7 +539,7 @@ static int load_generators(struct wrun *r, const char *program, struct failure *
 	strbuf_init(&why);
 	int rc = 0;
 	if (harness_module(program, gpu.cache_dir, &r->gen_module, &why) != 0) {
-		rc = fail_with(f, "error", "%s: the Generators made on the GPU: %s", r->spec->path, why.buf);
+		rc = fail_with(f, "error", "%s: the Generators made on the GPU: %s", r->run.spec->path, why.buf);
 	} else {
 		for (size_t j = 0; rc == 0 && j < r->ka.n + r->ka.nrefs; j++) {
 			struct warg *w = j < r->ka.n ? &r->args[j] : &r->refs[j - r->ka.n];
@@ -570,11 +570,11 @@ static int judge_generators(struct wrun *r, struct failure *f)
 		struct pyexpr_error err;
 		struct pyarena *arena = pyarena_new();
 		if (pyexpr_eval(a->generator, globals, arena, &v, &err) != 0)
-			fail_with(f, "error", "%s: %s.DataSource: column %zu: %s in \"%s\" (with i=%llu)", r->spec->path,
+			fail_with(f, "error", "%s: %s.DataSource: column %zu: %s in \"%s\" (with i=%llu)", r->run.spec->path,
 				  a->field, pyexpr_error_column(pyexpr_source(a->generator), &err), err.message,
 				  pyexpr_source(a->generator), (unsigned long long)~inv);
 		else
-			fail_with(f, "error", "%s: %s.DataSource: \"%s\" failed on the GPU at i=%llu", r->spec->path, a->field,
+			fail_with(f, "error", "%s: %s.DataSource: \"%s\" failed on the GPU at i=%llu", r->run.spec->path, a->field,
 				  pyexpr_source(a->generator), (unsigned long long)~inv);
 		pyarena_free(arena);
 		return -1;
@@ -597,8 +597,7 @@ static void free_run(struct wrun *r)
 	free(r->guards);
 	free(r->baseline_state);
 	kargs_release(&r->ka);
-	t1_free(r->spec);
-	free(r->dir);
+	run_release(&r->run);
 	free(r);
 }
 
@@ -606,18 +605,14 @@ static void free_run(struct wrun *r)
 static struct wrun *find_run(const char *dir, struct failure *f)
 {
 	for (struct wrun *r = runs; r; r = r->next)
-		if (strcmp(r->dir, dir) == 0)
+		if (strcmp(r->run.dir, dir) == 0)
 			return r;
 	struct wrun *r = xcalloc(1, sizeof(*r));
-	char *spec_path = xasprintf("%s/spec.json", dir);
 	int unreadable;
 	struct strbuf why;
 	strbuf_init(&why);
-	r->dir = xstrdup(dir);
-	r->spec = t1_load(spec_path, &unreadable);
-	free(spec_path);
-	if (!r->spec || kargs_load(r->spec, &r->ka, &why)) {
-		fail_with(f, "error", "%s", r->spec ? why.buf : "run has no usable spec.json (see above)");
+	if (run_init(&r->run, dir, &unreadable) != 0 || kargs_load(r->run.spec, &r->ka, &why)) {
+		fail_with(f, "error", "%s", r->run.spec ? why.buf : "run has no usable spec.json (see above)");
 		strbuf_release(&why);
 		free_run(r);
 		return NULL;
@@ -831,7 +826,9 @@ static int mask_refs(const struct wrun *r, enum which_slot which, struct failure
 
 static char *reference_path(const struct wrun *r, size_t k)
 {
-	return xasprintf("%s/reference/%zu-%s.bin", r->dir, k, r->ka.args[k].name);
+	char *dir = run_path(r->run.dir, RUN_REFERENCE), *path = xasprintf("%s/%zu-%s.bin", dir, k, r->ka.args[k].name);
+	free(dir);
+	return path;
 }
 
 /* RUN/reference/inputs.json: what the reference files were made from. */
@@ -847,7 +844,8 @@ static cJSON *reference_stamp(const struct wrun *r)
  * of the right size and made from today's fills; 0 otherwise (then it must be made). */
 static int load_reference(struct wrun *r, struct failure *f)
 {
-	char *stamp_path = xasprintf("%s/reference/inputs.json", r->dir);
+	char *dir = run_path(r->run.dir, RUN_REFERENCE), *stamp_path = xasprintf("%s/inputs.json", dir);
+	free(dir);
 	cJSON *stamp = json_read_file(stamp_path), *want = reference_stamp(r);
 	int same = stamp && cJSON_Compare(stamp, want, 1);
 	free(stamp_path);
@@ -879,7 +877,7 @@ static int make_reference(struct wrun *r, double *fill_ms, struct failure *f)
 	if (load_set(r, 0, fill_ms, f) || run_into(r, &r->baseline, SLOT_REF, f) ||
 	    check_cuda(f, cu.cuStreamSynchronize(gpu.stream), "the baseline"))
 		return -1;
-	char *dir = xasprintf("%s/reference", r->dir);
+	char *dir = run_path(r->run.dir, RUN_REFERENCE);
 	if (dir_create(dir) != 0)
 		log_warn("cannot create '%s':", dir);
 	for (size_t k = 0; k < r->ka.n; k++) {
@@ -927,20 +925,19 @@ static int load_run_baseline(struct wrun *r, struct failure *f)
 {
 	if (r->has_baseline)
 		return 0;
-	char *path = xasprintf("%s/baseline.json", r->dir);
-	cJSON *doc = json_read_file(path);
-	int rc = -1;
-	if (!doc)
+	const cJSON *doc = run_baseline(&r->run);
+	if (!doc) {
+		char *path = run_path(r->run.dir, RUN_BASELINE);
 		fail_with(f, "error", "no baseline in %s (%s is missing): bench the baseline first, as kg-init does",
-			  r->dir, path);
-	else if (load_kernel(r->dir, doc, r->ka.dynamic_smem, &r->baseline, f) == 0) {
-		rc = 0;
-		r->has_baseline = 1;
-		r->baseline_state = json_string(doc, "state") ? xstrdup(json_string(doc, "state")) : NULL;
+			  r->run.dir, path);
+		free(path);
+		return -1;
 	}
-	cJSON_Delete(doc);
-	free(path);
-	return rc;
+	if (load_kernel(r->run.dir, doc, r->ka.dynamic_smem, &r->baseline, f) != 0)
+		return -1;
+	r->has_baseline = 1;
+	r->baseline_state = json_string(doc, "state") ? xstrdup(json_string(doc, "state")) : NULL;
+	return 0;
 }
 
 /* ---------------------------------------------------------------- checks */
@@ -1421,31 +1418,31 @@ static double sum_bytes(const struct kargs *ka)
 /* A KernelGraph expression (Bytes, Flops) evaluated for the configuration; NAN when absent. */
 static double kernelgraph_figure(const struct wrun *r, const cJSON *config, const char *key)
 {
-	const cJSON *ext = cJSON_GetObjectItemCaseSensitive(r->spec->json, "KernelGraph");
+	const cJSON *ext = cJSON_GetObjectItemCaseSensitive(r->run.spec->json, "KernelGraph");
 	const cJSON *item = cJSON_GetObjectItemCaseSensitive(ext, key);
 	if (cJSON_IsNumber(item))
 		return item->valuedouble;
 	if (!cJSON_IsString(item))
 		return NAN;
 	struct pyexpr_error err;
-	struct pyexpr *e = pyexpr_compile(item->valuestring, r->spec->names, r->spec->nnames, &err);
+	struct pyexpr *e = pyexpr_compile(item->valuestring, r->run.spec->names, r->run.spec->nnames, &err);
 	struct pyarena *arena = pyarena_new();
-	struct pyval *values = xcalloc(r->spec->nnames, sizeof(*values)), v;
+	struct pyval *values = xcalloc(r->run.spec->nnames, sizeof(*values)), v;
 	double out = NAN;
 	int complete = 1;
-	for (size_t k = 0; k < r->spec->nparams; k++) {
+	for (size_t k = 0; k < r->run.spec->nparams; k++) {
 		size_t index;
-		const cJSON *value = cJSON_GetObjectItemCaseSensitive(config, r->spec->params[k].name);
-		if (!value || t1_value_index(r->spec, k, value, &index) != 0)
+		const cJSON *value = cJSON_GetObjectItemCaseSensitive(config, r->run.spec->params[k].name);
+		if (!value || t1_value_index(r->run.spec, k, value, &index) != 0)
 			complete = 0;
 		else
-			values[k] = r->spec->params[k].values[index];
+			values[k] = r->run.spec->params[k].values[index];
 	}
-	values[r->spec->nparams] = r->spec->problem_size;
+	values[r->run.spec->nparams] = r->run.spec->problem_size;
 	if (e && complete && pyexpr_eval(e, values, arena, &v, &err) == 0)
 		out = v.kind == PY_FLOAT ? v.u.f : v.kind == PY_INT ? (double)v.u.i : NAN;
 	else
-		log_warn("%s/spec.json: KernelGraph.%s: cannot evaluate \"%s\"", r->dir, key, item->valuestring);
+		log_warn("%s/spec.json: KernelGraph.%s: cannot evaluate \"%s\"", r->run.dir, key, item->valuestring);
 	free(values);
 	pyarena_free(arena);
 	pyexpr_free(e);
@@ -1551,7 +1548,7 @@ static void keep_baseline(const char *run, const cJSON *build, double median_ms)
 	if (!doc || !cJSON_AddNumberToObject(doc, "median_ms", median_ms))
 		xalloc_die();
 	json_add(doc, "device", device_json());
-	char *path = xasprintf("%s/baseline.json", run);
+	char *path = run_path(run, RUN_BASELINE);
 	write_json_file(path, doc);
 	free(path);
 	cJSON_Delete(doc);
@@ -1672,7 +1669,7 @@ struct lines_pass {
 static const char *lines_load(void *arg)
 {
 	struct lines_pass *p = arg;
-	if (load_kernel(p->base.r->dir, p->build, p->base.r->ka.dynamic_smem, &p->fresh, &p->base.f))
+	if (load_kernel(p->base.r->run.dir, p->build, p->base.r->ka.dynamic_smem, &p->fresh, &p->base.f))
 		return p->base.f.what;
 	return NULL;
 }
@@ -1709,7 +1706,7 @@ static cJSON *sample_lines(const struct wrun *r, const struct kernel *kn, const 
 	if (gpu.spoiled)
 		return lines_unavailable("not sampled: the metrics replay ended in a CUDA error");
 	const char *cubin = json_string(build, "cubin");
-	char *path = xasprintf("%s/%s", r->dir, cubin ? cubin : "");
+	char *path = xasprintf("%s/%s", r->run.dir, cubin ? cubin : "");
 	size_t len = 0;
 	char *image = file_read_all(path, &len);
 	struct lines_pass pass = {.base = {.r = r, .kn = kn, .cfg = cfg}, .build = build};
@@ -1744,10 +1741,10 @@ static void add_metrics(const struct wrun *r, const struct kernel *kn, const cJS
 	const char *dir = json_string(build, "dir");
 	json_add(m, "lines", hot_lines_summary(lines));
 	if (dir) {
-		char *path = xasprintf("%s/%s/lines.json", r->dir, dir);
+		char *path = xasprintf("%s/%s/lines.json", r->run.dir, dir);
 		write_json_file(path, lines);
 		free(path);
-		path = xasprintf("%s/%s/metrics.json", r->dir, dir);
+		path = xasprintf("%s/%s/metrics.json", r->run.dir, dir);
 		write_json_file(path, m);
 		free(path);
 	}
@@ -1802,7 +1799,7 @@ static int record_load(struct record *rec, const char *run_dir, struct failure *
 		return -1;
 	rec->ph.setup = monotonic_ms() - t0;
 	t0 = monotonic_ms();
-	if (load_kernel(rec->r->dir, rec->build, rec->r->ka.dynamic_smem, &rec->cand, f))
+	if (load_kernel(rec->r->run.dir, rec->build, rec->r->ka.dynamic_smem, &rec->cand, f))
 		return -1;
 	rec->ph.load = monotonic_ms() - t0;
 	return 0;
@@ -1860,7 +1857,7 @@ static int adopt_baseline(struct record *rec, struct failure *f)
 	r->baseline_state = xstrdup(rec->state);
 	r->ref0_ready = 0;
 	summarize(rec->cupti_used ? rec->series[0].cupti_ms : rec->series[0].events_ms, rec->series[0].n, &sm);
-	keep_baseline(r->dir, rec->build, sm.median);
+	keep_baseline(r->run.dir, rec->build, sm.median);
 	if (make_reference(r, &rec->ph.fill, f))
 		return -1;
 	r->ref0_ready = 1;
@@ -1900,7 +1897,7 @@ static void bench_record(const char *run_dir, const cJSON *build, int is_baselin
 		if (is_baseline && adopt_baseline(&rec, f))
 			goto out;
 		json_add(bench, "check", verdict_to_json(&rec.v, rec.input_sets));
-		keep_samples(rec.r->dir, build, bench, rec.series, is_baseline ? 1 : 2, rec.cupti_used);
+		keep_samples(rec.r->run.dir, build, bench, rec.series, is_baseline ? 1 : 2, rec.cupti_used);
 		rec.ph.write = monotonic_ms() - t0;
 		if (rec.v.passed && json_number(bench, "speedup", NAN) > metrics_above)
 			add_metrics(rec.r, is_baseline ? &rec.r->baseline : &rec.cand, build, cfg, bench);
@@ -1951,7 +1948,7 @@ static void answer(int fd, cJSON *bench)
 static void prepare_run(const char *dir)
 {
 	struct failure f = {0};
-	char *path = xasprintf("%s/baseline.json", dir);
+	char *path = run_path(dir, RUN_BASELINE);
 	int has_baseline = access(path, F_OK) == 0;
 	free(path);
 	if (!has_baseline)
