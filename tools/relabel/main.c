@@ -3,7 +3,6 @@
 #include "common.h"
 
 #include <getopt.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include "log.h"
 #include "methods.h"
 #include "parse.h"
+#include "run.h"
 #include "xalloc.h"
 
 struct options {
@@ -186,7 +186,7 @@ static void ask_llm(const struct options *opt, const char *run, const cJSON *cat
 		"\"canonical\",\"new_name\"],\"properties\":{\"label\":{\"type\":\"string\"},\"canonical\":{\"type\":[\"string\","
 		"\"null\"]},\"new_name\":{\"type\":[\"string\",\"null\"]}}}}}}";
 	struct llm_settings s = opt->s;
-	char *log_dir = run ? xasprintf("%s/llm", run) : NULL, *cache_dir = run ? xasprintf("%s/llm/cache", run) : NULL;
+	char *log_dir = run ? run_path(run, RUN_LLM) : NULL, *cache_dir = run ? run_path(run, RUN_LLM_CACHE) : NULL;
 	s.log_dir = log_dir;
 	s.cache_dir = cache_dir;
 	cJSON *messages = cJSON_CreateArray(), *schema = cJSON_Parse(schema_text);
@@ -236,13 +236,7 @@ static void ask_llm(const struct options *opt, const char *run, const cJSON *cat
 
 static char *catalog_path(const struct options *opt, const char *run)
 {
-	if (opt->catalog)
-		return xstrdup(opt->catalog);
-	char *copy = xstrdup(run), *parent = xstrdup(dirname(copy)), *outdir = dirname(parent);
-	char *path = xasprintf("%s/methods.json", outdir);
-	free(copy);
-	free(parent);
-	return path;
+	return opt->catalog ? xstrdup(opt->catalog) : run_outdir_path(run, OUTDIR_METHODS);
 }
 
 static void add_alias(cJSON *method, const char *label)
