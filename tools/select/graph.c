@@ -14,6 +14,7 @@
 #include "graph.h"
 #include "jsonl.h"
 #include "log.h"
+#include "run.h"
 #include "fnv1a.h"
 #include "xalloc.h"
 
@@ -545,7 +546,7 @@ static int load_edges(struct graph *g, const cJSON *edges, const char *path)
 
 uint64_t events_size(const char *run)
 {
-	char *path = xasprintf("%s/events.jsonl", run);
+	char *path = run_path(run, RUN_EVENTS);
 	struct stat st;
 	uint64_t size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 	free(path);
@@ -555,7 +556,7 @@ uint64_t events_size(const char *run)
 /* A graph.json (version 1, graph_export's form), for graphs made elsewhere. */
 int graph_import(struct graph *g, const char *run)
 {
-	char *path = xasprintf("%s/graph.json", run);
+	char *path = run_path(run, RUN_GRAPH_JSON);
 	size_t len;
 	char *text = file_read_all(path, &len);
 	if (!text) {

@@ -14,6 +14,7 @@
 #include "mcgs.h"
 #include "pick.h"
 #include "rng.h"
+#include "run.h"
 #include "step.h"
 #include "xalloc.h"
 
@@ -556,7 +557,7 @@ static int compare_strings(const void *a, const void *b)
  * that made none ask for the most). 0 when the log has no picks or cannot be read whole. */
 static long fill_batch(const struct graph *g, long fill)
 {
-	char *path = xasprintf("%s/events.jsonl", g->run);
+	char *path = run_path(g->run, RUN_EVENTS);
 	size_t len = 0, npicks = 0, candidates = 0;
 	char *text = tail_lines(path, FILL_WINDOW, &len);
 	free(path);

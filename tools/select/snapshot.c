@@ -11,6 +11,7 @@
 #include "fileio.h"
 #include "fnv1a.h"
 #include "log.h"
+#include "run.h"
 #include "snapshot.h"
 #include "xalloc.h"
 
@@ -135,7 +136,7 @@ static int store_blobs(struct graph *g, struct snapshot *s)
 	}
 	int rc = 0;
 	if (fresh.len > 0) {
-		char *path = xasprintf("%s/graph.blobs", g->run);
+		char *path = run_path(g->run, RUN_GRAPH_BLOBS);
 		rc = file_write_tail(path, s->blobs_len, fresh.buf, fresh.len);
 		if (rc)
 			log_error("cannot write '%s':", path);
@@ -149,7 +150,7 @@ static int store_blobs(struct graph *g, struct snapshot *s)
 
 static int map_blobs(struct snapshot *s, const char *run)
 {
-	char *path = xasprintf("%s/graph.blobs", run);
+	char *path = run_path(run, RUN_GRAPH_BLOBS);
 	s->blobs = file_map(path, &s->blobs_mapped);
 	int rc = 0;
 	if (!s->blobs) {
@@ -411,7 +412,7 @@ static int decode(struct graph *g, const struct snapshot *s, const char *path)
  * none, -1 after reporting a damaged file. */
 static int load_bin(struct snapshot *s, struct graph *g)
 {
-	char *path = xasprintf("%s/graph.bin", g->run);
+	char *path = run_path(g->run, RUN_GRAPH);
 	size_t len;
 	const char *map = file_map(path, &len);
 	if (!map) {
@@ -592,7 +593,7 @@ int snapshot_save(struct snapshot *s, struct graph *g)
 		return -1;
 	struct head_rec h;
 	encode_head(g, &h);
-	char *file = xasprintf("%s/graph.bin", g->run);
+	char *file = run_path(g->run, RUN_GRAPH);
 	int rc = -1, written = 0;
 	if (s->stored) {
 		struct strbuf out;

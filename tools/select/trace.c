@@ -12,6 +12,7 @@
 #include "fileio.h"
 #include "jsonl.h"
 #include "log.h"
+#include "run.h"
 #include "trace.h"
 #include "xalloc.h"
 
@@ -309,7 +310,7 @@ static void add_failure_reason(struct strbuf *sb, const cJSON *record)
  * starts the table again (a summary or a note may have come between). */
 static void append_trace(const struct graph *g, const char *text, int row)
 {
-	char *path = xasprintf("%s/trace.md", g->run);
+	char *path = run_path(g->run, RUN_TRACE);
 	struct strbuf out;
 	strbuf_init(&out);
 	if (row) {
@@ -617,7 +618,7 @@ static void add_best(struct strbuf *sb, const struct graph *g, const cJSON *reco
 
 int trace_summary(const struct graph *g, const char *stopped)
 {
-	char *events = xasprintf("%s/events.jsonl", g->run);
+	char *events = run_path(g->run, RUN_EVENTS);
 	struct run_story st = {0};
 	strbuf_init(&st.moves);
 	struct jsonl_reader reader;

@@ -3,7 +3,6 @@
 #include "common.h"
 
 #include <inttypes.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include "log.h"
 #include "mcgs.h"
 #include "regraph.h"
+#include "run.h"
 #include "step.h"
 #include "trace.h"
 #include "update.h"
@@ -33,7 +33,6 @@ struct updater {
 	int exists;
 	const char *input_name;
 	int status;
-	char *outdir;
 	/* Set while the graph learns again what its log holds beyond it: what those records wrote
 	 * then (events, trace, dataset rows) is written already. */
 	int catching_up;
@@ -59,8 +58,8 @@ static int append_line(const struct updater *u, const char *path, const cJSON *o
 static void refresh_best(const struct graph *g, const cJSON *ci)
 {
 	const struct gnode *n = &g->nodes[g->incumbent];
-	char *target = xasprintf("variants/%s", graph_node_state(g, g->incumbent)), *tmp = xasprintf("%s/.best.tmp", g->run);
-	char *link = xasprintf("%s/best", g->run), *json_path = xasprintf("%s/best.json", g->run);
+	char *target = run_variant_path(NULL, graph_node_state(g, g->incumbent), NULL), *tmp = xasprintf("%s/.best.tmp", g->run);
+	char *link = run_path(g->run, RUN_BEST), *json_path = run_path(g->run, RUN_BEST_JSON);
 	unlink(tmp);
 	if (symlink(target, tmp) != 0 || rename(tmp, link) != 0)
 		log_warn("cannot point '%s' at '%s':", link, target);
@@ -238,8 +237,9 @@ static double regraph_prior(struct updater *u, const char *from, const char *to)
 static double bottleneck_factor(struct updater *u, size_t parent, const char *method)
 {
 	if (u->bottleneck_node != parent) {
-		char *dir = xasprintf("%s/variants/%s", u->g->run, graph_node_state(u->g, parent));
-		char *path = xasprintf("%s/metrics.json", dir), *build_path = xasprintf("%s/build.json", dir);
+		const char *state = graph_node_state(u->g, parent);
+		char *path = run_variant_path(u->g->run, state, "metrics.json");
+		char *build_path = run_variant_path(u->g->run, state, "build.json");
 		struct bottleneck_metrics m;
 		struct strbuf why;
 		strbuf_init(&why);
@@ -254,7 +254,6 @@ static double bottleneck_factor(struct updater *u, size_t parent, const char *me
 		u->bottleneck_node = parent;
 		cJSON_Delete(build);
 		strbuf_release(&why);
-		free(dir);
 		free(path);
 		free(build_path);
 	}
@@ -374,7 +373,7 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	json_add_number(row, "reward", reward);
 	json_add_string(row, "candidate_id", json_string(candidate, "id") ? json_string(candidate, "id") : "");
 	json_add_string(row, "variant_dir", json_string(build, "dir") ? json_string(build, "dir") : "");
-	char *dataset = xasprintf("%s/regraph_dataset.jsonl", u->outdir);
+	char *dataset = run_outdir_path(u->g->run, OUTDIR_REGRAPH_DATASET);
 	append_line(u, dataset, row);
 	free(dataset);
 	cJSON_Delete(row);
@@ -493,15 +492,10 @@ static void updater_init(struct updater *u, struct step *step, int exists, const
 {
 	struct graph *g = step->g;
 	*u = (struct updater){.step = step, .g = g, .exists = exists, .input_name = input_name, .bottleneck_node = MCGS_NONE};
-	char *copy = xstrdup(g->run), *parent = xstrdup(dirname(copy));
-	u->outdir = xstrdup(dirname(parent));
-	free(copy);
-	free(parent);
 }
 
 static void updater_release(struct updater *u)
 {
-	free(u->outdir);
 	cJSON_Delete(u->regraph_doc);
 }
 
@@ -512,7 +506,7 @@ int catch_up_before_pick(struct step *step)
 	struct graph *g = step->g;
 	struct updater u;
 	updater_init(&u, step, 1, NULL);
-	char *events = xasprintf("%s/events.jsonl", g->run);
+	char *events = run_path(g->run, RUN_EVENTS);
 	catch_up_with_log(&u, events);
 	free(events);
 	updater_release(&u);
@@ -524,7 +518,7 @@ int run_update(struct step *step, int exists, struct jsonl_reader *reader)
 	struct graph *g = step->g;
 	struct updater u;
 	updater_init(&u, step, exists, reader->name);
-	char *events = xasprintf("%s/events.jsonl", g->run);
+	char *events = run_path(g->run, RUN_EVENTS);
 	catch_up_with_log(&u, events);
 	cJSON *record;
 	enum jsonl_status st;
