@@ -9,9 +9,48 @@
 #include "fileio.h"
 #include "log.h"
 #include "regraph.h"
+#include "xalloc.h"
+
+/* A member regraph_load checks. */
+struct regraph_field {
+	const char *key;
+	int number;   /* a number, else a string */
+	int optional; /* may be absent or null (success_mean: the policy in regraph.h) */
+};
+
+/* What is wrong with member key of item (NULL when nothing): a string, or a number; optional
+ * ones may also be absent or null. */
+static const char *field_problem(const cJSON *item, const char *key, int number, int optional)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(item, key);
+	if (optional && (!v || cJSON_IsNull(v)))
+		return NULL;
+	if (number)
+		return cJSON_IsNumber(v) ? NULL : "must be a number";
+	return cJSON_IsString(v) ? NULL : "must be a string";
+}
+
+/* Checks each member of doc's array name against fields; reports the first problem. */
+static int check_members(const char *path, const cJSON *doc, const char *name, const struct regraph_field *fields, size_t n)
+{
+	int i = 0;
+	const cJSON *item;
+	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(doc, name)) {
+		for (size_t k = 0; k < n; k++) {
+			const char *problem = field_problem(item, fields[k].key, fields[k].number, fields[k].optional);
+			if (problem)
+				return log_error("%s: %s[%d].%s: %s", path, name, i, fields[k].key, problem);
+		}
+		i++;
+	}
+	return 0;
+}
 
 cJSON *regraph_load(const char *path, int *status)
 {
+	static const struct regraph_field node_fields[] = {{"method", 0, 0}, {"frequency", 1, 0}};
+	static const struct regraph_field edge_fields[] = {
+		{"from", 0, 0}, {"to", 0, 0}, {"probability", 1, 0}, {"success_mean", 1, 1}};
 	size_t len;
 	char *text = file_read_all(path, &len);
 	if (!text) {
@@ -24,30 +63,13 @@ cJSON *regraph_load(const char *path, int *status)
 	*status = KG_EXIT_INPUT;
 	if (!doc)
 		return NULL;
-	const char *problem = NULL;
-	int i = 0;
-	const cJSON *item;
+	int bad = 0;
 	if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(doc, "nodes")) || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(doc, "edges")))
-		problem = "must have \"nodes\" and \"edges\" arrays (kg-regraph build writes it)";
-	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(doc, "nodes")) {
-		if (!problem && (!json_string(item, "method") || isnan(json_number(item, "frequency", NAN)))) {
-			log_error("%s: nodes[%d]: needs a method and a frequency", path, i);
-			problem = "";
-		}
-		i++;
-	}
-	i = 0;
-	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(doc, "edges")) {
-		if (!problem && (!json_string(item, "from") || !json_string(item, "to") ||
-				 isnan(json_number(item, "probability", NAN)) || isnan(json_number(item, "success_mean", NAN)))) {
-			log_error("%s: edges[%d]: needs from, to, probability and success_mean", path, i);
-			problem = "";
-		}
-		i++;
-	}
-	if (problem) {
-		if (*problem)
-			log_error("%s: %s", path, problem);
+		bad = log_error("%s: must have \"nodes\" and \"edges\" arrays (kg-regraph build writes it)", path);
+	else
+		bad = check_members(path, doc, "nodes", node_fields, ARRAY_SIZE(node_fields)) ||
+		      check_members(path, doc, "edges", edge_fields, ARRAY_SIZE(edge_fields));
+	if (bad) {
 		cJSON_Delete(doc);
 		return NULL;
 	}
@@ -66,6 +88,21 @@ static const cJSON *find_member(const cJSON *array, const char *key, const char 
 	return NULL;
 }
 
+/* The Beta prior's mean: what the success of a transition is when nothing is known of it. */
+static double prior_success(const cJSON *doc)
+{
+	const cJSON *params = cJSON_GetObjectItemCaseSensitive(doc, "parameters");
+	double a0 = json_number(params, "alpha0", 1), b0 = json_number(params, "beta0", 1);
+	return a0 + b0 > 0 ? a0 / (a0 + b0) : 0.5;
+}
+
+static void seen_transition(const cJSON *doc, const cJSON *e, struct regraph_transition *t)
+{
+	*t = (struct regraph_transition){.to = json_string(e, "to"), .seen = 1, .probability = json_number(e, "probability", 0),
+					 .success = json_number(e, "success_mean", prior_success(doc)),
+					 .count = json_number(e, "count", 0), .mean_reward = json_number(e, "mean_reward", NAN)};
+}
+
 int regraph_transition(const cJSON *doc, const char *from, const char *to, struct regraph_transition *t)
 {
 	const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(doc, "nodes");
@@ -75,15 +112,37 @@ int regraph_transition(const cJSON *doc, const char *from, const char *to, struc
 		return -1;
 	const cJSON *e = find_member(cJSON_GetObjectItemCaseSensitive(doc, "edges"), "from", from, "to", to);
 	if (e) {
-		*t = (struct regraph_transition){.seen = 1, .probability = json_number(e, "probability", 0),
-						 .success = json_number(e, "success_mean", 0), .count = json_number(e, "count", 0),
-						 .mean_reward = json_number(e, "mean_reward", NAN)};
+		seen_transition(doc, e, t);
 		return 0;
 	}
 	const cJSON *params = cJSON_GetObjectItemCaseSensitive(doc, "parameters");
-	double lambda = json_number(params, "lambda", 4), a0 = json_number(params, "alpha0", 1), b0 = json_number(params, "beta0", 1);
+	double lambda = json_number(params, "lambda", 4);
 	double out_weight = json_number(find_member(nodes, "method", from, NULL, NULL), "out_weight", 0);
-	*t = (struct regraph_transition){.probability = lambda * frequency / (out_weight + lambda),
-					 .success = a0 + b0 > 0 ? a0 / (a0 + b0) : 0.5, .mean_reward = NAN};
+	*t = (struct regraph_transition){.to = json_string(target, "method"), .probability = lambda * frequency / (out_weight + lambda),
+					 .success = prior_success(doc), .mean_reward = NAN};
 	return 0;
+}
+
+static int by_promise(const void *a, const void *b)
+{
+	const struct regraph_transition *x = a, *y = b;
+	double px = x->probability * x->success, py = y->probability * y->success;
+	return px > py ? -1 : px < py ? 1 : strcmp(x->to, y->to);
+}
+
+size_t regraph_seen_from(const cJSON *doc, const char *from, size_t top, struct regraph_transition **list)
+{
+	const cJSON *edges = cJSON_GetObjectItemCaseSensitive(doc, "edges"), *e;
+	size_t n = 0;
+	*list = NULL;
+	cJSON_ArrayForEach(e, edges) {
+		const char *a = json_string(e, "from");
+		if (!a || !json_string(e, "to") || strcmp(a, from) != 0)
+			continue;
+		*list = xreallocarray(*list, n + 1, sizeof(**list));
+		seen_transition(doc, e, &(*list)[n++]);
+	}
+	if (n)
+		qsort(*list, n, sizeof(**list), by_promise);
+	return n < top ? n : top;
 }

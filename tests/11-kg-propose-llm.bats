@@ -281,6 +281,15 @@ rule() {
 	[ "$(jq -r 'select(.n == 2) | .authorization' requests.jsonl)" = null ]
 }
 
+@test "--regraph: an edge without success_mean has the Beta prior's mean, as kg-regraph and kg-select read it" {
+	mock "{\"rules\": [$(rule 'role: throughput' "$(answer)")]}"
+	run_tool 0 kg-propose --llm --persona throughput --regraph "$FIXTURES/regraph/no-success-mean.json" pick.jsonl
+	assert_stderr_empty
+	prompt=$(jq -r '.body.messages[1].content' requests.jsonl)
+	# alpha0 1, beta0 3: tile's success rate is 0.25, so vec (0.2 x 0.9) comes first
+	[[ "$prompt" == *$'(ReGraph)\n- vec: probability 0.2, success rate 0.9, 2 transitions, mean reward 0.3\n- tile: probability 0.6, success rate 0.25, 6 transitions, mean reward 0.1\n'* ]]
+}
+
 @test "--regraph-filter keeps only candidates whose method the ReGraph allows after the last one" {
 	jq -cn '{version: 1, nodes: [], edges: [
 		{from: "init", to: "vectorize_global_loads", count: 4, probability: 0.6, success_mean: 0.7, mean_reward: 0.3},

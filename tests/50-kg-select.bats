@@ -637,6 +637,17 @@ EOF
 	[ "$(kg-select --export "$RUN" | jq -c '[.edges[3:][] | [.method, .prior]]')" = '[["vec",0.09],["unroll",0.5]]' ]
 }
 
+@test "--regraph: an edge without success_mean has the Beta prior's mean, as kg-regraph and kg-propose read it" {
+	start --regraph "$FIXTURES/regraph/no-success-mean.json"
+	kg-select "$RUN" >pick.jsonl
+	for m in vec tile unroll; do
+		jq -c --arg m "$m" '{node, node_id, path_edges, candidate: {id: $m, method: $m}}' pick.jsonl
+	done | run_tool 0 kg-select --update "$RUN"
+	assert_stderr_empty
+	# alpha0 1, beta0 3: tile's prior is 0.6 x 0.25
+	[ "$(kg-select --export "$RUN" | jq -c '[.edges[] | [.method, .prior]]')" = '[["vec",0.18],["tile",0.15],["unroll",1]]' ]
+}
+
 @test "bad records and damaged graphs are reported with the file, line or field; exit 1" {
 	start
 	{

@@ -78,6 +78,13 @@ setup() {
 	assert_stderr "kg-regraph: warning: rg.json: no transition from 'nothing' yet: the methods' overall frequency ranks them"
 }
 
+@test "neighbors: an edge without success_mean has the Beta prior's mean, as kg-select and kg-propose read it" {
+	run_tool 0 kg-regraph neighbors --from init "$FIXTURES/regraph/no-success-mean.json"
+	assert_stderr_empty
+	# alpha0 1, beta0 3: tile's success is 0.25, so vec (0.2 x 0.9) ranks above tile (0.6 x 0.25)
+	[ "$(jq -c '[.to, .success_mean, (.prior * 1e6 | round)]' <<<"$output" | tr -d '\n')" = '["vec",0.9,545455]["tile",0.25,454545]' ]
+}
+
 @test "dot: every method and transition, width by count, colour by mean reward" {
 	kg-regraph build -o rg.json "$DATASET"
 	run_tool 0 kg-regraph dot rg.json
@@ -115,7 +122,13 @@ setup() {
 	[ "$(jq -c '[.rows, (.edges | length)]' <<<"$output")" = '[1,1]' ]
 	echo '{"nodes": [], "edges": [{"from": "a"}]}' > broken.json
 	run_tool 1 kg-regraph neighbors --from a broken.json
-	assert_stderr "kg-regraph: broken.json: edges[0]: needs from, to, probability and success_mean"
+	assert_stderr "kg-regraph: broken.json: edges[0].to: must be a string"
+	echo '{"nodes": [{"method": "b", "frequency": 1}], "edges": [{"from": "a", "to": "b", "probability": 1, "success_mean": "high"}]}' > broken.json
+	run_tool 1 kg-regraph neighbors --from a broken.json
+	assert_stderr "kg-regraph: broken.json: edges[0].success_mean: must be a number"
+	echo '{"nodes": [{"method": "b"}], "edges": []}' > broken.json
+	run_tool 1 kg-regraph dot broken.json
+	assert_stderr "kg-regraph: broken.json: nodes[0].frequency: must be a number"
 	echo '{"edges": []}' > no-nodes.json
 	run_tool 1 kg-regraph dot no-nodes.json
 	assert_stderr "kg-regraph: no-nodes.json: must have \"nodes\" and \"edges\" arrays (kg-regraph build writes it)"

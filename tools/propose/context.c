@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "context.h"
 #include "fileio.h"
@@ -263,6 +264,7 @@ void runs_release(struct runs *runs)
 		free(run->error);
 		cJSON_Delete(run->events);
 		cJSON_Delete(run->best);
+		cJSON_Delete(run->regraph);
 		for (size_t k = 0; k < run->nsent; k++)
 			free(run->sent[k].indices);
 		free(run->sent);
@@ -544,29 +546,17 @@ void context_sent(struct run_info *run, const struct node_info *node, const stru
 	run->sent[run->nsent++].indices = at;
 }
 
-static int by_promise(const void *a, const void *b)
+size_t context_regraph_next(struct run_info *run, const char *path, const char *from, size_t top,
+			    struct regraph_transition **next)
 {
-	const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
-	double px = json_number(x, "probability", 0) * json_number(x, "success_mean", 0);
-	double py = json_number(y, "probability", 0) * json_number(y, "success_mean", 0);
-	return px > py ? -1 : px < py ? 1 : strcmp(json_string(x, "to"), json_string(y, "to"));
-}
-
-cJSON *regraph_next(const char *path, const char *from, size_t top)
-{
-	cJSON *next = cJSON_CreateArray(), *doc = json_read_optional(path);
-	const cJSON *edge;
-	const cJSON **found = xcalloc((size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(doc, "edges")) + 1, sizeof(*found));
-	size_t n = 0;
-	cJSON_ArrayForEach(edge, cJSON_GetObjectItemCaseSensitive(doc, "edges")) {
-		const char *a = json_string(edge, "from");
-		if (a && json_string(edge, "to") && strcmp(a, from) == 0)
-			found[n++] = edge;
+	if (!run->regraph_read) {
+		int status;
+		run->regraph_read = 1;
+		if (access(path, F_OK) == 0 || errno != ENOENT) {
+			run->regraph = regraph_load(path, &status);
+			if (!run->regraph)
+				log_warn("the ReGraph '%s' is not used: no methods are suggested or filtered", path);
+		}
 	}
-	qsort(found, n, sizeof(*found), by_promise);
-	for (size_t i = 0; i < n && i < top; i++)
-		json_append(next, cJSON_Duplicate(found[i], 1));
-	free(found);
-	cJSON_Delete(doc);
-	return next;
+	return regraph_seen_from(run->regraph, from, top, next);
 }

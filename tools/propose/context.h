@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "regraph.h"
 #include "replay.h"
 #include "run.h"
 #include "sha256.h"
@@ -35,6 +36,8 @@ struct run_info {
 	char *error;	       /* why the run cannot be used (each record of it is an error) */
 	cJSON *events;	       /* RUN/events.jsonl, as an array */
 	cJSON *best;	       /* RUN/best.json, or NULL */
+	cJSON *regraph;	       /* the ReGraph, once context_regraph_next read it; NULL when none */
+	int regraph_read;
 	char **seen;	       /* keys of the changes already built or registered */
 	size_t nseen;
 	struct digest *digests; /* the sources' digests, by state */
@@ -119,9 +122,11 @@ int config_indices(const struct t1_spec *spec, const cJSON *config, size_t *indi
  * splices raw text, which cJSON's comparisons do not read). */
 cJSON *config_object(const struct t1_spec *spec, const size_t *indices);
 
-/* The transitions out of method `from` that the ReGraph at path has seen, most promising
- * first (probability x success_mean), at most top of them, copied into an array; empty when
- * there are none or no ReGraph. */
-cJSON *regraph_next(const char *path, const char *from, size_t top);
+/* The transitions out of method `from` that the ReGraph at path (the same for every call of a
+ * run) has seen, most promising first, at most top of them (regraph_seen_from: *next is the
+ * caller's to free, its strings the run's). The ReGraph is read at the first call: none when
+ * path does not exist; one that cannot be used is reported once, then not used. */
+size_t context_regraph_next(struct run_info *run, const char *path, const char *from, size_t top,
+			    struct regraph_transition **next);
 
 #endif

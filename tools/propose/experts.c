@@ -490,7 +490,7 @@ static void history_section(struct strbuf *sb, const struct run_info *run, int r
 		strbuf_addstr(sb, "- nothing tried yet beyond the baseline\n");
 }
 
-static void methods_section(struct strbuf *sb, const struct experts *ex, const struct run_info *run,
+static void methods_section(struct strbuf *sb, const struct experts *ex, struct run_info *run,
 			    const struct node_info *node)
 {
 	if (cJSON_GetArraySize(node->methods) > 0) {
@@ -512,23 +512,22 @@ static void methods_section(struct strbuf *sb, const struct experts *ex, const s
 	/* The ReGraph: what followed the last method in earlier searches. */
 	const char *from = node->last_method && *node->last_method ? node->last_method : "init";
 	path = experts_regraph_path(ex, run);
-	cJSON *next = regraph_next(path, from, ex->allowed ? (size_t)ex->allowed_top : 5);
+	struct regraph_transition *next;
+	size_t n = context_regraph_next(run, path, from, ex->allowed ? (size_t)ex->allowed_top : 5, &next);
 	free(path);
-	const cJSON *edge;
-	if (cJSON_GetArraySize(next) > 0)
+	if (n > 0)
 		strbuf_addf(sb, "\n## What worked next after \"%s\" in earlier searches (ReGraph)\n", from);
-	cJSON_ArrayForEach(edge, next)
-		strbuf_addf(sb, "- %s: probability %.3g, success rate %.3g, %g transitions, mean reward %.3g\n",
-			    json_string(edge, "to"), json_number(edge, "probability", NAN), json_number(edge, "success_mean", NAN),
-			    json_number(edge, "count", NAN), json_number(edge, "mean_reward", NAN));
-	if (ex->allowed && cJSON_GetArraySize(next) > 0) {
+	for (size_t i = 0; i < n; i++)
+		strbuf_addf(sb, "- %s: probability %.3g, success rate %.3g, %g transitions, mean reward %.3g\n", next[i].to,
+			    next[i].probability, next[i].success, next[i].count, next[i].mean_reward);
+	if (ex->allowed && n > 0) {
 		strbuf_addstr(sb, "Choose each candidate's \"method\" among these; others are dropped (--regraph-filter).\n");
 	}
-	cJSON_Delete(next);
+	free(next);
 }
 
 /* What every expert of an expansion is told; the persona and the answer's form follow. */
-static char *prompt_context(const struct experts *ex, const struct run_info *run, const struct node_info *node)
+static char *prompt_context(const struct experts *ex, struct run_info *run, const struct node_info *node)
 {
 	struct strbuf sb;
 	strbuf_init(&sb);

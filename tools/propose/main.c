@@ -459,38 +459,39 @@ static int write_record(cJSON *record)
 	return rc ? KG_EXIT_IO : KG_EXIT_OK;
 }
 
-/* With --regraph-filter: the methods the ReGraph allows after the node's last one, as an
- * array of its transitions; NULL when there is no filter (none asked, or none known). */
-static cJSON *allowed_methods(const struct options *opt, const struct run_info *run, const struct node_info *node)
+/* With --regraph-filter: the transitions the ReGraph allows after the node's last one, into
+ * *allowed (the caller's to free). Returns how many; 0 when there is no filter (none asked,
+ * or none known). */
+static size_t allowed_methods(const struct options *opt, struct run_info *run, const struct node_info *node,
+			      struct regraph_transition **allowed)
 {
+	*allowed = NULL;
 	if (!opt->ex.allowed)
-		return NULL;
+		return 0;
 	const char *from = node->last_method && *node->last_method ? node->last_method : "init";
 	char *path = experts_regraph_path(&opt->ex, run);
-	cJSON *next = regraph_next(path, from, (size_t)opt->ex.allowed_top);
-	if (cJSON_GetArraySize(next) == 0) {
+	size_t n = context_regraph_next(run, path, from, (size_t)opt->ex.allowed_top, allowed);
+	if (n == 0)
 		log_info("%s: no transition out of '%s' in the ReGraph: every method is allowed", path, from);
-		cJSON_Delete(next);
-		next = NULL;
-	}
 	free(path);
-	return next;
+	return n;
 }
 
-/* Whether p's method, matched onto the catalog, is one of the allowed transitions. */
-static int method_allowed(const cJSON *allowed, const cJSON *catalog, const struct proposal *p, struct strbuf *why)
+/* Whether p's method, matched onto the catalog, is one of the n allowed transitions. */
+static int method_allowed(const struct regraph_transition *allowed, size_t n, const cJSON *catalog,
+			  const struct proposal *p, struct strbuf *why)
 {
 	const char *how;
 	double score;
-	const cJSON *m = methods_match(catalog, p->method, METHODS_MATCH_THRESHOLD, &how, &score), *e;
+	const cJSON *m = methods_match(catalog, p->method, METHODS_MATCH_THRESHOLD, &how, &score);
 	char *canonical = m ? xstrdup(json_string(m, "name")) : method_normalize(p->method);
 	int ok = 0;
-	cJSON_ArrayForEach(e, allowed)
-		ok |= strcmp(json_string(e, "to"), canonical) == 0;
+	for (size_t i = 0; i < n; i++)
+		ok |= strcmp(allowed[i].to, canonical) == 0;
 	if (!ok) {
 		strbuf_addf(why, "its method %s is not one the ReGraph allows next (--regraph-filter:", canonical);
-		cJSON_ArrayForEach(e, allowed)
-			strbuf_addf(why, " %s", json_string(e, "to"));
+		for (size_t i = 0; i < n; i++)
+			strbuf_addf(why, " %s", allowed[i].to);
 		strbuf_addch(why, ')');
 	}
 	free(canonical);
@@ -521,8 +522,10 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 		rules_propose(run, node, &rules, &list, &n, &dropped, &over_widening);
 	}
 	int status = KG_EXIT_OK;
-	cJSON *allowed = allowed_methods(opt, run, node), *catalog = NULL;
-	if (allowed) {
+	struct regraph_transition *allowed;
+	size_t nallowed = allowed_methods(opt, run, node, &allowed);
+	cJSON *catalog = NULL;
+	if (nallowed) {
 		char *path = experts_catalog_path(&opt->ex, run);
 		catalog = methods_load(path);
 		free(path);
@@ -531,7 +534,7 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 		struct proposal *p = &list[i];
 		struct strbuf why;
 		strbuf_init(&why);
-		if ((allowed && !method_allowed(allowed, catalog, p, &why)) ||
+		if ((nallowed && !method_allowed(allowed, nallowed, catalog, p, &why)) ||
 		    (!p->full_config && context_accept(run, node, p, &why) != 0)) {
 			log_warn("%s: node %s: %s: %s: dropped: %s", run->run.dir, node->state, p->proposer, p->method, why.buf);
 			dropped++;
@@ -551,7 +554,7 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 		proposal_release(p);
 	}
 	free(list);
-	cJSON_Delete(allowed);
+	free(allowed);
 	cJSON_Delete(catalog);
 	const cJSON *e;
 	cJSON_ArrayForEach(e, errors)
