@@ -6,10 +6,11 @@
  * - The path functions only join names: they touch no file and never fail. Each returns a
  *   string the caller frees. A run is OUTDIR/kernels/NAME, so OUTDIR is two levels above the
  *   run as given (dirname twice: "." for a run given as "NAME" or "kernels/NAME").
- * - struct run is one run's cache: run_init loads spec.json and never reports the failure
- *   itself, so that each tool words it as its records need; run_baseline reads baseline.json
- *   the first time it is there (kg-bench writes it while the run is in use). run_release
- *   frees what the run holds, never the struct itself, which the tool embeds in its own. */
+ * - struct run is one run's cache: run_init loads spec.json (t1_load reports what is wrong
+ *   inside it) but does not report that the run is unusable, which each tool words as its
+ *   records need; run_baseline reads baseline.json the first time it is there (kg-bench
+ *   writes it while the run is in use). run_release frees what the run holds, never the
+ *   struct itself, which the tool embeds in its own. */
 #ifndef KG_RUN_H
 #define KG_RUN_H
 

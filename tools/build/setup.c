@@ -1,5 +1,5 @@
-/* setup.c (kg-build): a run directory as kg-build sees it: the spec, the baseline source, the headers
- * beside the kernel, the architecture and the compiler options every variant shares. */
+/* setup.c (kg-build): a run directory as kg-build sees it: lib/run's spec, the baseline source,
+ * the headers beside the kernel, the architecture and the compiler options every variant shares. */
 #include "common.h"
 
 #include <dirent.h>
