@@ -52,13 +52,19 @@ static void vreport(const char *tag, const char *fmt, va_list ap)
 	errno = saved_errno;
 }
 
-int log_at(const char *file, long line, const char *fmt, ...)
+int log_vat(const char *file, long line, const char *fmt, va_list ap)
 {
 	char tag[1024];
 	snprintf(tag, sizeof(tag), "%s:%ld: ", file, line);
+	vreport(tag, fmt, ap);
+	return -1;
+}
+
+int log_at(const char *file, long line, const char *fmt, ...)
+{
 	va_list ap;
 	va_start(ap, fmt);
-	vreport(tag, fmt, ap);
+	log_vat(file, line, fmt, ap);
 	va_end(ap);
 	return -1;
 }

@@ -5,6 +5,8 @@
 
 #include "common.h"
 
+#include <stdarg.h>
+
 /* Message levels, from always shown to shown only with -vv. */
 enum log_level {
 	LOG_ERROR = 0, /* shown even with --quiet */
@@ -37,6 +39,8 @@ void log_debug_(const char *fmt, ...) PRINTF_LIKE(1, 2);
 NORETURN void log_die(int status, const char *fmt, ...) PRINTF_LIKE(2, 3);
 /* "kg-NAME: FILE:LINE: message", for a record that cannot be handled; returns -1. */
 int log_at(const char *file, long line, const char *fmt, ...) PRINTF_LIKE(3, 4);
+/* log_at for a caller that takes the arguments itself (lib/stream's report_record). */
+int log_vat(const char *file, long line, const char *fmt, va_list ap) PRINTF_LIKE(3, 0);
 
 /* info and debug check the level before their arguments are evaluated. */
 #define log_info(...) do { if (log_enabled(LOG_INFO)) log_info_(__VA_ARGS__); } while (0)

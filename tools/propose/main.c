@@ -16,6 +16,7 @@
 #include "parse.h"
 #include "rng.h"
 #include "rules.h"
+#include "stream.h"
 #include "t1.h"
 #include "xalloc.h"
 
@@ -452,13 +453,6 @@ static cJSON *candidate_json(const struct proposal *p, const char *id)
 	return c;
 }
 
-static int write_record(cJSON *record)
-{
-	int rc = jsonl_write(stdout, record);
-	cJSON_Delete(record);
-	return rc ? KG_EXIT_IO : KG_EXIT_OK;
-}
-
 /* With --regraph-filter: the transitions the ReGraph allows after the node's last one, into
  * *allowed (the caller's to free). Returns how many; 0 when there is no filter (none asked,
  * or none known). */
@@ -498,9 +492,10 @@ static int method_allowed(const struct regraph_transition *allowed, size_t n, co
 	return ok;
 }
 
-/* Writes the candidates of one expand record, or the record with why there are none.
- * Returns KG_EXIT_OK, KG_EXIT_INPUT (every expert failed) or KG_EXIT_IO. */
-static int expand(const struct options *opt, struct run_info *run, const cJSON *record, const struct node_info *node)
+/* Writes the candidates of one expand record, or the record with why there are none; every
+ * expert failing ranks KG_EXIT_INPUT. */
+static void expand(const struct options *opt, struct stream *s, struct run_info *run, const cJSON *record,
+		   const struct node_info *node)
 {
 	struct proposal *list = NULL;
 	size_t n = 0, dropped = 0, out = 0, over_budget = 0, over_widening = 0;
@@ -521,7 +516,6 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 		}
 		rules_propose(run, node, &rules, &list, &n, &dropped, &over_widening);
 	}
-	int status = KG_EXIT_OK;
 	struct regraph_transition *allowed;
 	size_t nallowed = allowed_methods(opt, run, node, &allowed);
 	cJSON *catalog = NULL;
@@ -540,13 +534,14 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 			dropped++;
 		} else if (budget_left >= 0 && (double)out >= budget_left) {
 			over_budget++;
-		} else if (status == KG_EXIT_OK) {
+		} else if (!s->broken) {
 			char *id = xasprintf("%s-%zu", node->prefix, ++out);
 			cJSON *r = cJSON_Duplicate(record, 1);
 			if (!r)
 				xalloc_die();
 			json_add(r, "candidate", candidate_json(p, id));
-			status = write_record(r);
+			stream_write(s, r);
+			cJSON_Delete(r);
 			context_sent(run, node, p);
 			free(id);
 		}
@@ -559,7 +554,7 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 	const cJSON *e;
 	cJSON_ArrayForEach(e, errors)
 		log_error("%s: node %s: expert %s: %s", run->run.dir, node->state, json_string(e, "persona"), json_string(e, "error"));
-	if (out == 0 && status == KG_EXIT_OK) {
+	if (out == 0 && !s->broken) {
 		int failed = cJSON_GetArraySize(errors) > 0;
 		cJSON *r = cJSON_Duplicate(record, 1), *why = json_object();
 		json_add_string(why, "status", failed ? "error" : "empty");
@@ -567,9 +562,10 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 		json_add(why, "errors", errors);
 		errors = NULL;
 		json_add(r, "propose", why);
-		status = write_record(r);
-		if (status == KG_EXIT_OK && failed)
-			status = KG_EXIT_INPUT;
+		stream_write(s, r);
+		cJSON_Delete(r);
+		if (failed)
+			stream_fail(s, KG_EXIT_INPUT);
 		if (!failed)
 			log_warn("%s: node %s: no new candidate (%zu dropped)", run->run.dir, node->state, dropped);
 	} else {
@@ -577,7 +573,13 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
 			 run->run.dir, node->state, out, dropped, over_budget, over_widening);
 	}
 	cJSON_Delete(errors);
-	return status;
+}
+
+static enum stream_action keep_pending(struct stream *s, cJSON *record, void *ctx)
+{
+	(void)s;
+	json_append(ctx, record);
+	return STREAM_TAKEN;
 }
 
 /* The records of --pending FILE into *records (an array the caller frees). Returns
@@ -585,89 +587,73 @@ static int expand(const struct options *opt, struct run_info *run, const cJSON *
  * kept), KG_EXIT_USAGE when the file cannot be opened, KG_EXIT_IO when reading failed. */
 static int read_pending(const char *path, cJSON **records)
 {
-	struct jsonl_reader reader;
+	struct stream s;
 	*records = cJSON_CreateArray();
 	if (!*records)
 		xalloc_die();
-	if (jsonl_reader_open(&reader, path) != 0)
+	if (stream_open(&s, path, NULL) != 0)
 		return KG_EXIT_USAGE;
-	int status = KG_EXIT_OK;
-	cJSON *record;
-	enum jsonl_status st;
-	while ((st = jsonl_next(&reader, &record)) != JSONL_EOF && st != JSONL_IO_ERROR) {
-		if (st == JSONL_RECORD)
-			json_append(*records, record);
-		else
-			status = KG_EXIT_INPUT;
+	stream_each(&s, keep_pending, *records);
+	stream_release(&s);
+	return s.status;
+}
+
+struct proposer {
+	const struct options *opt;
+	struct runs runs;
+};
+
+/* Answers an expand record with its candidates; passes every other record, and one that
+ * cannot be handled, on unchanged. */
+static enum stream_action propose_record(struct stream *s, cJSON *record, void *ctx)
+{
+	struct proposer *pr = ctx;
+	const char *op = json_string(record, "op"), *dir = json_string(record, "run");
+	if (!op || strcmp(op, "expand") != 0)
+		return STREAM_PASS;
+	struct strbuf why;
+	strbuf_init(&why);
+	struct node_info node = {0};
+	struct run_info *run = dir ? runs_get(&pr->runs, dir) : NULL;
+	if (run) {
+		run->within = pr->opt->within;
+		run->history = pr->opt->history;
 	}
-	if (st == JSONL_IO_ERROR)
-		status = KG_EXIT_IO;
-	jsonl_reader_release(&reader);
-	return status;
+	enum stream_action action = STREAM_PASS;
+	if (!dir) {
+		stream_error(s, s->in.line, "run: missing (an expand record names its run directory)");
+	} else if (run->error) {
+		stream_error(s, s->in.line, "%s", run->error);
+	} else if (node_load(run, record, &node, &why) != 0) {
+		stream_error(s, s->in.line, "%s", why.buf);
+	} else {
+		expand(pr->opt, s, run, record, &node);
+		cJSON_Delete(record);
+		action = STREAM_TAKEN;
+	}
+	node_release(&node);
+	strbuf_release(&why);
+	return action;
 }
 
 static int propose_stream(const struct options *opt)
 {
-	struct runs runs = {0};
-	int status = opt->pending ? read_pending(opt->pending, &runs.pending) : KG_EXIT_OK;
+	struct proposer pr = {.opt = opt};
+	int status = opt->pending ? read_pending(opt->pending, &pr.runs.pending) : KG_EXIT_OK;
 	if (status == KG_EXIT_USAGE || status == KG_EXIT_IO) {
-		cJSON_Delete(runs.pending);
+		cJSON_Delete(pr.runs.pending);
 		return status;
 	}
-	struct jsonl_reader reader;
-	if (jsonl_reader_open(&reader, opt->input) != 0) {
-		cJSON_Delete(runs.pending);
+	struct stream s;
+	if (stream_open(&s, opt->input, stdout) != 0) {
+		cJSON_Delete(pr.runs.pending);
 		return KG_EXIT_USAGE;
 	}
-	cJSON *record;
-	enum jsonl_status st;
-	while ((st = jsonl_next(&reader, &record)) != JSONL_EOF) {
-		if (st == JSONL_IO_ERROR) {
-			status = KG_EXIT_IO;
-			break;
-		}
-		if (st == JSONL_BAD_LINE) {
-			status = status == KG_EXIT_OK ? KG_EXIT_INPUT : status;
-			continue;
-		}
-		const char *op = json_string(record, "op"), *dir = json_string(record, "run");
-		if (!op || strcmp(op, "expand") != 0) {
-			if (write_record(record) != KG_EXIT_OK)
-				status = KG_EXIT_IO;
-			continue;
-		}
-		struct strbuf why;
-		strbuf_init(&why);
-		struct node_info node = {0};
-		struct run_info *run = dir ? runs_get(&runs, dir) : NULL;
-		if (run) {
-			run->within = opt->within;
-			run->history = opt->history;
-		}
-		int handled = 0;
-		if (!dir)
-			log_at(reader.name, reader.line, "run: missing (an expand record names its run directory)");
-		else if (run->error)
-			log_at(reader.name, reader.line, "%s", run->error);
-		else if (node_load(run, record, &node, &why) != 0)
-			log_at(reader.name, reader.line, "%s", why.buf);
-		else
-			handled = 1;
-		/* A record that cannot be handled passes through unchanged, as docs/design.md asks. */
-		int rc = handled ? expand(opt, run, record, &node) : write_record(cJSON_Duplicate(record, 1));
-		if (rc == KG_EXIT_IO)
-			status = KG_EXIT_IO;
-		else if ((rc != KG_EXIT_OK || !handled) && status == KG_EXIT_OK)
-			status = KG_EXIT_INPUT;
-		node_release(&node);
-		strbuf_release(&why);
-		cJSON_Delete(record);
-		if (status == KG_EXIT_IO)
-			break;
-	}
-	runs_release(&runs);
-	jsonl_reader_release(&reader);
-	return status;
+	stream_fail(&s, status);
+	stream_each(&s, propose_record, &pr);
+	runs_release(&pr.runs);
+	stream_release(&s);
+	return s.status;
 }
 
 int main(int argc, char **argv)

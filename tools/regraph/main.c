@@ -14,6 +14,7 @@
 #include "mcgs.h"
 #include "parse.h"
 #include "regraph.h"
+#include "stream.h"
 #include "xalloc.h"
 
 struct options {
@@ -145,9 +146,16 @@ static void names_release(struct names *names)
 	free(names->v);
 }
 
-/* Reads one dataset row into r. Returns 0, or -1 after reporting what is wrong. */
-static int read_row(const struct options *opt, const cJSON *rec, const char *name, long line, struct names *kernels,
-		    struct names *methods, struct row *r)
+/* The rows of the dataset, as they are read. */
+struct dataset {
+	const struct options *opt;
+	struct names kernels, methods;
+	struct row *rows;
+	size_t n;
+};
+
+/* Reads one dataset row into d. Returns 0, or -1 after reporting what is wrong. */
+static int read_row(struct dataset *d, struct stream *s, const cJSON *rec)
 {
 	const char *kernel = json_string(rec, "kernel"), *from = json_string(rec, "from_method");
 	const char *to = json_string(rec, "to_method");
@@ -160,14 +168,23 @@ static int read_row(const struct options *opt, const cJSON *rec, const char *nam
 			  : isnan(reward) ? "reward: must be a number"
 					  : NULL;
 	if (bad)
-		return log_at(name, line, "%s", bad);
-	*r = (struct row){.kernel = name_index(kernels, kernel), .from = name_index(methods, *from ? from : "init"),
-			  .to = name_index(methods, to), .reward = reward, .log2_speedup = NAN};
+		return stream_error(s, s->in.line, "%s", bad);
+	d->rows = xreallocarray(d->rows, d->n + 1, sizeof(*d->rows));
+	struct row *r = &d->rows[d->n++];
+	*r = (struct row){.kernel = name_index(&d->kernels, kernel), .from = name_index(&d->methods, *from ? from : "init"),
+			  .to = name_index(&d->methods, to), .reward = reward, .log2_speedup = NAN};
 	if (cJSON_IsTrue(ok) && speedup > 0) {
 		r->log2_speedup = log2(speedup);
-		r->success = speedup > 1 + opt->improve;
+		r->success = speedup > 1 + d->opt->improve;
 	}
 	return 0;
+}
+
+static enum stream_action take_row(struct stream *s, cJSON *rec, void *ctx)
+{
+	read_row(ctx, s, rec);
+	cJSON_Delete(rec);
+	return STREAM_TAKEN;
 }
 
 /* Per pair (from, to), or per method (from = SIZE_MAX). */
@@ -278,32 +295,15 @@ static cJSON *regraph_json(const struct options *opt, const struct names *method
 
 static int build(const struct options *opt)
 {
-	struct jsonl_reader reader;
-	if (jsonl_reader_open(&reader, opt->input) != 0)
+	struct stream in;
+	if (stream_open(&in, opt->input, NULL) != 0)
 		return KG_EXIT_USAGE;
-	struct names kernels = {0}, methods = {0};
-	struct row *rows = NULL;
-	size_t n = 0;
-	int status = KG_EXIT_OK;
-	cJSON *rec;
-	enum jsonl_status st;
-	while ((st = jsonl_next(&reader, &rec)) != JSONL_EOF) {
-		if (st == JSONL_IO_ERROR) {
-			status = KG_EXIT_IO;
-			break;
-		}
-		if (st == JSONL_RECORD) {
-			rows = xreallocarray(rows, n + 1, sizeof(*rows));
-			if (read_row(opt, rec, reader.name, reader.line, &kernels, &methods, &rows[n]) == 0)
-				n++;
-			else
-				st = JSONL_BAD_LINE;
-			cJSON_Delete(rec);
-		}
-		if (st == JSONL_BAD_LINE)
-			status = KG_EXIT_INPUT;
-	}
-	jsonl_reader_release(&reader);
+	struct dataset d = {.opt = opt};
+	int status = stream_each(&in, take_row, &d);
+	stream_release(&in);
+	struct row *rows = d.rows;
+	size_t n = d.n;
+	struct names kernels = d.kernels, methods = d.methods;
 	/* Weights: see usage() and docs/search.md "The ReGraph". */
 	double *per_kernel = xcalloc(kernels.n + 1, sizeof(*per_kernel));
 	double *per_origin = xcalloc(kernels.n * methods.n + 1, sizeof(*per_origin));

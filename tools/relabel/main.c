@@ -15,6 +15,7 @@
 #include "methods.h"
 #include "parse.h"
 #include "run.h"
+#include "stream.h"
 #include "xalloc.h"
 
 struct options {
@@ -325,15 +326,14 @@ static void new_method(struct decision *d)
 }
 
 /* Relabels a group of candidate records of one catalog and expansion; writes them. */
-static int relabel_group(const struct options *opt, struct group *g, const char *name)
+static void relabel_group(const struct options *opt, struct group *g, struct stream *s)
 {
-	int status = KG_EXIT_OK;
 	struct decision *ds = xcalloc(g->n + 1, sizeof(*ds));
 	const char *run = json_string(g->records[0], "run");
 	char *path = catalog_path(opt, run);
 	cJSON *catalog = methods_load(path);
 	if (!catalog)
-		status = KG_EXIT_INPUT;
+		stream_fail(s, KG_EXIT_INPUT);
 	size_t unmatched = 0;
 	for (size_t i = 0; catalog && i < g->n; i++) {
 		const cJSON *c = cJSON_GetObjectItemCaseSensitive(g->records[i], "candidate");
@@ -369,7 +369,7 @@ static int relabel_group(const struct options *opt, struct group *g, const char 
 		if (!ds[i].canonical)
 			new_method(&ds[i]);
 	if (catalog && update_catalog(path, ds, g->n) != 0)
-		status = KG_EXIT_INPUT;
+		stream_fail(s, KG_EXIT_INPUT);
 	for (size_t i = 0; i < g->n; i++) {
 		if (catalog) {
 			cJSON *m = json_object();
@@ -381,11 +381,10 @@ static int relabel_group(const struct options *opt, struct group *g, const char 
 				cJSON_ReplaceItemInObjectCaseSensitive(g->records[i], "method", m);
 			else
 				json_add(g->records[i], "method", m);
-			log_info("%s:%ld: \"%s\" -> %s (%s, %.2f)", name, g->lines[i], ds[i].label, ds[i].canonical, ds[i].how,
-				 ds[i].score);
+			log_info("%s:%ld: \"%s\" -> %s (%s, %.2f)", s->in.name, g->lines[i], ds[i].label, ds[i].canonical,
+				 ds[i].how, ds[i].score);
 		}
-		if (jsonl_write(stdout, g->records[i]) != 0)
-			status = KG_EXIT_IO;
+		stream_write(s, g->records[i]);
 		free(ds[i].label);
 		free(ds[i].canonical);
 		free(ds[i].detail);
@@ -397,67 +396,58 @@ static int relabel_group(const struct options *opt, struct group *g, const char 
 	free(g->key);
 	g->key = NULL;
 	g->n = 0;
-	return status;
 }
 
-static int worse(int a, int b)
+struct relabeler {
+	const struct options *opt;
+	struct group g; /* the records of the expansion being read */
+};
+
+/* Gathers the candidates of one expansion, to relabel them together (one LLM call); the
+ * group goes out when a record of another expansion, or none with a method, comes. */
+static enum stream_action take_record(struct stream *s, cJSON *rec, void *ctx)
 {
-	return a == KG_EXIT_IO || b == KG_EXIT_IO ? KG_EXIT_IO : a ? a : b;
+	struct relabeler *r = ctx;
+	struct group *g = &r->g;
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(rec, "candidate");
+	const cJSON *method = cJSON_GetObjectItemCaseSensitive(c, "method");
+	char *key = expansion_key(rec);
+	if (g->n && (!method || strcmp(key, g->key) != 0))
+		relabel_group(r->opt, g, s);
+	if (method && !(cJSON_IsString(method) && *method->valuestring)) {
+		stream_error(s, s->in.line, "candidate.method: must be a non-empty string");
+		method = NULL;
+	} else if (method && !r->opt->catalog && !json_string(rec, "run")) {
+		stream_error(s, s->in.line, "run: missing, so no catalog (give the record a run, or --catalog FILE)");
+		method = NULL;
+	}
+	if (!method) {
+		free(key);
+		return STREAM_PASS;
+	}
+	g->records = xreallocarray(g->records, g->n + 1, sizeof(*g->records));
+	g->lines = xreallocarray(g->lines, g->n + 1, sizeof(*g->lines));
+	g->records[g->n] = rec;
+	g->lines[g->n++] = s->in.line;
+	free(g->key);
+	g->key = key;
+	return STREAM_TAKEN;
 }
 
 static int relabel_stream(const struct options *opt)
 {
-	struct jsonl_reader reader;
-	if (jsonl_reader_open(&reader, opt->input) != 0)
+	struct stream s;
+	if (stream_open(&s, opt->input, stdout) != 0)
 		return KG_EXIT_USAGE;
-	struct group g = {0};
-	int status = KG_EXIT_OK;
-	cJSON *rec;
-	enum jsonl_status st;
-	while ((st = jsonl_next(&reader, &rec)) != JSONL_EOF && status != KG_EXIT_IO) {
-		if (st == JSONL_IO_ERROR) {
-			status = KG_EXIT_IO;
-			break;
-		}
-		if (st == JSONL_BAD_LINE) {
-			status = worse(status, KG_EXIT_INPUT);
-			continue;
-		}
-		const cJSON *c = cJSON_GetObjectItemCaseSensitive(rec, "candidate");
-		const cJSON *method = cJSON_GetObjectItemCaseSensitive(c, "method");
-		char *key = expansion_key(rec);
-		if (g.n && (!method || strcmp(key, g.key) != 0))
-			status = worse(status, relabel_group(opt, &g, reader.name));
-		if (method && !(cJSON_IsString(method) && *method->valuestring)) {
-			log_at(reader.name, reader.line, "candidate.method: must be a non-empty string");
-			status = worse(status, KG_EXIT_INPUT);
-			method = NULL;
-		} else if (method && !opt->catalog && !json_string(rec, "run")) {
-			log_at(reader.name, reader.line, "run: missing, so no catalog (give the record a run, or --catalog FILE)");
-			status = worse(status, KG_EXIT_INPUT);
-			method = NULL;
-		}
-		if (!method) {
-			if (jsonl_write(stdout, rec) != 0)
-				status = KG_EXIT_IO;
-			cJSON_Delete(rec);
-			free(key);
-			continue;
-		}
-		g.records = xreallocarray(g.records, g.n + 1, sizeof(*g.records));
-		g.lines = xreallocarray(g.lines, g.n + 1, sizeof(*g.lines));
-		g.records[g.n] = rec;
-		g.lines[g.n++] = reader.line;
-		free(g.key);
-		g.key = key;
-	}
-	if (g.n)
-		status = worse(status, relabel_group(opt, &g, reader.name));
-	free(g.records);
-	free(g.lines);
-	free(g.key);
-	jsonl_reader_release(&reader);
-	return status;
+	struct relabeler r = {.opt = opt};
+	stream_each(&s, take_record, &r);
+	if (r.g.n)
+		relabel_group(opt, &r.g, &s);
+	free(r.g.records);
+	free(r.g.lines);
+	free(r.g.key);
+	stream_release(&s);
+	return s.status;
 }
 
 /* Pairs of methods that look like one, for a person to merge. */
