@@ -120,36 +120,38 @@ static void describe(cJSON *doc, const cJSON *record)
 	}
 }
 
-int export_t4(struct jsonl_reader *reader, const char *run_dir)
+struct exporter {
+	cJSON *doc;
+	struct replay_edits *edits;
+	const char *run_dir;
+};
+
+static enum stream_action export_record(struct stream *s, cJSON *record, void *ctx)
 {
-	cJSON *doc = t4_new(), *record;
-	struct replay_edits *edits = replay_edits_new();
-	json_add_string(cJSON_GetObjectItemCaseSensitive(doc, "metadata"), "generator", "kernelgraph " KG_VERSION);
-	int status = KG_EXIT_OK;
-	enum jsonl_status st;
-	while ((st = jsonl_next(reader, &record)) != JSONL_EOF) {
-		if (st == JSONL_IO_ERROR) {
-			status = KG_EXIT_IO;
-			break;
-		}
-		if (st == JSONL_BAD_LINE) {
-			status = KG_EXIT_INPUT;
-			continue;
-		}
-		const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
-		const char *build_status = json_string(build, "status");
-		const char *run = json_string(record, "run") ? json_string(record, "run") : run_dir;
-		/* Measured, or refused by the build: a result; anything else (a pick, a registered
-		 * candidate, a build not yet benched) is not. */
-		int measured = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(record, "bench"));
-		int edited = replay_edited(record, edits);
-		if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(build, "config")) && build_status &&
-		    (measured || strcmp(build_status, "ok") != 0)) {
-			describe(doc, record);
-			add_result(doc, record, run, edited);
-		}
-		cJSON_Delete(record);
+	struct exporter *ex = ctx;
+	(void)s;
+	const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
+	const char *build_status = json_string(build, "status");
+	const char *run = json_string(record, "run") ? json_string(record, "run") : ex->run_dir;
+	/* Measured, or refused by the build: a result; anything else (a pick, a registered
+	 * candidate, a build not yet benched) is not. */
+	int measured = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(record, "bench"));
+	int edited = replay_edited(record, ex->edits);
+	if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(build, "config")) && build_status &&
+	    (measured || strcmp(build_status, "ok") != 0)) {
+		describe(ex->doc, record);
+		add_result(ex->doc, record, run, edited);
 	}
+	cJSON_Delete(record);
+	return STREAM_TAKEN;
+}
+
+int export_t4(struct stream *in, const char *run_dir)
+{
+	struct exporter ex = {.doc = t4_new(), .edits = replay_edits_new(), .run_dir = run_dir};
+	cJSON *doc = ex.doc;
+	json_add_string(cJSON_GetObjectItemCaseSensitive(doc, "metadata"), "generator", "kernelgraph " KG_VERSION);
+	int status = stream_each(in, export_record, &ex);
 	char *text = cJSON_Print(doc);
 	if (!text)
 		xalloc_die();
@@ -159,6 +161,6 @@ int export_t4(struct jsonl_reader *reader, const char *run_dir)
 	}
 	cJSON_free(text);
 	cJSON_Delete(doc);
-	replay_edits_free(edits);
+	replay_edits_free(ex.edits);
 	return status;
 }

@@ -4,11 +4,12 @@
 
 #include "common.h"
 
-#include "jsonl.h"
+#include "stream.h"
 
-/* Writes on stdout a T4 document with one result per record of reader that was benched or
+/* Writes on stdout a T4 document with one result per record of in that was benched or
  * refused by its build (raw samples from RUN/variants/STATE/bench.json; run_dir serves the
- * records without "run"). Returns an exit status: KG_EXIT_INPUT after bad lines. */
-int export_t4(struct jsonl_reader *reader, const char *run_dir);
+ * records without "run"); in passes no record on. Returns an exit status: KG_EXIT_INPUT
+ * after bad lines. */
+int export_t4(struct stream *in, const char *run_dir);
 
 #endif

@@ -23,6 +23,7 @@
 #include "process.h"
 #include "replay.h"
 #include "run.h"
+#include "stream.h"
 #include "worker.h"
 #include "xalloc.h"
 
@@ -405,16 +406,8 @@ struct bencher {
 	size_t nmruns;
 	struct replay *replay;
 	struct replay_edits *edits; /* the code edits among the records read, for --replay */
-	const char *input_name;
-	int status;
+	struct stream in;
 };
-
-static int record_error(struct bencher *b, long line, const char *msg)
-{
-	if (b->status == KG_EXIT_OK)
-		b->status = KG_EXIT_INPUT;
-	return log_error("%s:%ld: %s", b->input_name, line, msg);
-}
 
 /* variants/STATE/bench.json of a replayed answer, as a measured one has: the summary and
  * the table's raw samples (so that kg-bench --t4 exports them). */
@@ -458,7 +451,7 @@ static cJSON *replay_bench(struct bencher *b, const cJSON *record, long line, co
 		msg = xasprintf("configuration %s is not in the replay table %s", key, b->opt->replay_path);
 		free(key);
 	}
-	record_error(b, line, msg);
+	stream_error(&b->in, line, "%s", msg);
 	bench = failure("error", msg, NULL);
 	if (!cJSON_AddBoolToObject(bench, "replayed", 1))
 		xalloc_die();
@@ -539,14 +532,14 @@ static int bench_record(struct bencher *b, cJSON *record, long line)
 		return 0; /* nothing to run: passes through */
 	const char *run_dir = cJSON_IsString(run) ? run->valuestring : b->opt->run_dir;
 	if (!run_dir && !b->replay)
-		return record_error(b, line, "run: missing (give the record a \"run\" or kg-bench --run DIR)"), 0;
+		return stream_error(&b->in, line, "run: missing (give the record a \"run\" or kg-bench --run DIR)"), 0;
 	cJSON *bench;
 	if (b->replay) {
 		bench = replay_bench(b, record, line, run_dir);
 	} else if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(build, "compiled"))) {
 		const char *msg = "this variant was not compiled (kg-build --no-compile): only --replay can answer it; "
 				  "build it again without --no-compile to measure it";
-		record_error(b, line, msg);
+		stream_error(&b->in, line, "%s", msg);
 		bench = failure("error", msg, NULL);
 	} else {
 		bench = bench_on_gpu(&b->worker, b->opt, run_dir, build, metrics_above(b, run_dir, build));
@@ -561,32 +554,14 @@ static int bench_record(struct bencher *b, cJSON *record, long line)
 	return 0;
 }
 
-static void bench_all(struct bencher *b, struct jsonl_reader *reader)
+/* Benches a record and passes it on; without a GPU nothing more can be measured. */
+static enum stream_action bench_one(struct stream *s, cJSON *record, void *ctx)
 {
-	cJSON *record;
-	for (;;) {
-		switch (jsonl_next(reader, &record)) {
-		case JSONL_RECORD:
-			if (bench_record(b, record, reader->line) != 0) {
-				cJSON_Delete(record);
-				b->status = KG_EXIT_ENV;
-				return;
-			}
-			if (jsonl_write(stdout, record) != 0) {
-				log_error("cannot write the output:");
-				b->status = KG_EXIT_IO;
-			}
-			cli_flush();
-			cJSON_Delete(record);
-			break;
-		case JSONL_BAD_LINE:
-			if (b->status == KG_EXIT_OK)
-				b->status = KG_EXIT_INPUT;
-			break;
-		case JSONL_IO_ERROR: b->status = KG_EXIT_IO; return;
-		case JSONL_EOF: return;
-		}
-	}
+	if (bench_record(ctx, record, s->in.line) == 0)
+		return STREAM_PASS;
+	cJSON_Delete(record);
+	stream_fail(s, KG_EXIT_ENV);
+	return STREAM_STOP;
 }
 
 int main(int argc, char **argv)
@@ -604,14 +579,14 @@ int main(int argc, char **argv)
 	}
 
 	struct bencher b = {.opt = &opt};
-	struct jsonl_reader reader;
+	const char *input = optind < argc ? argv[optind] : "-";
 	int status = KG_EXIT_OK;
 	if (opt.t4) {
 		free(cache);
-		if (jsonl_reader_open(&reader, optind < argc ? argv[optind] : "-") != 0)
+		if (stream_open(&b.in, input, NULL) != 0)
 			return KG_EXIT_USAGE;
-		status = export_t4(&reader, opt.run_dir);
-		jsonl_reader_release(&reader);
+		status = export_t4(&b.in, opt.run_dir);
+		stream_release(&b.in);
 		return cli_finish(status);
 	}
 	strbuf_init(&b.worker.unread);
@@ -620,7 +595,7 @@ int main(int argc, char **argv)
 	/* Without a GPU, say so at once rather than after the first record. */
 	else if (!b.replay && start_worker(&b.worker, &opt.settings) != 0)
 		status = KG_EXIT_ENV;
-	else if (jsonl_reader_open(&reader, optind < argc ? argv[optind] : "-") != 0)
+	else if (stream_open(&b.in, input, stdout) != 0)
 		status = KG_EXIT_USAGE;
 	if (status != KG_EXIT_OK) {
 		stop_worker(&b.worker);
@@ -630,10 +605,11 @@ int main(int argc, char **argv)
 		free(cache);
 		return status;
 	}
-	b.input_name = reader.name;
 	if (b.replay)
 		b.edits = replay_edits_new();
-	bench_all(&b, &reader);
+	/* A measurement takes long: the next stage should have each record at once. */
+	b.in.flush_each = 1;
+	status = stream_each(&b.in, bench_one, &b);
 
 	if (b.worker.pid)
 		reap_worker(&b.worker, NULL); /* it sees the end of its requests and exits */
@@ -644,7 +620,7 @@ int main(int argc, char **argv)
 	for (size_t k = 0; k < b.nmruns; k++)
 		free(b.mruns[k].dir);
 	free(b.mruns);
-	jsonl_reader_release(&reader);
+	stream_release(&b.in);
 	free(cache);
-	return cli_finish(b.status);
+	return cli_finish(status);
 }
