@@ -23,6 +23,7 @@
 #include "run.h"
 #include "setup.h"
 #include "sha256.h"
+#include "stream.h"
 #include "t1.h"
 #include "xalloc.h"
 
@@ -170,18 +171,8 @@ struct builder {
 	struct compile_pool *pool;
 	struct entry **window; /* records read and not yet written, in input order */
 	size_t nwindow, window_cap;
-	const char *input_name;
-	int status; /* the exit status so far */
+	struct stream in; /* the records, and the exit status so far */
 };
-
-static void set_status(struct builder *b, int status)
-{
-	/* The most serious failure wins: I/O, then environment, then input. */
-	static const int rank[] = {[KG_EXIT_OK] = 0, [KG_EXIT_INPUT] = 1, [KG_EXIT_USAGE] = 1,
-				   [KG_EXIT_ENV] = 2, [KG_EXIT_IO] = 3};
-	if (rank[status] > rank[b->status])
-		b->status = status;
-}
 
 static struct build_run *find_run(struct builder *b, const char *dir)
 {
@@ -217,9 +208,6 @@ static cJSON *failed_build(const char *status, const char *error, const cJSON *c
 		json_add(build, "config", cJSON_Duplicate(config, 1));
 	return build;
 }
-
-/* Reports a record that cannot be handled; it is passed on unchanged. */
-#define record_error(b, line, ...) (set_status((b), KG_EXIT_INPUT), log_at((b)->input_name, (line), __VA_ARGS__))
 
 /* ---------------------------------------------------------------- configuration */
 
@@ -595,7 +583,7 @@ static int load_parent(struct builder *b, long line, struct build_run *run, cons
 		return 0;
 	}
 	if (!is_state_hash(node)) {
-		record_error(b, line, "node: '%s' is not a state hash (64 hex digits)", node);
+		stream_error(&b->in, line, "node: '%s' is not a state hash (64 hex digits)", node);
 		return -1;
 	}
 	cJSON *build = read_variant(run, node);
@@ -604,7 +592,7 @@ static int load_parent(struct builder *b, long line, struct build_run *run, cons
 	char *text = file_read_all(path, &len);
 	const cJSON *config = cJSON_GetObjectItemCaseSensitive(build, "config");
 	if (!text || !cJSON_IsObject(config)) {
-		record_error(b, line, "node: %s has no built variant in %s/variants (%s is %s)", node, run->run.dir,
+		stream_error(&b->in, line, "node: %s has no built variant in %s/variants (%s is %s)", node, run->run.dir,
 			     text ? "build.json" : "kernel.cu", text ? "missing or has no config" : "missing");
 		free(text);
 		free(path);
@@ -630,7 +618,7 @@ static char *materialize(struct builder *b, struct entry *e, const char *parent_
 		return source_normalize(source ? source : parent_source, strlen(source ? source : parent_source));
 	}
 	if (make_tmp_dir(e) || write_in_tmp(e, "kernel.cu", parent_source) || write_in_tmp(e, "candidate.diff", patch)) {
-		set_status(b, KG_EXIT_IO);
+		stream_fail(&b->in, KG_EXIT_IO);
 		return NULL;
 	}
 	struct patch_report r;
@@ -652,7 +640,7 @@ static char *materialize(struct builder *b, struct entry *e, const char *parent_
 	char *result = NULL;
 	if (r.outcome == PATCH_NO_TOOL) {
 		log_error("%s", r.message);
-		set_status(b, KG_EXIT_ENV);
+		stream_fail(&b->in, KG_EXIT_ENV);
 	} else if (r.outcome == PATCH_APPLIED) {
 		char *path = xasprintf("%s/kernel.cu", e->tmp_dir);
 		size_t len;
@@ -697,11 +685,11 @@ static void schedule(struct builder *b, struct entry *e, const char *source, con
 		}
 	}
 	if (!e->tmp_dir && make_tmp_dir(e)) {
-		set_status(b, KG_EXIT_IO);
+		stream_fail(&b->in, KG_EXIT_IO);
 		return;
 	}
 	if (write_in_tmp(e, "kernel.cu", source)) {
-		set_status(b, KG_EXIT_IO);
+		stream_fail(&b->in, KG_EXIT_IO);
 		drop_tmp_dir(e);
 		return;
 	}
@@ -727,7 +715,7 @@ static void schedule(struct builder *b, struct entry *e, const char *source, con
 		json_add_string(e->variant, "kernel_file", kernel_file);
 		free(kernel_file);
 		if (publish_variant(e))
-			set_status(b, KG_EXIT_IO);
+			stream_fail(&b->in, KG_EXIT_IO);
 		return;
 	}
 	json_add_string(e->variant, "nvrtc", nvrtc_version());
@@ -741,7 +729,7 @@ static void schedule(struct builder *b, struct entry *e, const char *source, con
 		describe_compile(e, &res, 1);
 		compile_result_release(&res);
 		if (publish_variant(e))
-			set_status(b, KG_EXIT_IO);
+			stream_fail(&b->in, KG_EXIT_IO);
 		return;
 	}
 	struct compile_job job = {
@@ -794,22 +782,22 @@ static int prepare(struct builder *b, struct entry *e, long line)
 	const char *run_dir, *node, *patch, *source;
 	const cJSON *config = cJSON_GetObjectItemCaseSensitive(candidate, "config");
 	if (!cJSON_IsObject(candidate))
-		return record_error(b, line, "candidate: must be an object");
+		return stream_error(&b->in, line, "candidate: must be an object");
 	if (optional_string(e->record, "run", &run_dir))
-		return record_error(b, line, "run: must be a string (a run directory)");
+		return stream_error(&b->in, line, "run: must be a string (a run directory)");
 	if (optional_string(e->record, "node", &node))
-		return record_error(b, line, "node: must be a string (a state hash) or null");
+		return stream_error(&b->in, line, "node: must be a string (a state hash) or null");
 	if (optional_string(candidate, "patch", &patch))
-		return record_error(b, line, "candidate.patch: must be a string (a unified diff) or null");
+		return stream_error(&b->in, line, "candidate.patch: must be a string (a unified diff) or null");
 	if (optional_string(candidate, "source", &source))
-		return record_error(b, line, "candidate.source: must be a string (a whole kernel file) or null");
+		return stream_error(&b->in, line, "candidate.source: must be a string (a whole kernel file) or null");
 	if (config && !cJSON_IsNull(config) && !cJSON_IsObject(config))
-		return record_error(b, line, "candidate.config: must be an object of tuning parameters");
+		return stream_error(&b->in, line, "candidate.config: must be an object of tuning parameters");
 	if (!run_dir && !(run_dir = b->opt->run_dir))
-		return record_error(b, line, "run: missing (give the record a \"run\" or kg-build --run DIR)");
+		return stream_error(&b->in, line, "run: missing (give the record a \"run\" or kg-build --run DIR)");
 	e->run = find_run(b, run_dir);
 	if (e->run->error)
-		return record_error(b, line, "%s", e->run->error);
+		return stream_error(&b->in, line, "%s", e->run->error);
 	/* Refused before anything is patched, hashed or stored in the run (README "Limits"). */
 	if (patch && strlen(patch) > KG_CANDIDATE_MAX_BYTES) {
 		e->variant = failed_build("patch_failed", "candidate.patch: larger than 1 MiB, the most a patch may have", NULL);
@@ -910,17 +898,13 @@ static void flush_ready(struct builder *b)
 	while (done < b->nwindow && b->window[done]->stage == STAGE_READY) {
 		struct entry *e = b->window[done++];
 		attach_build(e);
-		if (jsonl_write(stdout, e->record) != 0) {
-			log_error("cannot write the output:");
-			set_status(b, KG_EXIT_IO);
-		}
+		stream_write(&b->in, e->record);
 		free_entry(e);
 	}
 	if (done == 0)
 		return;
 	memmove(b->window, b->window + done, (b->nwindow - done) * sizeof(*b->window));
 	b->nwindow -= done;
-	cli_flush();
 }
 
 /* A compile ended: the variant is published and records waiting on it become ready. */
@@ -930,7 +914,7 @@ static void finish_compile(struct builder *b, struct entry *e, struct compile_re
 	if (res->definitive) {
 		cache_store(&b->cache, e->cache_key, e->tmp_dir, res);
 		if (publish_variant(e))
-			set_status(b, KG_EXIT_IO);
+			stream_fail(&b->in, KG_EXIT_IO);
 	} else {
 		/* A crash or a timeout may not happen again (a longer --timeout, a fixed
 		 * toolkit): keep no variant, so that the next build tries again. */
@@ -959,7 +943,9 @@ static void add_to_window(struct builder *b, struct entry *e)
 	b->window[b->nwindow++] = e;
 }
 
-static void build_all(struct builder *b, struct jsonl_reader *reader)
+/* stream_each's loop with a window: records are read ahead while earlier ones compile, and
+ * go out in input order as each is ready. */
+static void build_all(struct builder *b)
 {
 	/* Reading ahead lets patching and hashing overlap the compiles. */
 	size_t max_window = 4 * b->opt->jobs + 4;
@@ -967,18 +953,14 @@ static void build_all(struct builder *b, struct jsonl_reader *reader)
 	for (;;) {
 		flush_ready(b);
 		if (!eof && b->nwindow < max_window) {
-			cJSON *record;
-			switch (jsonl_next(reader, &record)) {
-			case JSONL_RECORD: {
+			cJSON *record = stream_next(&b->in);
+			if (record) {
 				struct entry *e = xcalloc(1, sizeof(*e));
 				e->record = record;
 				add_to_window(b, e);
-				prepare(b, e, reader->line);
-				break;
-			}
-			case JSONL_BAD_LINE: set_status(b, KG_EXIT_INPUT); break;
-			case JSONL_IO_ERROR: set_status(b, KG_EXIT_IO); eof = 1; break;
-			case JSONL_EOF: eof = 1; break;
+				prepare(b, e, b->in.in.line);
+			} else {
+				eof = 1;
 			}
 			continue;
 		}
@@ -1021,14 +1003,15 @@ int main(int argc, char **argv)
 	}
 	strbuf_release(&why);
 
-	struct jsonl_reader reader;
-	if (jsonl_reader_open(&reader, optind < argc ? argv[optind] : "-") != 0)
+	struct builder b = {.opt = &opt};
+	if (stream_open(&b.in, optind < argc ? argv[optind] : "-", stdout) != 0)
 		return KG_EXIT_USAGE;
-	struct builder b = {.opt = &opt, .input_name = reader.name};
+	/* A compile takes long: the next stage should have each record as soon as it is ready. */
+	b.in.flush_each = 1;
 	cache_init(&b.cache, opt.cache_dir, opt.no_cache || opt.no_compile);
 	b.pool = compile_pool_new(opt.jobs, opt.timeout_s);
 
-	build_all(&b, &reader);
+	build_all(&b);
 
 	compile_pool_free(b.pool);
 	for (size_t k = 0; k < b.nwindow; k++)
@@ -1036,6 +1019,6 @@ int main(int argc, char **argv)
 	free(b.window);
 	build_run_free_all(b.runs);
 	cache_release(&b.cache);
-	jsonl_reader_release(&reader);
-	return cli_finish(b.status);
+	stream_release(&b.in);
+	return cli_finish(b.in.status);
 }
