@@ -17,6 +17,7 @@
 #include "jsonl.h"
 #include "llm.h"
 #include "log.h"
+#include "parse.h"
 #include "rng.h"
 #include "sha256.h"
 #include "xalloc.h"
@@ -84,6 +85,73 @@ void llm_settings_init(struct llm_settings *s)
 	*s = (struct llm_settings){.model = "gpt-5-mini", .temperature = NAN, .timeout_s = 300, .retries = 4,
 				   .backoff_s = 1, .backoff_max_s = 30, .retry_after_max_s = 120, .read_cache = 1,
 				   .price_in = NAN, .price_out = NAN};
+}
+
+/* ---------------------------------------------------------------- options */
+
+/* The largest number of seconds an option takes (11 days), and of anything else. */
+#define MAX_SECONDS 1e6
+#define MAX_NUMBER 1e9
+#define MAX_RETRIES 100
+
+static char *whole_option(const char *name, const char *arg, long min, long max, long *out)
+{
+	int64_t v;
+	if (parse_int64(arg, min, max, &v))
+		return xasprintf("%s: '%s' is not a whole number from %ld to %ld", name, arg, min, max);
+	*out = (long)v;
+	return NULL;
+}
+
+static char *number_option(const char *name, const char *arg, const char *what, double max, double *out)
+{
+	if (parse_double(arg, 0, max, out))
+		return xasprintf("%s: '%s' is not a %s from 0 to %.15g", name, arg, what, max);
+	return NULL;
+}
+
+char *llm_option(struct llm_settings *s, int opt, const char *arg)
+{
+	static const char *const formats[] = {[LLM_FORMAT_SCHEMA] = "schema", [LLM_FORMAT_JSON] = "json",
+					      [LLM_FORMAT_NONE] = "none"};
+	long retries = 0;
+	char *why;
+	switch ((enum llm_option)opt) {
+	case LLM_OPT_API:
+		if (strcmp(arg, "chat") != 0 && strcmp(arg, "responses") != 0)
+			return xasprintf("--api: '%s' is not chat or responses", arg);
+		s->api = strcmp(arg, "chat") == 0 ? LLM_CHAT : LLM_RESPONSES;
+		return NULL;
+	case LLM_OPT_BASE_URL: s->base_url = arg; return NULL;
+	case LLM_OPT_MODEL: s->model = arg; return NULL;
+	case LLM_OPT_FORMAT:
+		for (size_t k = 0; k < ARRAY_SIZE(formats); k++)
+			if (strcmp(arg, formats[k]) == 0) {
+				s->format = (enum llm_format)k;
+				return NULL;
+			}
+		return xasprintf("--format: '%s' is not schema, json or none", arg);
+	case LLM_OPT_TEMPERATURE: return number_option("--temperature", arg, "number", MAX_NUMBER, &s->temperature);
+	case LLM_OPT_MAX_OUTPUT_TOKENS:
+		return whole_option("--max-output-tokens", arg, 1, INT32_MAX, &s->max_output_tokens);
+	case LLM_OPT_REASONING_EFFORT: s->reasoning_effort = arg; return NULL;
+	case LLM_OPT_TIMEOUT: return number_option("--timeout", arg, "number of seconds", MAX_SECONDS, &s->timeout_s);
+	case LLM_OPT_RETRIES:
+		if ((why = whole_option("--retries", arg, 0, MAX_RETRIES, &retries)) == NULL)
+			s->retries = (int)retries;
+		return why;
+	case LLM_OPT_BACKOFF: return number_option("--backoff", arg, "number of seconds", MAX_SECONDS, &s->backoff_s);
+	case LLM_OPT_BACKOFF_MAX:
+		return number_option("--backoff-max", arg, "number of seconds", MAX_SECONDS, &s->backoff_max_s);
+	case LLM_OPT_RETRY_AFTER_MAX:
+		return number_option("--retry-after-max", arg, "number of seconds", MAX_SECONDS, &s->retry_after_max_s);
+	case LLM_OPT_NO_CACHE: s->read_cache = 0; return NULL;
+	case LLM_OPT_MAX_CALLS: return whole_option("--max-calls", arg, 1, INT32_MAX, &s->max_calls);
+	case LLM_OPT_MAX_TOKENS: return whole_option("--max-tokens", arg, 1, INT32_MAX, &s->max_tokens);
+	case LLM_OPT_PRICE_IN: return number_option("--price-in", arg, "price in USD", MAX_NUMBER, &s->price_in);
+	case LLM_OPT_PRICE_OUT: return number_option("--price-out", arg, "price in USD", MAX_NUMBER, &s->price_out);
+	}
+	return xasprintf("option %d is not an LLM option", opt);
 }
 
 int llm_settings_from_env(struct llm_settings *s)

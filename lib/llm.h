@@ -110,6 +110,60 @@ void llm_request_release(struct llm_request *r);
  * cache read, prices not yet known (NAN). */
 void llm_settings_init(struct llm_settings *s);
 
+/* The command-line options of the client, the same in every tool that calls an endpoint
+ * (kg-propose, kg-relabel): their codes for getopt_long, above any tool's own; the entries of
+ * a tool's option table (LLM_LONG_OPTIONS, with <getopt.h>); their lines of its --help, the
+ * model's aside (kg-propose has -m for it); and their one parser, with one set of bounds. */
+enum llm_option {
+	LLM_OPT_API = 0x400, LLM_OPT_BASE_URL, LLM_OPT_MODEL, LLM_OPT_FORMAT, LLM_OPT_TEMPERATURE,
+	LLM_OPT_MAX_OUTPUT_TOKENS, LLM_OPT_REASONING_EFFORT, LLM_OPT_TIMEOUT, LLM_OPT_RETRIES, LLM_OPT_BACKOFF,
+	LLM_OPT_BACKOFF_MAX, LLM_OPT_RETRY_AFTER_MAX, LLM_OPT_NO_CACHE, LLM_OPT_MAX_CALLS, LLM_OPT_MAX_TOKENS,
+	LLM_OPT_PRICE_IN, LLM_OPT_PRICE_OUT,
+};
+#define llm_is_option(opt) ((opt) >= LLM_OPT_API && (opt) <= LLM_OPT_PRICE_OUT)
+
+#define LLM_LONG_OPTIONS                                                                           \
+	{"api", required_argument, NULL, LLM_OPT_API},                                             \
+	{"backoff", required_argument, NULL, LLM_OPT_BACKOFF},                                     \
+	{"backoff-max", required_argument, NULL, LLM_OPT_BACKOFF_MAX},                             \
+	{"base-url", required_argument, NULL, LLM_OPT_BASE_URL},                                   \
+	{"format", required_argument, NULL, LLM_OPT_FORMAT},                                       \
+	{"max-calls", required_argument, NULL, LLM_OPT_MAX_CALLS},                                 \
+	{"max-output-tokens", required_argument, NULL, LLM_OPT_MAX_OUTPUT_TOKENS},                 \
+	{"max-tokens", required_argument, NULL, LLM_OPT_MAX_TOKENS},                               \
+	{"model", required_argument, NULL, LLM_OPT_MODEL},                                         \
+	{"no-cache", no_argument, NULL, LLM_OPT_NO_CACHE},                                         \
+	{"price-in", required_argument, NULL, LLM_OPT_PRICE_IN},                                   \
+	{"price-out", required_argument, NULL, LLM_OPT_PRICE_OUT},                                 \
+	{"reasoning-effort", required_argument, NULL, LLM_OPT_REASONING_EFFORT},                   \
+	{"retries", required_argument, NULL, LLM_OPT_RETRIES},                                     \
+	{"retry-after-max", required_argument, NULL, LLM_OPT_RETRY_AFTER_MAX},                     \
+	{"temperature", required_argument, NULL, LLM_OPT_TEMPERATURE},                             \
+	{"timeout", required_argument, NULL, LLM_OPT_TIMEOUT}
+
+#define LLM_OPTIONS_HELP                                                                           \
+	"      --api API           chat (Chat Completions, default) or responses (Responses API)\n"    \
+	"      --base-url URL      the endpoint (default $OPENAI_BASE_URL, else https://api.openai.com/v1)\n" \
+	"      --format F          schema (strict JSON schema, default), json (any JSON object) or none\n" \
+	"      --temperature T     sampling temperature (default: not sent)\n"                          \
+	"      --max-output-tokens N  per answer (default: not sent)\n"                               \
+	"      --reasoning-effort E   minimal, low, medium or high (default: not sent)\n"             \
+	"      --timeout S         seconds per request (default 300)\n"                                 \
+	"      --retries N         further attempts after 408, 409, 429, 5xx and network errors (default 4)\n" \
+	"      --backoff S         first wait between attempts (default 1; doubled each time, jittered)\n" \
+	"      --backoff-max S     longest wait (default 30)\n"                                         \
+	"      --retry-after-max S longest Retry-After honoured; a longer one ends the request (default 120)\n" \
+	"      --no-cache          always call, even when RUN/llm/cache has the answer\n"             \
+	"      --max-calls N       stop calling once RUN/llm/calls.jsonl records N calls (default: no cap)\n" \
+	"      --max-tokens N      stop calling once it records N tokens (default: no cap)\n"          \
+	"      --price-in USD      per million input tokens (default: the model's list price, else 0)\n" \
+	"      --price-out USD     per million output tokens (likewise)\n"
+
+/* Sets in s what LLM option opt says with its argument arg (borrowed: it must outlive s, as
+ * argv does). Returns NULL, or why arg is refused ("--retries: '500' is not a whole number from
+ * 0 to 100"), a usage error, in a string the caller frees. */
+char *llm_option(struct llm_settings *s, int opt, const char *arg);
+
 /* Completes s from the environment: api_key from OPENAI_API_KEY; base_url, unless given,
  * from OPENAI_BASE_URL, else OpenAI's; each price still NAN from llm_default_prices. Returns
  * 0, or -1 after reporting that OpenAI's endpoint needs a key (exit status 3). */

@@ -65,7 +65,12 @@ MINIMAL="$BATS_TEST_DIRNAME/fixtures/t1/minimal.json"
 	run_tool 2 kg-propose --format yaml
 	assert_stderr "$(printf '%s\n' "kg-propose: --format: 'yaml' is not schema, json or none" "$hint")"
 	run_tool 2 kg-propose --timeout soon
-	assert_stderr "$(printf '%s\n' "kg-propose: --timeout: 'soon': not a number" "$hint")"
+	assert_stderr "$(printf '%s\n' "kg-propose: --timeout: 'soon' is not a number of seconds from 0 to 1000000" "$hint")"
+	# the LLM options are lib/llm's, with the bounds kg-relabel has too
+	run_tool 2 kg-propose --retries 500
+	assert_stderr "$(printf '%s\n' "kg-propose: --retries: '500' is not a whole number from 0 to 100" "$hint")"
+	run_tool 2 kg-propose --backoff 2e6
+	assert_stderr "$(printf '%s\n' "kg-propose: --backoff: '2e6' is not a number of seconds from 0 to 1000000" "$hint")"
 	run_tool 2 kg-propose --seed -1
 	assert_stderr "$(printf '%s\n' "kg-propose: --seed: '-1': not a non-negative integer" "$hint")"
 	run_tool 2 kg-propose --random 3

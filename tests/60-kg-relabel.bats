@@ -47,9 +47,16 @@ records() {
 	run_tool 2 kg-relabel --api soap
 	assert_stderr "$(printf '%s\n' "kg-relabel: --api: 'soap' is not chat or responses" "$hint")"
 	run_tool 2 kg-relabel --timeout x
-	assert_stderr "$(printf '%s\n' "kg-relabel: --timeout: 'x' is not a number of seconds" "$hint")"
+	assert_stderr "$(printf '%s\n' "kg-relabel: --timeout: 'x' is not a number of seconds from 0 to 1000000" "$hint")"
 	run_tool 2 kg-relabel --retries 1.5
 	assert_stderr "$(printf '%s\n' "kg-relabel: --retries: '1.5' is not a whole number from 0 to 100" "$hint")"
+	# the LLM options are lib/llm's, with the bounds kg-propose has too
+	run_tool 2 kg-relabel --retries 500
+	assert_stderr "$(printf '%s\n' "kg-relabel: --retries: '500' is not a whole number from 0 to 100" "$hint")"
+	run_tool 2 kg-relabel --max-calls 0
+	assert_stderr "$(printf '%s\n' "kg-relabel: --max-calls: '0' is not a whole number from 1 to 2147483647" "$hint")"
+	run_tool 2 kg-relabel --format yaml
+	assert_stderr "$(printf '%s\n' "kg-relabel: --format: 'yaml' is not schema, json or none" "$hint")"
 	run_tool 2 kg-relabel --merge --catalog c.json extra
 	assert_stderr "$(printf '%s\n' "kg-relabel: --merge reads no records (unexpected argument 'extra')" "$hint")"
 	run_tool 3 env -u OPENAI_API_KEY -u OPENAI_BASE_URL kg-relabel --llm

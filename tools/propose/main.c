@@ -77,27 +77,12 @@ static void usage(FILE *fp)
 	      "      --seed S            seed of every random choice (default 0)\n"
 	      "\n"
 	      "LLM experts:\n"
-	      "      --api API           chat (Chat Completions, default) or responses (Responses API)\n"
-	      "      --base-url URL      the endpoint (default $OPENAI_BASE_URL, else https://api.openai.com/v1)\n"
 	      "  -m, --model M           the model (default gpt-5-mini)\n"
+	      LLM_OPTIONS_HELP
 	      "  -p, --persona P         an expert: throughput, memory, robustness, or a prompt file (its name\n"
 	      "                          without extension names the expert); repeatable (default all three)\n"
 	      "      --candidates N      candidates asked of each expert (default 3)\n"
 	      "      --history N         recent attempts shown in the prompt (default 8)\n"
-	      "      --format F          schema (strict JSON schema, default), json (any JSON object) or none\n"
-	      "      --temperature T     sampling temperature (default: not sent)\n"
-	      "      --max-output-tokens N  per answer (default: not sent)\n"
-	      "      --reasoning-effort E   minimal, low, medium or high (default: not sent)\n"
-	      "      --timeout S         seconds per request (default 300)\n"
-	      "      --retries N         further attempts after 408, 409, 429, 5xx and network errors (default 4)\n"
-	      "      --backoff S         first wait between attempts (default 1; doubled each time, jittered)\n"
-	      "      --backoff-max S     longest wait (default 30)\n"
-	      "      --retry-after-max S longest Retry-After honoured; a longer one ends the request (default 120)\n"
-	      "      --no-cache          always call, even when RUN/llm/cache has the answer\n"
-	      "      --max-calls N       stop calling once RUN/llm/calls.jsonl records N calls (default: no cap)\n"
-	      "      --max-tokens N      stop calling once it records N tokens (default: no cap)\n"
-	      "      --price-in USD      per million input tokens (default: the model's list price, else 0)\n"
-	      "      --price-out USD     per million output tokens (likewise)\n"
 	      "      --catalog FILE      the method catalog (default OUTDIR/methods.json, else the sixteen seeds)\n"
 	      "      --regraph FILE      the ReGraph for suggested next methods (default OUTDIR/regraph.json)\n"
 	      "      --regraph-filter    keep only candidates whose method (matched onto the catalog) is one of\n"
@@ -132,10 +117,7 @@ static void usage(FILE *fp)
 /* ---------------------------------------------------------------- options */
 
 enum {
-	OPT_RANDOM = 256, OPT_RULES_RANDOM, OPT_SEED, OPT_API, OPT_BASE_URL, OPT_CANDIDATES, OPT_HISTORY, OPT_FORMAT,
-	OPT_TEMPERATURE, OPT_MAX_OUTPUT, OPT_EFFORT, OPT_TIMEOUT, OPT_RETRIES, OPT_BACKOFF, OPT_BACKOFF_MAX,
-	OPT_RETRY_AFTER_MAX, OPT_NO_CACHE, OPT_MAX_CALLS, OPT_MAX_TOKENS, OPT_PRICE_IN, OPT_PRICE_OUT, OPT_CATALOG,
-	OPT_REGRAPH, OPT_REGRAPH_FILTER, OPT_REGRAPH_TOP, OPT_WITHIN, OPT_PENDING, OPT_MODEL_PICKS, OPT_MIN_PRED_GAIN, OPT_MODEL_HISTORY,
+	OPT_RANDOM = 256, OPT_RULES_RANDOM, OPT_SEED, OPT_CANDIDATES, OPT_HISTORY, OPT_CATALOG, OPT_REGRAPH, OPT_REGRAPH_FILTER, OPT_REGRAPH_TOP, OPT_WITHIN, OPT_PENDING, OPT_MODEL_PICKS, OPT_MIN_PRED_GAIN, OPT_MODEL_HISTORY,
 	OPT_TOOL_ROUNDS, OPT_TOOL_RESULT_BYTES, OPT_TOOL_TOTAL_BYTES,
 };
 
@@ -164,45 +146,29 @@ static long count_arg(const char *name, const char *arg, long min)
 static void parse_options(int argc, char **argv, struct options *opt)
 {
 	static const struct option longopts[] = {
-		{"api", required_argument, NULL, OPT_API},
-		{"backoff", required_argument, NULL, OPT_BACKOFF},
-		{"backoff-max", required_argument, NULL, OPT_BACKOFF_MAX},
-		{"base-url", required_argument, NULL, OPT_BASE_URL},
+		LLM_LONG_OPTIONS,
 		{"candidates", required_argument, NULL, OPT_CANDIDATES},
 		{"catalog", required_argument, NULL, OPT_CATALOG},
 		{"count", no_argument, NULL, 'c'},
 		{"exhaustive", no_argument, NULL, 'x'},
-		{"format", required_argument, NULL, OPT_FORMAT},
 		{"help", no_argument, NULL, 'h'},
 		{"history", required_argument, NULL, OPT_HISTORY},
 		{"llm", no_argument, NULL, 'l'},
-		{"max-calls", required_argument, NULL, OPT_MAX_CALLS},
-		{"max-output-tokens", required_argument, NULL, OPT_MAX_OUTPUT},
-		{"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
 		{"min-pred-gain", required_argument, NULL, OPT_MIN_PRED_GAIN},
 		{"model-history", required_argument, NULL, OPT_MODEL_HISTORY},
-		{"model", required_argument, NULL, 'm'},
 		{"model-picks", required_argument, NULL, OPT_MODEL_PICKS},
-		{"no-cache", no_argument, NULL, OPT_NO_CACHE},
 		{"pending", required_argument, NULL, OPT_PENDING},
 		{"persona", required_argument, NULL, 'p'},
-		{"price-in", required_argument, NULL, OPT_PRICE_IN},
-		{"price-out", required_argument, NULL, OPT_PRICE_OUT},
 		{"quiet", no_argument, NULL, 'q'},
 		{"random", required_argument, NULL, OPT_RANDOM},
-		{"reasoning-effort", required_argument, NULL, OPT_EFFORT},
 		{"regraph", required_argument, NULL, OPT_REGRAPH},
 		{"regraph-filter", no_argument, NULL, OPT_REGRAPH_FILTER},
 		{"regraph-top", required_argument, NULL, OPT_REGRAPH_TOP},
-		{"retries", required_argument, NULL, OPT_RETRIES},
-		{"retry-after-max", required_argument, NULL, OPT_RETRY_AFTER_MAX},
 		{"rules", no_argument, NULL, 'r'},
 		{"rules-random", required_argument, NULL, OPT_RULES_RANDOM},
 		{"within", required_argument, NULL, OPT_WITHIN},
 		{"seed", required_argument, NULL, OPT_SEED},
 		{"spec", required_argument, NULL, 's'},
-		{"temperature", required_argument, NULL, OPT_TEMPERATURE},
-		{"timeout", required_argument, NULL, OPT_TIMEOUT},
 		{"tool-result-bytes", required_argument, NULL, OPT_TOOL_RESULT_BYTES},
 		{"tool-rounds", required_argument, NULL, OPT_TOOL_ROUNDS},
 		{"tool-total-bytes", required_argument, NULL, OPT_TOOL_TOTAL_BYTES},
@@ -218,7 +184,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		case 'c': opt->count_only = 1; break;
 		case 'h': usage(stdout); exit(cli_finish(KG_EXIT_OK));
 		case 'l': opt->source = FROM_LLM; break;
-		case 'm': s->model = optarg; break;
+		case 'm': s->model = optarg; break; /* --model's short form */
 		case 'p':
 			if (persona_add(&opt->ex, optarg) != 0)
 				exit(cli_finish(KG_EXIT_USAGE));
@@ -250,40 +216,8 @@ static void parse_options(int argc, char **argv, struct options *opt)
 				cli_usage_error("--seed: '%s': %s", optarg, why);
 			break;
 		}
-		case OPT_API:
-			if (strcmp(optarg, "chat") == 0)
-				s->api = LLM_CHAT;
-			else if (strcmp(optarg, "responses") == 0)
-				s->api = LLM_RESPONSES;
-			else
-				cli_usage_error("--api: '%s' is not chat or responses", optarg);
-			break;
-		case OPT_BASE_URL: s->base_url = optarg; break;
 		case OPT_CANDIDATES: opt->ex.candidates = (int)count_arg("--candidates", optarg, 1); break;
 		case OPT_HISTORY: opt->ex.history = (int)count_arg("--history", optarg, 0); break;
-		case OPT_FORMAT:
-			if (strcmp(optarg, "schema") == 0)
-				s->format = LLM_FORMAT_SCHEMA;
-			else if (strcmp(optarg, "json") == 0)
-				s->format = LLM_FORMAT_JSON;
-			else if (strcmp(optarg, "none") == 0)
-				s->format = LLM_FORMAT_NONE;
-			else
-				cli_usage_error("--format: '%s' is not schema, json or none", optarg);
-			break;
-		case OPT_TEMPERATURE: s->temperature = number_arg("--temperature", optarg); break;
-		case OPT_MAX_OUTPUT: s->max_output_tokens = count_arg("--max-output-tokens", optarg, 1); break;
-		case OPT_EFFORT: s->reasoning_effort = optarg; break;
-		case OPT_TIMEOUT: s->timeout_s = number_arg("--timeout", optarg); break;
-		case OPT_RETRIES: s->retries = (int)count_arg("--retries", optarg, 0); break;
-		case OPT_BACKOFF: s->backoff_s = number_arg("--backoff", optarg); break;
-		case OPT_BACKOFF_MAX: s->backoff_max_s = number_arg("--backoff-max", optarg); break;
-		case OPT_RETRY_AFTER_MAX: s->retry_after_max_s = number_arg("--retry-after-max", optarg); break;
-		case OPT_NO_CACHE: s->read_cache = 0; break;
-		case OPT_MAX_CALLS: s->max_calls = count_arg("--max-calls", optarg, 1); break;
-		case OPT_MAX_TOKENS: s->max_tokens = count_arg("--max-tokens", optarg, 1); break;
-		case OPT_PRICE_IN: s->price_in = number_arg("--price-in", optarg); break;
-		case OPT_PRICE_OUT: s->price_out = number_arg("--price-out", optarg); break;
 		case OPT_CATALOG: opt->ex.catalog = optarg; break;
 		case OPT_REGRAPH: opt->ex.regraph = optarg; break;
 		case OPT_REGRAPH_FILTER: opt->ex.allowed = 1; break;
@@ -291,7 +225,13 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		case OPT_TOOL_ROUNDS: opt->ex.tool_rounds = (int)bounded_arg("--tool-rounds", optarg, 0, 16); break;
 		case OPT_TOOL_RESULT_BYTES: opt->ex.tool_result_bytes = bounded_arg("--tool-result-bytes", optarg, 100, 1 << 20); break;
 		case OPT_TOOL_TOTAL_BYTES: opt->ex.tool_total_bytes = bounded_arg("--tool-total-bytes", optarg, 100, 1 << 22); break;
-		default: cli_option_error(c, argv);
+		default: {
+			if (!llm_is_option(c))
+				cli_option_error(c, argv);
+			char *why = llm_option(s, c, optarg);
+			if (why)
+				cli_usage_error("%s", why);
+		}
 		}
 	}
 	if (opt->exhaustive || opt->random) {

@@ -42,20 +42,23 @@ static void usage(FILE *fp)
 	      "Other records pass through. The catalog is OUTDIR/methods.json two levels above the record's\n"
 	      "run (seeded with the sixteen canonical methods), updated atomically under methods.json.lock.\n"
 	      "\n"
-	      "  -c, --catalog FILE   the catalog for every record\n"
-	      "  -t, --threshold T    the least share of a name's weighted terms that the method's names and\n"
-	      "                       aliases must know (a term of its description counts half), 0 to 1\n"
-	      "                       (default 0.4); with --merge, the least share each of two methods must\n"
-	      "                       know of a name of the other (default 0.7)\n"
-	      "  -m, --merge          print pairs of catalog methods that look like synonyms, for a person\n"
-	      "                       to merge: {\"merge\": [A, B], \"score\"}; changes nothing\n"
-	      "  -l, --llm            ask an LLM about names no rule matches (OPENAI_API_KEY, OPENAI_BASE_URL)\n"
-	      "      --model M        (default gpt-5-mini)     --api chat|responses (default chat)\n"
-	      "      --base-url URL   --timeout S (default 300) --retries N (default 4) --no-cache\n"
-	      "  -q, --quiet          print errors only\n"
-	      "  -v, --verbose        say more on stderr\n"
-	      "  -h, --help           print this help and exit\n"
-	      "  -V, --version        print the version and exit\n"
+	      "  -c, --catalog FILE      the catalog for every record\n"
+	      "  -t, --threshold T       the least share of a name's weighted terms that the method's names and\n"
+	      "                          aliases must know (a term of its description counts half), 0 to 1\n"
+	      "                          (default 0.4); with --merge, the least share each of two methods must\n"
+	      "                          know of a name of the other (default 0.7)\n"
+	      "  -m, --merge             print pairs of catalog methods that look like synonyms, for a person\n"
+	      "                          to merge: {\"merge\": [A, B], \"score\"}; changes nothing\n"
+	      "  -l, --llm               ask an LLM about names no rule matches (OPENAI_API_KEY, OPENAI_BASE_URL)\n"
+	      "\n"
+	      "LLM options (as kg-propose's):\n"
+	      "      --model M           the model (default gpt-5-mini)\n"
+	      LLM_OPTIONS_HELP
+	      "\n"
+	      "  -q, --quiet             print errors only\n"
+	      "  -v, --verbose           say more on stderr\n"
+	      "  -h, --help              print this help and exit\n"
+	      "  -V, --version           print the version and exit\n"
 	      "\n"
 	      "Exit status: 0 done; 1 a record or the catalog could not be handled; 2 usage error;\n"
 	      "3 --llm without OPENAI_API_KEY or OPENAI_BASE_URL; 4 output could not be written.\n",
@@ -64,19 +67,14 @@ static void usage(FILE *fp)
 
 static void parse_options(int argc, char **argv, struct options *opt)
 {
-	enum { OPT_MODEL = 256, OPT_API, OPT_BASE_URL, OPT_TIMEOUT, OPT_RETRIES, OPT_NO_CACHE };
 	static const struct option longopts[] = {
-		{"api", required_argument, NULL, OPT_API},	 {"base-url", required_argument, NULL, OPT_BASE_URL},
-		{"catalog", required_argument, NULL, 'c'},	 {"help", no_argument, NULL, 'h'},
-		{"llm", no_argument, NULL, 'l'},		 {"merge", no_argument, NULL, 'm'},
-		{"model", required_argument, NULL, OPT_MODEL},	 {"no-cache", no_argument, NULL, OPT_NO_CACHE},
-		{"quiet", no_argument, NULL, 'q'},		 {"retries", required_argument, NULL, OPT_RETRIES},
-		{"threshold", required_argument, NULL, 't'},	 {"timeout", required_argument, NULL, OPT_TIMEOUT},
-		{"verbose", no_argument, NULL, 'v'},		 {"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
+		{"catalog", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
+		{"llm", no_argument, NULL, 'l'},	   {"merge", no_argument, NULL, 'm'},
+		{"quiet", no_argument, NULL, 'q'},	   {"threshold", required_argument, NULL, 't'},
+		{"verbose", no_argument, NULL, 'v'},	   {"version", no_argument, NULL, 'V'},
+		LLM_LONG_OPTIONS,			   {NULL, 0, NULL, 0},
 	};
 	int c;
-	double v;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":c:hlmqt:vV", longopts, NULL)) != -1) {
 		switch (c) {
@@ -91,25 +89,13 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			break;
 		case 'v': log_louder(); break;
 		case 'V': cli_print_version(); exit(cli_finish(KG_EXIT_OK));
-		case OPT_MODEL: opt->s.model = optarg; break;
-		case OPT_API:
-			if (strcmp(optarg, "chat") != 0 && strcmp(optarg, "responses") != 0)
-				cli_usage_error("--api: '%s' is not chat or responses", optarg);
-			opt->s.api = strcmp(optarg, "chat") == 0 ? LLM_CHAT : LLM_RESPONSES;
-			break;
-		case OPT_BASE_URL: opt->s.base_url = optarg; break;
-		case OPT_TIMEOUT:
-			if (parse_double(optarg, 0, 1e6, &v))
-				cli_usage_error("--timeout: '%s' is not a number of seconds", optarg);
-			opt->s.timeout_s = v;
-			break;
-		case OPT_RETRIES:
-			if (parse_double(optarg, 0, 100, &v) || v != floor(v))
-				cli_usage_error("--retries: '%s' is not a whole number from 0 to 100", optarg);
-			opt->s.retries = (int)v;
-			break;
-		case OPT_NO_CACHE: opt->s.read_cache = 0; break;
-		default: cli_option_error(c, argv);
+		default: {
+			if (!llm_is_option(c))
+				cli_option_error(c, argv);
+			char *why = llm_option(&opt->s, c, optarg);
+			if (why)
+				cli_usage_error("%s", why);
+		}
 		}
 	}
 	if (opt->merge && optind < argc)
