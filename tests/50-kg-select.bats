@@ -910,3 +910,14 @@ damaged() {
 	[ "$(kg-select --export "$RUN" | jq .builds)" = 1 ]
 	jq -e . "$RUN/events.jsonl" >/dev/null
 }
+
+@test "a dataset row that cannot be appended is an I/O error, exit 4: the record is learned, logged and goes out" {
+	start
+	kg-select "$RUN" >pick.jsonl
+	mkdir out/regraph_dataset.jsonl # where a file is expected: no row can be appended
+	run_tool 4 kg-select --update "$RUN" < <(evaluated pick.jsonl S1 2.0)
+	assert_stderr "kg-select: cannot append to 'out/regraph_dataset.jsonl': Is a directory"
+	[ "$(jq -r .candidate.id <<<"$output")" = c-S1 ]
+	[ "$(tail -1 "$RUN/events.jsonl" | jq -r .candidate.id)" = c-S1 ]
+	[ "$(kg-select --export "$RUN" | jq .builds)" = 1 ]
+}

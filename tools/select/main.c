@@ -329,19 +329,19 @@ int main(int argc, char **argv)
 	search_params_default(&opt.params);
 	parse_options(argc, argv, &opt);
 
-	struct jsonl_reader reader;
+	struct stream in;
 	if (opt.update) {
-		if (jsonl_reader_open(&reader, optind < argc ? argv[optind] : "-") != 0)
+		if (stream_open(&in, optind < argc ? argv[optind] : "-", stdout) != 0)
 			return cli_finish(KG_EXIT_USAGE);
 		/* In kg-select RUN | ... | kg-select --update RUN both start at once: the update
 		 * must not hold the run's lock before the pick, which feeds it, has taken it. */
-		wait_for_input(&reader);
+		wait_for_input(&in.in);
 	}
 	struct dirlock lock;
 	if (dirlock_acquire(&lock, opt.run, 1) != 0) {
 		log_error("cannot lock the run '%s':", opt.run);
 		if (opt.update)
-			jsonl_reader_release(&reader);
+			stream_release(&in);
 		return KG_EXIT_USAGE;
 	}
 	struct graph g;
@@ -362,7 +362,7 @@ int main(int argc, char **argv)
 			g.regraph_blob = (struct blob){BLOB_NONE, 0};
 		}
 		if (opt.update) {
-			status = run_update(&step, exists, &reader);
+			status = run_update(&step, exists, &in);
 		} else if (!exists) {
 			log_error("%s: no graph yet: make the root with kg-select --update and the benched baseline (kg-init does this)",
 				  opt.run);
@@ -382,6 +382,6 @@ int main(int argc, char **argv)
 	snapshot_free(step.snapshot); /* after the graph, whose arrays may lie in its maps */
 	dirlock_release(&lock);
 	if (opt.update)
-		jsonl_reader_release(&reader);
+		stream_release(&in);
 	return cli_finish(status);
 }

@@ -16,6 +16,7 @@
 #include "rng.h"
 #include "run.h"
 #include "step.h"
+#include "stream.h"
 #include "xalloc.h"
 
 /* ---------------------------------------------------------------- records */
@@ -341,7 +342,6 @@ struct pending {
 			  * kg-propose has not answered yet */
 	long open;	 /* records whose results may open new choices (candidates, unanswered expansions) */
 	int rollout;	 /* a rollout step is among them: the rollout waits for its result */
-	long bad;	 /* lines that could not be read (reported) */
 };
 
 /* The edges of a pending record's path_edges, checked to lead from the root to node; returns
@@ -432,34 +432,33 @@ static int pending_record(struct graph *g, const cJSON *record, const char *path
 	return 0;
 }
 
+struct pending_reader {
+	struct graph *g;
+	struct picks *pk;
+	struct pending *pd;
+};
+
+static enum stream_action take_pending(struct stream *s, cJSON *record, void *ctx)
+{
+	struct pending_reader *r = ctx;
+	if (pending_record(r->g, record, s->in.name, s->in.line, r->pk, r->pd) != 0)
+		stream_fail(s, KG_EXIT_INPUT);
+	cJSON_Delete(record);
+	return STREAM_TAKEN;
+}
+
 /* Reads --pending FILE into pk and pd. Returns KG_EXIT_OK; KG_EXIT_USAGE when it cannot be
  * opened; KG_EXIT_INPUT when a line is bad (each reported with FILE:LINE), so that nothing is
  * picked on a list of what is in flight that cannot be trusted. */
 static int read_pending(struct graph *g, const char *path, struct picks *pk, struct pending *pd)
 {
-	struct jsonl_reader reader;
-	if (jsonl_reader_open(&reader, path) != 0)
+	struct stream s;
+	if (stream_open(&s, path, NULL) != 0)
 		return KG_EXIT_USAGE;
-	cJSON *record;
-	enum jsonl_status st;
-	int status = KG_EXIT_OK;
-	while ((st = jsonl_next(&reader, &record)) != JSONL_EOF) {
-		if (st == JSONL_IO_ERROR) {
-			status = KG_EXIT_IO;
-			break;
-		}
-		if (st == JSONL_BAD_LINE) {
-			pd->bad++;
-			continue;
-		}
-		if (pending_record(g, record, reader.name, reader.line, pk, pd) != 0)
-			pd->bad++;
-		cJSON_Delete(record);
-	}
-	jsonl_reader_release(&reader);
-	if (status == KG_EXIT_OK && pd->bad > 0)
-		status = KG_EXIT_INPUT;
-	return status;
+	struct pending_reader r = {.g = g, .pk = pk, .pd = pd};
+	stream_each(&s, take_pending, &r);
+	stream_release(&s);
+	return s.status;
 }
 
 /* ---------------------------------------------------------------- picking */

@@ -18,6 +18,7 @@
 #include "regraph.h"
 #include "run.h"
 #include "step.h"
+#include "stream.h"
 #include "trace.h"
 #include "update.h"
 #include "xalloc.h"
@@ -39,9 +40,7 @@ struct updater {
 };
 
 /* Reports a record that cannot be handled; it is passed on unchanged. */
-#define record_error(u, line, ...)                                                              \
-	((u)->status = (u)->status == KG_EXIT_OK ? KG_EXIT_INPUT : (u)->status,                  \
-	 log_at((u)->input_name, (line), __VA_ARGS__))
+#define record_error(u, line, ...) report_record(&(u)->status, (u)->input_name, (line), __VA_ARGS__)
 
 static int append_line(const struct updater *u, const char *path, const cJSON *obj)
 {
@@ -49,8 +48,7 @@ static int append_line(const struct updater *u, const char *path, const cJSON *o
 		return 0;
 	if (jsonl_append(path, obj) == 0)
 		return 0;
-	log_warn("cannot append to '%s':", path);
-	return -1;
+	return log_error("cannot append to '%s':", path);
 }
 
 /* RUN/best -> variants/STATE, replaced atomically, and RUN/best.json; ci: the interval of
@@ -374,7 +372,10 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	json_add_string(row, "candidate_id", json_string(candidate, "id") ? json_string(candidate, "id") : "");
 	json_add_string(row, "variant_dir", json_string(build, "dir") ? json_string(build, "dir") : "");
 	char *dataset = run_outdir_path(u->g->run, OUTDIR_REGRAPH_DATASET);
-	append_line(u, dataset, row);
+	/* A measured transition the dataset lacks would be missing from every ReGraph built
+	 * from it: an I/O error, as a failed write of the log is. */
+	if (append_line(u, dataset, row) != 0)
+		u->status = exit_status_merge(u->status, KG_EXIT_IO);
 	free(dataset);
 	cJSON_Delete(row);
 
@@ -513,57 +514,52 @@ int catch_up_before_pick(struct step *step)
 	return u.status == KG_EXIT_IO ? KG_EXIT_IO : KG_EXIT_OK;
 }
 
-int run_update(struct step *step, int exists, struct jsonl_reader *reader)
-{
-	struct graph *g = step->g;
+/* What kg-select --update carries from record to record. */
+struct update_stream {
 	struct updater u;
-	updater_init(&u, step, exists, reader->name);
-	char *events = run_path(g->run, RUN_EVENTS);
-	catch_up_with_log(&u, events);
-	cJSON *record;
-	enum jsonl_status st;
-	int learning = 1;
-	while ((st = jsonl_next(reader, &record)) != JSONL_EOF) {
-		if (st == JSONL_IO_ERROR) {
-			u.status = KG_EXIT_IO;
-			break;
-		}
-		if (st == JSONL_BAD_LINE) {
-			if (u.status == KG_EXIT_OK)
-				u.status = KG_EXIT_INPUT;
-			continue;
-		}
-		double t0 = monotonic_ms();
-		int changed = learning && apply_record(&u, record, reader->line);
-		step->decide_ms += monotonic_ms() - t0;
-		if (changed) {
-			/* The log first, then the graph: never a graph ahead of its log. */
-			char t[40];
-			utc_now(t, sizeof(t), 1);
-			cJSON *logged = cJSON_Duplicate(record, 1);
-			json_add_string(logged, "t", t);
-			if (append_line(&u, events, logged) != 0) {
-				/* The graph in memory learned what the log lacks: it is not saved, and
-				 * the rest is passed on unlearned; the records still go out. */
-				log_error("%s:%ld: not learned: the run's log could not hold it (the graph stays as the log has it)",
-					  reader->name, reader->line);
-				u.status = KG_EXIT_IO;
-				learning = 0;
-			}
-			cJSON_Delete(logged);
-			if (learning) {
-				g->events_len = events_size(g->run);
-				if (step_save(step) != 0)
-					u.status = KG_EXIT_IO;
-			}
-		}
-		if (jsonl_write(stdout, record) != 0) {
-			log_error("cannot write the output:");
-			u.status = KG_EXIT_IO;
-		}
-		cJSON_Delete(record);
+	char *events; /* RUN/events.jsonl */
+	int learning; /* 0 once the log could not hold a record: the rest passes on unlearned */
+};
+
+/* Learns a record (the log first, then the graph: never a graph ahead of its log) and passes
+ * it on. */
+static enum stream_action update_record(struct stream *s, cJSON *record, void *ctx)
+{
+	struct update_stream *us = ctx;
+	struct step *step = us->u.step;
+	double t0 = monotonic_ms();
+	int changed = us->learning && apply_record(&us->u, record, s->in.line);
+	step->decide_ms += monotonic_ms() - t0;
+	if (!changed)
+		return STREAM_PASS;
+	char t[40];
+	utc_now(t, sizeof(t), 1);
+	cJSON *logged = cJSON_Duplicate(record, 1);
+	json_add_string(logged, "t", t);
+	if (append_line(&us->u, us->events, logged) != 0) {
+		/* The graph in memory learned what the log lacks: it is not saved, and the rest is
+		 * passed on unlearned; the records still go out. */
+		log_error("%s:%ld: not learned: the run's log could not hold it (the graph stays as the log has it)",
+			  s->in.name, s->in.line);
+		stream_fail(s, KG_EXIT_IO);
+		us->learning = 0;
 	}
-	free(events);
-	updater_release(&u);
-	return u.status;
+	cJSON_Delete(logged);
+	if (us->learning) {
+		step->g->events_len = events_size(step->g->run);
+		if (step_save(step) != 0)
+			stream_fail(s, KG_EXIT_IO);
+	}
+	return STREAM_PASS;
+}
+
+int run_update(struct step *step, int exists, struct stream *in)
+{
+	struct update_stream us = {.events = run_path(step->g->run, RUN_EVENTS), .learning = 1};
+	updater_init(&us.u, step, exists, in->in.name);
+	catch_up_with_log(&us.u, us.events);
+	stream_each(in, update_record, &us);
+	free(us.events);
+	updater_release(&us.u);
+	return exit_status_merge(us.u.status, in->status);
 }

@@ -5,15 +5,16 @@
 
 #include "common.h"
 
-#include "jsonl.h"
 #include "step.h"
+#include "stream.h"
 
-/* Learns each record of reader into step->g (exists: the graph has a root; the first record
- * makes it otherwise), appends it to RUN/events.jsonl, saves the graph and writes the record
- * to stdout with its "update". Learns first what the log holds beyond the graph. Returns
+/* Learns each record of in into step->g (exists: the graph has a root; the first record
+ * makes it otherwise), appends it to RUN/events.jsonl, saves the graph and passes the record
+ * on with its "update". Learns first what the log holds beyond the graph. Returns
  * KG_EXIT_OK, KG_EXIT_INPUT when a record could not be learned (reported, passed on), or
- * KG_EXIT_IO. */
-int run_update(struct step *step, int exists, struct jsonl_reader *reader);
+ * KG_EXIT_IO (a row of the log or of the dataset not appended, the graph not saved, the
+ * stream not read or written). */
+int run_update(struct step *step, int exists, struct stream *in);
 /* Before a pick (or a summary): learns what RUN/events.jsonl holds beyond the graph, which a
  * kill between appending to the log and saving the graph leaves. Returns KG_EXIT_OK, or
  * KG_EXIT_IO when the graph could not be saved. */
