@@ -54,6 +54,32 @@ load test_helper
 		"kg-libtest: $FIXTURES/jsonl/bad.jsonl:4: invalid JSON at column 9")"
 }
 
+@test "stream: a record the tool cannot handle is reported with file and line and passed on; a full output stops the loop; exit 1, 4" {
+	cd "$BATS_TEST_TMPDIR"
+	printf '%s\n' '{"a":1}' '{"bad":1}' 'not json' '{"a":2}' >in.jsonl
+	run_tool 1 "$LIBTEST" jsonl in.jsonl bad
+	assert_output "$(printf '%s\n' '{"a":1}' '{"bad":1}' '{"a":2}')"
+	assert_stderr "$(printf '%s\n' "kg-libtest: in.jsonl:2: bad: a record the tool cannot handle" \
+		"kg-libtest: in.jsonl:3: invalid JSON at column 1")"
+	# a bad line does not hide the failed write: 4, reported once, with the system's reason
+	run_tool 4 bash -c "'$LIBTEST' jsonl in.jsonl bad >/dev/full"
+	assert_stderr "$(printf '%s\n' "kg-libtest: in.jsonl:2: bad: a record the tool cannot handle" \
+		"kg-libtest: in.jsonl:3: invalid JSON at column 1" "kg-libtest: cannot write to standard output: No space left on device")"
+	# once a write fails (past the first buffer of 200 kB of records) nothing more is read:
+	# the bad line at the end is never reached
+	{ for i in $(seq 2000); do printf '{"pad":"%0100d"}\n' "$i"; done; echo 'not json'; } >big.jsonl
+	run_tool 4 bash -c "'$LIBTEST' jsonl big.jsonl >/dev/full"
+	assert_stderr "kg-libtest: cannot write to standard output: No space left on device"
+}
+
+@test "exit_status_merge: I/O over environment over usage over input; 5 and 6 below every failure" {
+	for case in "0 0:0" "1 0:1" "0 1:1" "1 3:3" "3 1:3" "4 3:4" "3 4:4" "2 1:2" "1 2:2" "3 2:3" "4 1 3:4" \
+		"5 1:1" "1 5:1" "0 5:5" "5 0:5" "6 4:4" "5 6:5"; do
+		run_tool 0 "$LIBTEST" exit-status ${case%%:*}
+		[ "$output" = "${case#*:}" ] || { echo "$case gave $output"; false; }
+	done
+}
+
 @test "jsonl: stdin is named <stdin>" {
 	run_tool 1 bash -c "printf '{\"a\":\n' | '$LIBTEST' jsonl -"
 	assert_stderr "kg-libtest: <stdin>:1: invalid JSON at column 5"

@@ -26,6 +26,7 @@
 #include "pyexpr_cuda.h"
 #include "rng.h"
 #include "sha256.h"
+#include "stream.h"
 #include "t1.h"
 #include "t4.h"
 #include "xalloc.h"
@@ -34,7 +35,8 @@ static int usage(void)
 {
 	fputs("usage: kg-libtest expr [--let NAME=EXPR]... < lines\n"
 	      "       kg-libtest bottleneck METRICS.json [BUILD-RECORD.json]\n"
-	      "       kg-libtest jsonl FILE|-\n"
+	      "       kg-libtest jsonl FILE|- [ERROR-KEY]\n"
+	      "       kg-libtest exit-status STATUS...\n"
 	      "       kg-libtest json FILE\n"
 	      "       kg-libtest number KEY [NEW] < records\n"
 	      "       kg-libtest sha256 FILE|-\n"
@@ -489,31 +491,40 @@ static int cmd_cuda(int argc, char **argv)
 	return status;
 }
 
-static int cmd_jsonl(const char *path)
+/* Passes every record on; a record holding error_key (when not NULL) is reported as one the
+ * tool cannot handle, and still passed on. */
+static enum stream_action pass_record(struct stream *s, cJSON *record, void *ctx)
 {
-	struct jsonl_reader r;
-	if (jsonl_reader_open(&r, path))
+	const char *error_key = ctx;
+	if (error_key && cJSON_HasObjectItem(record, error_key))
+		stream_error(s, s->in.line, "%s: a record the tool cannot handle", error_key);
+	return STREAM_PASS;
+}
+
+static int cmd_jsonl(const char *path, const char *error_key)
+{
+	struct stream s;
+	if (stream_open(&s, path, stdout))
 		return KG_EXIT_USAGE;
+	stream_each(&s, pass_record, (void *)error_key);
+	stream_release(&s);
+	return s.status;
+}
+
+/* Prints the status exit_status_merge ranks highest of its arguments, merged in order. */
+static int cmd_exit_status(int argc, char **argv)
+{
 	int status = KG_EXIT_OK;
-	for (;;) {
-		cJSON *record;
-		enum jsonl_status st = jsonl_next(&r, &record);
-		if (st == JSONL_EOF)
-			break;
-		if (st == JSONL_IO_ERROR) {
-			status = KG_EXIT_IO;
-			break;
+	for (int i = 0; i < argc; i++) {
+		int64_t v;
+		if (parse_int64(argv[i], 0, 255, &v)) {
+			log_error("'%s' is not an exit status", argv[i]);
+			return KG_EXIT_USAGE;
 		}
-		if (st == JSONL_BAD_LINE) {
-			status = KG_EXIT_INPUT;
-			continue;
-		}
-		if (jsonl_write(stdout, record))
-			status = KG_EXIT_IO;
-		cJSON_Delete(record);
+		status = exit_status_merge(status, (int)v);
 	}
-	jsonl_reader_release(&r);
-	return status;
+	printf("%d\n", status);
+	return KG_EXIT_OK;
 }
 
 /* For each record of stdin, prints json_number of KEY (%.17g); with NEW, then sets that number
@@ -1308,8 +1319,10 @@ int main(int argc, char **argv)
 		status = cmd_expr(argc - 2, argv + 2);
 	else if (strcmp(cmd, "bottleneck") == 0 && (argc == 3 || argc == 4))
 		status = cmd_bottleneck(argv[2], argc == 4 ? argv[3] : NULL);
-	else if (strcmp(cmd, "jsonl") == 0 && argc == 3)
-		status = cmd_jsonl(argv[2]);
+	else if (strcmp(cmd, "jsonl") == 0 && (argc == 3 || argc == 4))
+		status = cmd_jsonl(argv[2], argc == 4 ? argv[3] : NULL);
+	else if (strcmp(cmd, "exit-status") == 0)
+		status = cmd_exit_status(argc - 2, argv + 2);
 	else if (strcmp(cmd, "json") == 0 && argc == 3)
 		status = cmd_json(argv[2]);
 	else if (strcmp(cmd, "number") == 0 && (argc == 3 || argc == 4))
