@@ -61,3 +61,34 @@ setup() {
 	fastest=$(jq '[.results[].measurements[] | select(.name == "time") | .value] | min' "$table")
 	[ "$(jq -s 'map(select(.bench.status == "ok") | .bench.median_ms) | min' "$events")" = "$fastest" ]
 }
+
+@test "the matmul examples' ready patch wgmma applies to their kernel, compiles for sm_90a and issues wgmma.mma_async" {
+	for name in matmul fused_matmul_act; do
+		spec=$KG_ROOT/examples/$name/$name.json
+		mkdir "$name"
+		jq '.KernelSpecification.KernelFile = "matmul.cu"' "$spec" >"$name/spec.json"
+		cp "$KG_ROOT/examples/matmul/matmul.cu" "$name/"
+		entry=$(jq -c '.KernelGraph.Patches[] | select(.Name == "wgmma")' "$spec")
+		[ "$(jq -r '.Method' <<<"$entry")" = switch_to_mma_or_wgmma ]
+		[ "$(jq -r '.KernelGraph.Arch' "$spec")" = sm_90a ]
+		# the patch's configuration is one of the space
+		kg-propose -x -s "$spec" | jq -c '.candidate.config' | jq -cS . >space
+		grep -qxF "$(jq -cS '.Config' <<<"$entry")" space
+		base=$(echo '{"run": "'"$name"'", "candidate": {"id": "baseline"}}' | kg-build | jq -r .build.state)
+		run_tool 0 kg-build < <(jq -cn --arg r "$name" --arg b "$base" \
+			--rawfile p "$(dirname "$spec")/$(jq -r .PatchFile <<<"$entry")" --argjson c "$(jq -c .Config <<<"$entry")" \
+			'{run: $r, node: $b, candidate: {id: "wgmma", patch: $p, config: $c}}')
+		jq -e '.build | .status == "ok" and .materialized == "patch" and .arch == "sm_90a" and .patch.fuzz == [0, 0, 0, 0]' <<<"$output"
+		dir=$name/variants/$(jq -r .build.state <<<"$output")
+		# the wmma baseline issues mma.sync and no wgmma; the patched kernel the reverse, with the
+		# fence, commit and wait around its m64n128k16 products, and no spill
+		grep -q 'mma.sync.aligned' "$name/variants/$base/kernel.ptx"
+		[ "$(grep -c wgmma "$name/variants/$base/kernel.ptx")" -eq 0 ]
+		grep -q 'wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16' "$dir/kernel.ptx"
+		for op in wgmma.fence.sync.aligned wgmma.commit_group.sync.aligned 'wgmma.wait_group.sync.aligned 0' fence.proxy.async.shared::cta; do
+			grep -qF "$op" "$dir/kernel.ptx"
+		done
+		[ "$(grep -c 'mma.sync.aligned' "$dir/kernel.ptx")" -eq 0 ]
+		grep -q ' 0 bytes spill stores, 0 bytes spill loads' "$dir/build.log"
+	done
+}
