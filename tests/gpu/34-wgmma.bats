@@ -57,7 +57,7 @@ check_wgmma() {
 	check_wgmma fused_matmul_act
 }
 
-@test "the check catches a wrong descriptor: the wgmma patch with B's LBO and SBO swapped fails it" {
+@test "a wrong descriptor does not pass: the wgmma patch with B's LBO and SBO swapped is incorrect or crashes" {
 	mkdir matmul
 	cp "$KG_ROOT/examples/matmul/matmul.json" matmul/spec.json
 	cp "$KG_ROOT/examples/matmul/matmul.cu" matmul/
@@ -70,5 +70,6 @@ check_wgmma() {
 		timeout 300 kg-bench --budget 0.2 >swapped.jsonl
 	jq -c '.bench | {status, check}' swapped.jsonl >&3
 	[ "$(jq -r .build.status swapped.jsonl)" = ok ]
-	[ "$(jq -r .bench.status swapped.jsonl)" = incorrect ]
+	# read past its stage, the product faults (crashed, as on the H100) or is wrong (incorrect)
+	[[ "$(jq -r .bench.status swapped.jsonl)" =~ ^(incorrect|crashed)$ ]]
 }
