@@ -70,12 +70,11 @@ setup() {
 		cp "$KG_ROOT/examples/matmul/matmul.cu" "$name/"
 		entry=$(jq -c '.KernelGraph.Patches[] | select(.Name == "wgmma")' "$spec")
 		[ "$(jq -r '.Method' <<<"$entry")" = switch_to_mma_or_wgmma ]
-		[ "$(jq -r '.KernelGraph.Arch' "$spec")" = sm_90a ]
 		# the patch's configuration is one of the space
 		kg-propose -x -s "$spec" | jq -c '.candidate.config' | jq -cS . >space
 		grep -qxF "$(jq -cS '.Config' <<<"$entry")" space
-		base=$(echo '{"run": "'"$name"'", "candidate": {"id": "baseline"}}' | kg-build | jq -r .build.state)
-		run_tool 0 kg-build < <(jq -cn --arg r "$name" --arg b "$base" \
+		base=$(echo '{"run": "'"$name"'", "candidate": {"id": "baseline"}}' | kg-build --arch sm_90a | jq -r .build.state)
+		run_tool 0 kg-build --arch sm_90a < <(jq -cn --arg r "$name" --arg b "$base" \
 			--rawfile p "$(dirname "$spec")/$(jq -r .PatchFile <<<"$entry")" --argjson c "$(jq -c .Config <<<"$entry")" \
 			'{run: $r, node: $b, candidate: {id: "wgmma", patch: $p, config: $c}}')
 		jq -e '.build | .status == "ok" and .materialized == "patch" and .arch == "sm_90a" and .patch.fuzz == [0, 0, 0, 0]' <<<"$output"

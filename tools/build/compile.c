@@ -42,7 +42,10 @@ int gpu_arch(char arch[16])
 	    get(&dev, 0) == CUDA_SUCCESS &&
 	    attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == CUDA_SUCCESS &&
 	    attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == CUDA_SUCCESS) {
-		snprintf(arch, 16, "sm_%d%d", major, minor);
+		/* On compute capability 9.0, sm_90a: its arch-specific instructions (wgmma,
+		 * setmaxnreg) are what a Hopper kernel reaches the tensor cores' rate with, and a
+		 * cubin for sm_90a runs on this GPU, the one it is built for. */
+		snprintf(arch, 16, "sm_%d%d%s", major, minor, major == 9 && minor == 0 ? "a" : "");
 		rc = 0;
 	}
 	/* The driver stays loaded: unloading it after cuInit is not supported. */
