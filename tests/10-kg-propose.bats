@@ -343,7 +343,13 @@ measure() {
 	run_tool 0 kg-propose --rules --model-picks 0 --rules-random 0 child.jsonl
 	[ "$(jq -c 'select(.candidate.library)' <<<"$output")" = "" ]
 	[ "${#lines[@]}" -eq 4 ]
-	# nor the root twice
+	# measured once, it is offered again only at the incumbent (here the patched child); and
+	# not twice from one node
+	[ "$(jq -r .state "$RUN/best.json")" = "$child" ]
+	run_tool 0 kg-propose -v --rules --model-picks 0 --rules-random 0 pick.jsonl
+	[ "$(jq -c 'select(.candidate.library)' <<<"$output")" = "" ]
+	[[ "$stderr" == *"node $root: rules:library: ldg: measured elsewhere in the run; offered again only at the incumbent"* ]]
+	jq --arg r "$root" '.state = $r' "$RUN/best.json" > b && mv b "$RUN/best.json"
 	run_tool 0 kg-propose -v --rules --model-picks 0 --rules-random 0 pick.jsonl
 	[ "$(jq -c 'select(.candidate.library)' <<<"$output")" = "" ]
 	[[ "$stderr" == *"rules:library: loads through the read-only cache: dropped: already proposed"* ]]
