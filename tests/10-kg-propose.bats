@@ -348,11 +348,19 @@ measure() {
 	[ "$(jq -r .state "$RUN/best.json")" = "$child" ]
 	run_tool 0 kg-propose -v --rules --model-picks 0 --rules-random 0 pick.jsonl
 	[ "$(jq -c 'select(.candidate.library)' <<<"$output")" = "" ]
-	[[ "$stderr" == *"node $root: rules:library: ldg: measured elsewhere in the run; offered again only at the incumbent"* ]]
+	[[ "$stderr" == *"node $root: rules:library: ldg: tried elsewhere in the run; offered again only at the incumbent"* ]]
 	jq --arg r "$root" '.state = $r' "$RUN/best.json" > b && mv b "$RUN/best.json"
 	run_tool 0 kg-propose -v --rules --model-picks 0 --rules-random 0 pick.jsonl
 	[ "$(jq -c 'select(.candidate.library)' <<<"$output")" = "" ]
 	[[ "$stderr" == *"rules:library: loads through the read-only cache: dropped: already proposed"* ]]
+	# a patch that failed to build counts as tried too: a GPU that cannot compile it at one
+	# node cannot at another
+	jq -c 'if .candidate.library then del(.bench) | .build.status = "compile_failed" else . end' "$RUN/events.jsonl" > e
+	mv e "$RUN/events.jsonl"
+	jq --arg c "$child" '.state = $c' "$RUN/best.json" > b && mv b "$RUN/best.json"
+	run_tool 0 kg-propose -v --rules --model-picks 0 --rules-random 0 pick.jsonl
+	[ "$(jq -c 'select(.candidate.library)' <<<"$output")" = "" ]
+	[[ "$stderr" == *"node $root: rules:library: ldg: tried elsewhere in the run; offered again only at the incumbent"* ]]
 }
 
 # measure_by_formula: like measure, with a time that depends on the configuration (fastest at

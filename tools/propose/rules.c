@@ -92,20 +92,21 @@ static int applied(const struct node_info *node, const char *name)
 	return 0;
 }
 
-/* Whether the run has measured a variant made by the KernelGraph.Patches entry name. */
-static int measured_anywhere(const struct run_info *run, const char *name)
+/* Whether the run has tried the KernelGraph.Patches entry name: measured it, or failed to
+ * build it (a patch this GPU cannot compile fails at every node alike). */
+static int tried_anywhere(const struct run_info *run, const char *name)
 {
 	const cJSON *e;
 	cJSON_ArrayForEach(e, run->events) {
 		const char *library = json_string(cJSON_GetObjectItemCaseSensitive(e, "candidate"), "library");
-		if (library && strcmp(library, name) == 0 && cJSON_GetObjectItemCaseSensitive(e, "bench"))
+		if (library && strcmp(library, name) == 0)
 			return 1;
 	}
 	return 0;
 }
 
 /* KernelGraph.Patches: [{"Name", "Patch" or "PatchFile", "Method", "Detail", "Config", "Prior"}].
- * Once the run has measured a patch somewhere, it is offered again only at the incumbent:
+ * Once the run has tried a patch somewhere, it is offered again only at the incumbent:
  * the patched variant's own configuration moves explore the patched space from there, and
  * offering it at every other node spent a build a node on the same edit (11 of 40 on an H100
  * matmul); the incumbent's configuration with the patch is the composition worth a build. */
@@ -132,8 +133,8 @@ static void library(struct run_info *run, const struct node_info *node, struct p
 		if (applied(node, name))
 			continue;
 		const char *incumbent = json_string(run->best, "state");
-		if ((!incumbent || strcmp(incumbent, node->state) != 0) && measured_anywhere(run, name)) {
-			log_info("%s: node %s: rules:library: %s: measured elsewhere in the run; offered again only at "
+		if ((!incumbent || strcmp(incumbent, node->state) != 0) && tried_anywhere(run, name)) {
+			log_info("%s: node %s: rules:library: %s: tried elsewhere in the run; offered again only at "
 				 "the incumbent", run->run.dir, node->state, name);
 			continue;
 		}

@@ -21,7 +21,7 @@ struct rules_settings {
 /* Appends to *list (of *n) the rule proposals for node, each accepted by context_accept (one
  * it refuses is reported at info level and counted in *dropped): for each parameter the
  * nearest valid value below and above the node's (among run->within's, when set), then each
- * KernelGraph.Patches entry not yet applied on the path (once the run measured it
+ * KernelGraph.Patches entry not yet applied on the path (once the run tried it
  * elsewhere, only at the incumbent), then settings->random random valid
  * configurations (a draw it refuses is drawn again), then the model's picks (model.h). With
  * a model, every configuration move gets the model's prior and a weak one is dropped (counted
