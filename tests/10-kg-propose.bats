@@ -421,6 +421,18 @@ measure_by_formula() {
 	[ "$(jq -r .candidate.proposer <<<"$output" | sort | uniq -c | tr -s ' ')" = " 4 rules:model" ]
 	[ "$(grep -c 'rules:neighbour: .*: dropped: the model expects too little gain' <<<"$stderr")" -gt 0 ]
 	[ "$(grep -c 'rules:random: .*: dropped: the model expects too little gain' <<<"$stderr")" -gt 0 ]
+	# the endgame: with at most 6 builds left and nothing expected to gain --min-pred-gain,
+	# the model picks by the lowest predicted time, and its picks go first
+	run_tool 0 kg-propose -v --rules --min-pred-gain 100 <(jq -c '.budget_left = 7' incumbent.jsonl)
+	[[ "$stderr" == *": the model proposes 4 of 11 configurations (0 in flight)"$'\n'* ]]
+	run_tool 0 kg-propose -v --rules --min-pred-gain 100 <(jq -c '.budget_left = 6' incumbent.jsonl)
+	[[ "$stderr" == *": the model proposes 4 of 11 configurations (0 in flight), the lowest predicted times (the endgame)"* ]]
+	[ "$(jq -r .candidate.proposer <<<"$output" | paste -sd' ')" = "rules:model rules:model rules:model rules:model" ]
+	jq -r '.candidate.detail | capture("predicted (?<ms>[0-9.e-]+) ms").ms' <<<"$output" > predicted
+	sort -g predicted | cmp - predicted
+	# a search still exploring (the gain it expects is worth a build) keeps its order
+	run_tool 0 kg-propose -v --rules --min-pred-gain 0 <(jq -c '.budget_left = 6' incumbent.jsonl)
+	[[ "$stderr" != *"(the endgame)"* ]]
 	run_tool 2 kg-propose --min-pred-gain -1 pick.jsonl
 	assert_stderr "$(printf '%s\n' "kg-propose: --min-pred-gain: '-1': out of range" "Try 'kg-propose --help' for more information.")"
 	run_tool 2 kg-propose --model-picks x pick.jsonl

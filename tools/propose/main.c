@@ -104,6 +104,8 @@ static void usage(FILE *fp)
 	      "\"detail\", \"think\", \"patch\", \"source\", \"config\" (complete), \"prior\", \"library\"}. An expansion\n"
 	      "left without candidates is written once with \"propose\": {\"status\": \"error\" or \"empty\", ...}.\n"
 	      "An expand record's \"budget_left\" (kg-select's share of the build budget) caps its candidates;\n"
+	      "at 6 or fewer, once nothing is expected to gain --min-pred-gain, the model picks the lowest\n"
+	      "predicted times and they go first (the endgame);\n"
 	      "its \"children\" (what the widening allows now) caps the rules' candidates, best prior first.\n"
 	      "Every call and answer is kept in RUN/llm/ (calls.jsonl: tokens and estimated cost); the API key\n"
 	      "is never written.\n"
@@ -449,6 +451,7 @@ static void expand(const struct options *opt, struct stream *s, struct run_info 
 		experts_propose(&opt->ex, run, node, &list, &n, errors);
 	else {
 		struct rules_settings rules = opt->rules;
+		rules.model.budget_left = budget_left;
 		if (children >= 1) {
 			rules.children = (size_t)children;
 			if (rules.model.picks > rules.children)
@@ -599,7 +602,7 @@ static int propose_stream(const struct options *opt)
 int main(int argc, char **argv)
 {
 	struct options opt = {
-		.rules = {.random = 2, .model = {.picks = 4, .initial = 5, .min_pred_gain = 0.02, .iterations = 60}},
+		.rules = {.random = 2, .model = {.picks = 4, .initial = 5, .min_pred_gain = 0.02, .iterations = 60, .budget_left = NAN}},
 		.ex = {.candidates = 3, .history = 8, .allowed_top = 5, .tool_result_bytes = 8000, .tool_total_bytes = 32000},
 	};
 	llm_settings_init(&opt.ex.llm);

@@ -26,6 +26,8 @@
 #define CLIMB_STEPS 20
 /* An optimistic outcome is the prediction less KAPPA standard deviations. */
 #define KAPPA 2.0
+/* The endgame's builds: at most this many left (model.h). */
+#define ENDGAME_BUILDS 6
 /* The smallest prior, so that kg-select's normalization never divides by zero. */
 #define PRIOR_FLOOR 1e-3
 
@@ -517,17 +519,33 @@ static size_t pool_order(const struct pool *pool, struct ranked *order)
 	return n;
 }
 
-/* The point not out of largest expected improvement (the first of equals), or -1. */
-static long pool_best(const struct pool *pool)
+/* The point not out of largest expected improvement (the first of equals), or with exploit
+ * of lowest predicted time; -1 when none. */
+static long pool_best(const struct pool *pool, int exploit)
 {
 	long best = -1;
-	double best_ei = 0;
+	double best_score = 0;
 	for (size_t i = 0; i < pool->n; i++) {
-		double ei = pool->ei[i];
-		if (!pool->out[i] && (best < 0 || ei > best_ei))
-			best = (long)i, best_ei = ei;
+		double score = exploit ? -pool->mu[i] : pool->ei[i];
+		if (!pool->out[i] && (best < 0 || score > best_score))
+			best = (long)i, best_score = score;
 	}
 	return best;
+}
+
+/* Whether the last builds go to the lowest predicted time: ENDGAME_BUILDS or fewer are left
+ * and nothing in the pool is expected to gain --min-pred-gain on the run's best (the search
+ * has converged by the model's own measure; a space still being explored keeps exploring). */
+static int endgame(const struct pool *pool)
+{
+	const struct model *m = pool->m;
+	if (!(m->settings.budget_left <= ENDGAME_BUILDS))
+		return 0;
+	double max_ei = 0;
+	for (size_t i = 0; i < pool->n; i++)
+		if (!pool->out[i])
+			max_ei = fmax(max_ei, pool->ei[i]);
+	return max_ei * m->gp.sd < log1p(m->settings.min_pred_gain);
 }
 
 static int pool_fill(struct pool *pool, struct run_info *run, uint64_t seed)
@@ -601,8 +619,8 @@ static char *changes_text(const struct t1_spec *spec, const size_t *from, const 
 	return strbuf_detach(&sb);
 }
 
-void model_propose(struct model *m, struct run_info *run, const struct node_info *node, uint64_t seed,
-		   struct proposal **list, size_t *n)
+int model_propose(struct model *m, struct run_info *run, const struct node_info *node, uint64_t seed,
+		  struct proposal **list, size_t *n)
 {
 	const struct t1_spec *spec = m->spec;
 	size_t np = spec->nparams, picked = 0, *flying, nflying = context_in_flight(run, node, &flying);
@@ -612,7 +630,7 @@ void model_propose(struct model *m, struct run_info *run, const struct node_info
 		free(flying);
 		free(from);
 		pool_release(&pool);
-		return;
+		return 0;
 	}
 	/* What is in flight will be measured soon: believed at its prediction, so that the picks
 	 * go elsewhere rather than next to it. */
@@ -624,7 +642,8 @@ void model_propose(struct model *m, struct run_info *run, const struct node_info
 		}
 	}
 	free(flying);
-	for (long best; picked < m->settings.picks && (best = pool_best(&pool)) >= 0;) {
+	int exploit = endgame(&pool);
+	for (long best; picked < m->settings.picks && (best = pool_best(&pool, exploit)) >= 0;) {
 		size_t i = (size_t)best;
 		/* never weak: the largest expected improvement is worth its build by the model's
 		 * own measure, near the best as far from it (--min-pred-gain prunes the rules') */
@@ -652,8 +671,9 @@ void model_propose(struct model *m, struct run_info *run, const struct node_info
 		}
 		strbuf_release(&why);
 	}
-	log_info("%s: node %s: the model proposes %zu of %zu configurations (%zu in flight)", run->run.dir, node->state,
-		 picked, pool.n, believed - picked);
+	log_info("%s: node %s: the model proposes %zu of %zu configurations (%zu in flight)%s", run->run.dir, node->state,
+		 picked, pool.n, believed - picked, exploit ? ", the lowest predicted times (the endgame)" : "");
 	free(from);
 	pool_release(&pool);
+	return exploit;
 }

@@ -15,6 +15,7 @@ struct model_settings {
 	size_t initial;	      /* observations (one correct at least) before the model starts */
 	double min_pred_gain; /* --min-pred-gain: a move whose optimistic gain is below it is weak */
 	int iterations;	      /* steps of the hyperparameter fit */
+	double budget_left;   /* the expansion's share of the build budget (NAN: none) */
 };
 
 /* The model of node's space, or NULL (reported at info level) when settings->picks is 0, the
@@ -36,9 +37,12 @@ size_t model_measured(const struct model *m);
  * expected improvement is worth its build by the model's own measure. The pool:
  * every valid configuration the run has not measured when the space has at most 8,192, else
  * 2,048 random ones, the one-parameter moves of the 5 best measured and hill-climbs on the
- * expected improvement from the 10 best of them; seed draws the random ones. */
-void model_propose(struct model *m, struct run_info *run, const struct node_info *node, uint64_t seed,
-		   struct proposal **list, size_t *n);
+ * expected improvement from the 10 best of them; seed draws the random ones. In the endgame
+ * (settings->budget_left at most 6, and no point of the pool expected to gain
+ * settings->min_pred_gain on the run's best) it picks by the lowest predicted time instead,
+ * and returns 1 (else 0), so that the caller sends its picks first. */
+int model_propose(struct model *m, struct run_info *run, const struct node_info *node, uint64_t seed,
+		  struct proposal **list, size_t *n);
 
 /* A configuration move's prior: its expected improvement of ln time over the run's best
  * (floored at 1e-3), which kg-select normalizes over siblings: the same order as the model's

@@ -340,8 +340,9 @@ void rules_propose(struct run_info *run, const struct node_info *node, const str
 		long nlisted = run_listing(run, &listed);
 		random_configs(run->run.spec, listed, nlisted, &rng, random, offer_random, &ro);
 	}
+	int exploit = 0;
 	if (m) {
-		model_propose(m, run, node, rng_next(&rng), list, n);
+		exploit = model_propose(m, run, node, rng_next(&rng), list, n);
 		size_t mine = *n - first;
 		if (mine)
 			price(m, run, node, *list + first, &mine, dropped);
@@ -354,7 +355,7 @@ void rules_propose(struct run_info *run, const struct node_info *node, const str
 	/* At the incumbent, its most promising neighbour goes first: the best region is
 	 * refined step by step while the model's picks explore from the other nodes. */
 	const char *incumbent = json_string(run->best, "state");
-	if (refine && incumbent && strcmp(incumbent, node->state) == 0)
+	if (refine && !exploit && incumbent && strcmp(incumbent, node->state) == 0)
 		for (size_t i = first; i < *n; i++)
 			if (strcmp((*list)[i].proposer, "rules:neighbour") == 0) {
 				struct proposal p = (*list)[i];
@@ -362,6 +363,19 @@ void rules_propose(struct run_info *run, const struct node_info *node, const str
 				(*list)[first] = p;
 				break;
 			}
+	/* In the endgame the model's picks (the lowest predicted times) go first, ahead of
+	 * moves priced by their expected improvement. */
+	if (exploit) {
+		double top = (*list)[first].prior;
+		size_t front = first;
+		for (size_t i = first; i < *n; i++)
+			if (strcmp((*list)[i].proposer, "rules:model") == 0) {
+				struct proposal p = (*list)[i];
+				memmove(*list + front + 1, *list + front, (i - front) * sizeof(**list));
+				p.prior = fmax(p.prior, top);
+				(*list)[front++] = p;
+			}
+	}
 	/* The widening's share, most promising first; the initial design goes out whole, as
 	 * the model waits for all of it (and its compiles run side by side). */
 	size_t keep = settings->children ? settings->children : SIZE_MAX;
