@@ -633,6 +633,81 @@ static int check_methods(struct loader *L, const cJSON *methods)
 	return 0;
 }
 
+/* The ReadOnly Vector argument named name in KernelSpecification.Arguments, or NULL: an input's
+ * buffer stays where it is for every launch, so its map is encoded once per kernel. */
+static const cJSON *vector_argument(const cJSON *root, const char *name)
+{
+	const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(root, "KernelSpecification");
+	const cJSON *arg;
+	cJSON_ArrayForEach(arg, cJSON_GetObjectItemCaseSensitive(kernel, "Arguments")) {
+		const cJSON *n = cJSON_GetObjectItemCaseSensitive(arg, "Name");
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(arg, "MemoryType");
+		const cJSON *access = cJSON_GetObjectItemCaseSensitive(arg, "AccessType");
+		if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0 && cJSON_IsString(m) &&
+		    strcmp(m->valuestring, "Vector") == 0 && cJSON_IsString(access) &&
+		    strcmp(access->valuestring, "ReadOnly") == 0)
+			return arg;
+	}
+	return NULL;
+}
+
+/* Dims or Box of a tensor map: an array of rank expressions, compiled into out. */
+static int tensor_map_exprs(struct loader *L, const cJSON *entry, const char *field, const char *key, size_t *rank,
+			    struct pyexpr **out)
+{
+	const cJSON *list, *item;
+	char f[300], g[320];
+	if (member(L, entry, field, key, REQUIRED, is_array, "an array", &list))
+		return -1;
+	subfield(f, sizeof(f), field, key);
+	size_t n = (size_t)cJSON_GetArraySize(list), k = 0;
+	if (n < 1 || n > T1_TENSOR_MAP_MAX_RANK)
+		return fail(L, f, "must have 1 to %d entries, not %zu", T1_TENSOR_MAP_MAX_RANK, n);
+	if (*rank && n != *rank)
+		return fail(L, f, "must have as many entries as Dims (%zu), not %zu", *rank, n);
+	*rank = n;
+	cJSON_ArrayForEach(item, list) {
+		item_field(g, sizeof(g), f, k);
+		if (!is_string_or_number(item))
+			return fail(L, g, "must be a string (an expression) or a number, not %s", json_type_name(item));
+		if (!(out[k++] = compile_field(L, g, item, L->spec->nnames)))
+			return -1;
+	}
+	return 0;
+}
+
+/* KernelGraph.TensorMaps: [{"Argument", "Dims", "Box", "Swizzle"}] (t1.h says what each is). */
+static int load_tensor_maps(struct loader *L, const cJSON *root, const cJSON *maps)
+{
+	const cJSON *entry, *item;
+	struct t1_spec *s = L->spec;
+	s->tensor_maps = xcalloc((size_t)cJSON_GetArraySize(maps) + 1, sizeof(*s->tensor_maps));
+	cJSON_ArrayForEach(entry, maps) {
+		char f[256], g[300];
+		struct t1_tensor_map *m = &s->tensor_maps[s->ntensor_maps];
+		if (object_item(L, entry, "KernelGraph.TensorMaps", s->ntensor_maps, f, sizeof(f)))
+			return -1;
+		m->field = xstrdup(f);
+		s->ntensor_maps++;
+		if (member(L, entry, f, "Argument", REQUIRED, is_string, "a string", &item))
+			return -1;
+		m->argument = item->valuestring;
+		if (!vector_argument(root, m->argument))
+			return fail(L, subfield(g, sizeof(g), f, "Argument"),
+				    "'%s' is not the Name of a ReadOnly Vector argument of KernelSpecification.Arguments",
+				    m->argument);
+		if (tensor_map_exprs(L, entry, f, "Dims", &m->rank, m->dims) ||
+		    tensor_map_exprs(L, entry, f, "Box", &m->rank, m->box) ||
+		    member(L, entry, f, "Swizzle", OPTIONAL, is_integer, "an integer", &item))
+			return -1;
+		m->swizzle = item ? (int)item->valuedouble : 0;
+		if (m->swizzle != 0 && m->swizzle != 32 && m->swizzle != 64 && m->swizzle != 128)
+			return fail(L, subfield(g, sizeof(g), f, "Swizzle"), "must be 0, 32, 64 or 128 (bytes), not %d",
+				    m->swizzle);
+	}
+	return 0;
+}
+
 static int load_other_sections(struct loader *L, const cJSON *root)
 {
 	static const char *const levels[] = {"Off", "Error", "Warning", "Info", "Debug", NULL};
@@ -687,13 +762,15 @@ static int load_other_sections(struct loader *L, const cJSON *root)
 
 	if (member(L, root, "", "KernelGraph", OPTIONAL, is_object, "an object", &item))
 		return -1;
-	const cJSON *shared, *methods;
+	const cJSON *shared, *methods, *maps;
 	if (item && (member(L, item, "KernelGraph", "SharedMemory", OPTIONAL, is_string_or_number,
 			    "a string (an expression) or a number", &shared) ||
 		     (shared && !(L->spec->shared_memory = compile_field(L, "KernelGraph.SharedMemory", shared,
 									 L->spec->nnames))) ||
 		     member(L, item, "KernelGraph", "Methods", OPTIONAL, is_object, "an object", &methods) ||
-		     (methods && check_methods(L, methods))))
+		     (methods && check_methods(L, methods)) ||
+		     member(L, item, "KernelGraph", "TensorMaps", OPTIONAL, is_array, "an array", &maps) ||
+		     (maps && load_tensor_maps(L, root, maps))))
 		return -1;
 	return 0;
 }
@@ -744,6 +821,14 @@ void t1_free(struct t1_spec *s)
 		pyexpr_free(s->local_size[d]);
 	}
 	pyexpr_free(s->shared_memory);
+	for (size_t k = 0; k < s->ntensor_maps; k++) {
+		for (size_t d = 0; d < T1_TENSOR_MAP_MAX_RANK; d++) {
+			pyexpr_free(s->tensor_maps[k].dims[d]);
+			pyexpr_free(s->tensor_maps[k].box[d]);
+		}
+		free(s->tensor_maps[k].field);
+	}
+	free(s->tensor_maps);
 	for (size_t k = 0; k < s->nparams; k++) {
 		for (size_t v = 0; s->params[k].values_json && v < s->params[k].nvalues; v++)
 			free(s->params[k].values_json[v]);
@@ -1164,6 +1249,39 @@ int t1_launch_geometry(const struct t1_spec *s, const struct pyval *values, stru
 	if (rc == 0 && s->shared_memory)
 		rc = size_part(s, s->shared_memory, "KernelGraph.SharedMemory", 0, values, scratch,
 			       &launch->shared_bytes, why);
+	pyarena_free(scratch);
+	return rc ? -1 : 0;
+}
+
+int t1_tensor_map_eval(const struct t1_spec *s, const struct t1_tensor_map *m, const struct pyval *values,
+		       size_t elem_bytes, uint64_t *dims, uint32_t *box, struct strbuf *why)
+{
+	struct pyarena *scratch = pyarena_new();
+	int rc = 0;
+	for (size_t d = 0; d < m->rank && rc == 0; d++) {
+		char fd[300], fb[300];
+		int64_t dim = 0, b = 0;
+		snprintf(fd, sizeof(fd), "%s.Dims[%zu]", m->field, d);
+		snprintf(fb, sizeof(fb), "%s.Box[%zu]", m->field, d);
+		rc = size_part(s, m->dims[d], fd, 1, values, scratch, &dim, why) ||
+		     size_part(s, m->box[d], fb, 1, values, scratch, &b, why);
+		if (rc == 0 && (b > 256 || b > dim)) {
+			strbuf_addf(why, "%s: \"%s\" gives %lld, more than %s", fb, pyexpr_source(m->box[d]), (long long)b,
+				    b > 256 ? "256, the most a tensor map's box may span" : "the dimension's size");
+			rc = -1;
+		}
+		dims[d] = (uint64_t)dim;
+		box[d] = (uint32_t)b;
+	}
+	if (rc == 0 && (box[0] * elem_bytes) % 16 != 0) {
+		strbuf_addf(why, "%s.Box[0]: %u elements of %zu bytes are not a multiple of 16 bytes", m->field, box[0],
+			    elem_bytes);
+		rc = -1;
+	} else if (rc == 0 && m->swizzle && box[0] * elem_bytes > (size_t)m->swizzle) {
+		strbuf_addf(why, "%s.Box[0]: %u elements of %zu bytes are more than Swizzle (%d bytes)", m->field, box[0],
+			    elem_bytes, m->swizzle);
+		rc = -1;
+	}
 	pyarena_free(scratch);
 	return rc ? -1 : 0;
 }

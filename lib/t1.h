@@ -37,6 +37,25 @@ struct t1_condition {
 /* How GlobalSize is read: as blocks per dimension (CUDA, Vulkan) or threads (OpenCL). */
 enum t1_global_size_type { T1_GLOBAL_CUDA, T1_GLOBAL_OPENCL };
 
+/* KernelGraph.TensorMaps[k]: a CUDA tensor map (CUtensorMap, 128 bytes) over a ReadOnly Vector
+ * argument, which kg-bench encodes (cuTensorMapEncodeTiled) for each configuration and passes
+ * by value after the Arguments, in the order of the list, for kernels that copy tiles with the
+ * tensor memory accelerator (cp.async.bulk.tensor); a kernel that declares fewer parameters
+ * ignores them. The tensor is the argument's whole buffer, dense: Dims[0] is the innermost
+ * dimension, the stride of dimension d the product of the dims before it times the element's
+ * bytes, and their product at most the buffer's elements. Box is the tile one copy moves (each
+ * entry at most 256, the innermost a multiple of 16 bytes), Swizzle the shared-memory swizzle in
+ * bytes (0, 32, 64 or 128, and at least the innermost box's bytes). Elements outside the tensor
+ * arrive as zeros. Only inputs: an input's buffer stays put, so its map is encoded once. */
+#define T1_TENSOR_MAP_MAX_RANK 5
+struct t1_tensor_map {
+	char *field;		 /* "KernelGraph.TensorMaps[0]", for messages */
+	const char *argument;	 /* Argument: the Name of a ReadOnly Vector argument (inside t1_spec.json) */
+	size_t rank;		 /* 1 .. T1_TENSOR_MAP_MAX_RANK: Dims and Box have as many */
+	struct pyexpr *dims[T1_TENSOR_MAP_MAX_RANK], *box[T1_TENSOR_MAP_MAX_RANK];
+	int swizzle;		 /* bytes: 0 (none), 32, 64 or 128 */
+};
+
 struct t1_spec {
 	char *path;		  /* the spec file, as given */
 	cJSON *json;		  /* the whole document, for the fields later tools read */
@@ -49,6 +68,8 @@ struct t1_spec {
 	struct pyexpr *local_size[3];
 	struct pyexpr *shared_memory; /* KernelGraph.SharedMemory: dynamic shared bytes of a
 					 configuration (NULL: none beyond the fixed ones) */
+	struct t1_tensor_map *tensor_maps; /* KernelGraph.TensorMaps, in order */
+	size_t ntensor_maps;
 	struct t1_param *params;  /* ConfigurationSpace.TuningParameters, in order */
 	size_t nparams;
 	struct t1_condition *conditions; /* ConfigurationSpace.Conditions, in order */
@@ -138,5 +159,12 @@ struct t1_launch {
 };
 int t1_launch_geometry(const struct t1_spec *spec, const struct pyval *values, struct t1_launch *launch,
 		       struct strbuf *why);
+
+/* A tensor map's Dims and Box for a configuration (values bound as t1_bind does): each Dims
+ * entry a positive integer, each Box entry from 1 to 256 and at most its dimension's size, the
+ * innermost box elem_bytes * Box[0] a multiple of 16 bytes and no more than a nonzero Swizzle.
+ * Returns 0, or -1 with why set ("KernelGraph.TensorMaps[0].Box[1]: ... gives 512, ..."). */
+int t1_tensor_map_eval(const struct t1_spec *spec, const struct t1_tensor_map *map, const struct pyval *values,
+		       size_t elem_bytes, uint64_t *dims, uint32_t *box, struct strbuf *why);
 
 #endif

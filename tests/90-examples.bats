@@ -91,3 +91,43 @@ setup() {
 		grep -q ' 0 bytes spill stores, 0 bytes spill loads' "$dir/build.log"
 	done
 }
+
+@test "the matmul examples' ready patch wgmma_tma_ws applies, compiles for sm_90a and issues TMA copies, mbarrier waits and wgmma m64n256k16" {
+	for name in matmul fused_matmul_act; do
+		spec=$KG_ROOT/examples/$name/$name.json
+		mkdir "$name"
+		jq '.KernelSpecification.KernelFile = "matmul.cu"' "$spec" >"$name/spec.json"
+		cp "$KG_ROOT/examples/matmul/matmul.cu" "$name/"
+		entry=$(jq -c '.KernelGraph.Patches[] | select(.Name == "wgmma_tma_ws")' "$spec")
+		[ "$(jq -r '.Method' <<<"$entry")" = enable_async_pipeline ]
+		kg-propose -x -s "$spec" | jq -c '.candidate.config' | jq -cS . >space
+		grep -qxF "$(jq -cS '.Config' <<<"$entry")" space
+		base=$(echo '{"run": "'"$name"'", "candidate": {"id": "baseline"}}' | kg-build --arch sm_90a | jq -r .build.state)
+		run_tool 0 kg-build --arch sm_90a < <(jq -cn --arg r "$name" --arg b "$base" \
+			--rawfile p "$(dirname "$spec")/$(jq -r .PatchFile <<<"$entry")" --argjson c "$(jq -c .Config <<<"$entry")" \
+			'{run: $r, node: $b, candidate: {id: "ws", patch: $p, config: $c}}')
+		jq -e '.build | .status == "ok" and .materialized == "patch" and .arch == "sm_90a" and (.patch.fuzz | all(. == 0))' <<<"$output"
+		ptx=$name/variants/$(jq -r .build.state <<<"$output")/kernel.ptx
+		# the tensor maps arrive as two 128-byte, 64-aligned parameters after the six arguments
+		[ "$(grep -cE '\.param \.align 64 \.b8 matmul_param_[67]\[128\]' "$ptx")" -eq 2 ]
+		grep -q 'cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes' "$ptx"
+		grep -q 'wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16' "$ptx"
+		for op in mbarrier.init.shared::cta.b64 mbarrier.arrive.expect_tx.shared::cta.b64 mbarrier.try_wait.parity.shared::cta.b64 \
+			'setmaxnreg.dec.sync.aligned.u32 40' 'setmaxnreg.inc.sync.aligned.u32 232' 'wgmma.wait_group.sync.aligned 1'; do
+			grep -qF "$op" "$ptx"
+		done
+		[ "$(grep -c 'mma.sync.aligned\|cp.async.cg' "$ptx")" -eq 0 ]
+		grep -q ' 0 bytes spill stores, 0 bytes spill loads' "$(dirname "$ptx")/build.log"
+		# the fused example's activation is in the epilogue: LeakyReLU's compare and multiply
+		if [ "$name" = fused_matmul_act ]; then grep -q 'mul.f32.*0f3C23D70A' "$ptx"; fi
+	done
+}
+
+@test "the wmma kernel refuses a warp count it cannot lay out (12: the warp-specialized patch's) at compile time" {
+	mkdir matmul
+	cp "$KG_ROOT/examples/matmul/matmul.json" matmul/spec.json
+	cp "$KG_ROOT/examples/matmul/matmul.cu" matmul/
+	run_tool 0 kg-build --arch sm_90a <<<'{"run": "matmul", "candidate": {"id": "w12", "config": {"block_m": 128, "block_n": 256, "block_k": 64, "num_warps": 12, "num_stages": 4, "group_m": 8}}}'
+	jq -e '.build.status == "compile_failed"' <<<"$output"
+	grep -q 'no split of num_warps gives every warp whole 16x16 fragments' matmul/variants/*/build.log
+}
