@@ -67,7 +67,7 @@ int main(int argc, char **argv)
 	CK(cudaMalloc(&flush, flush_bytes));
 
 	const TensorMap ta = encode(A, K, M, 64, block_m), tb = encode(B, N, K, 64, 64);
-	const int smem = num_stages * STAGE_BYTES + 1024 + 16 * num_stages;
+	const int smem = 1024 + num_stages * (STAGE_BYTES + 16) + (num_warps - 4) * OUT_WARP_BYTES;
 	CK(cudaFuncSetAttribute(matmul, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
 	const int tiles = ((M + block_m - 1) / block_m) * ((N + block_n - 1) / block_n);
 	int grid = getenv("GRID") ? std::min(tiles, atoi(getenv("GRID"))) : tiles;
