@@ -708,6 +708,59 @@ static int load_tensor_maps(struct loader *L, const cJSON *root, const cJSON *ma
 	return 0;
 }
 
+/* Conditions of one kernel (t1.h): list is an array of {"Expression", "Parameters"} objects at
+ * field; name the Patches entry's Name, or NULL for KernelGraph.Conditions. */
+static int load_kernel_conditions(struct loader *L, const cJSON *list, const char *field, const char *name)
+{
+	struct t1_spec *s = L->spec;
+	const cJSON *obj, *expression, *params;
+	if (!cJSON_IsArray(list))
+		return fail(L, field, "must be an array, not %s", json_type_name(list));
+	s->kernel_conditions = xreallocarray(s->kernel_conditions, s->nkernel_conditions + 1, sizeof(*s->kernel_conditions));
+	struct t1_kernel_conditions *kc = &s->kernel_conditions[s->nkernel_conditions++];
+	kc->name = name;
+	kc->n = 0;
+	kc->conditions = xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(*kc->conditions));
+	size_t k = 0;
+	cJSON_ArrayForEach(obj, list) {
+		char f[300], g[320];
+		if (object_item(L, obj, field, k++, f, sizeof(f)) ||
+		    member(L, obj, f, "Parameters", OPTIONAL, is_array, "an array", &params) ||
+		    member(L, obj, f, "Expression", REQUIRED, is_string, "a string", &expression))
+			return -1;
+		struct t1_condition *c = &kc->conditions[kc->n++];
+		c->field = xstrdup(subfield(g, sizeof(g), f, "Expression"));
+		if (!(c->expr = compile_field(L, c->field, expression, s->nnames)))
+			return -1;
+	}
+	return 0;
+}
+
+/* KernelGraph.Conditions, and the Conditions of each KernelGraph.Patches entry (the rest of
+ * an entry is kg-propose's to read). */
+static int load_all_kernel_conditions(struct loader *L, const cJSON *ext)
+{
+	const cJSON *conditions = cJSON_GetObjectItemCaseSensitive(ext, "Conditions");
+	const cJSON *patches = cJSON_GetObjectItemCaseSensitive(ext, "Patches"), *entry;
+	if (conditions && load_kernel_conditions(L, conditions, "KernelGraph.Conditions", NULL))
+		return -1;
+	size_t k = 0;
+	if (!cJSON_IsArray(patches))
+		return 0; /* kg-propose says what is wrong with it */
+	cJSON_ArrayForEach(entry, patches) {
+		char f[256], g[300];
+		const cJSON *name;
+		item_field(f, sizeof(f), "KernelGraph.Patches", k++);
+		conditions = cJSON_GetObjectItemCaseSensitive(entry, "Conditions");
+		if (!conditions)
+			continue;
+		if (member(L, entry, f, "Name", REQUIRED, is_string, "a string", &name) ||
+		    load_kernel_conditions(L, conditions, subfield(g, sizeof(g), f, "Conditions"), name->valuestring))
+			return -1;
+	}
+	return 0;
+}
+
 static int load_other_sections(struct loader *L, const cJSON *root)
 {
 	static const char *const levels[] = {"Off", "Error", "Warning", "Info", "Debug", NULL};
@@ -770,7 +823,7 @@ static int load_other_sections(struct loader *L, const cJSON *root)
 		     member(L, item, "KernelGraph", "Methods", OPTIONAL, is_object, "an object", &methods) ||
 		     (methods && check_methods(L, methods)) ||
 		     member(L, item, "KernelGraph", "TensorMaps", OPTIONAL, is_array, "an array", &maps) ||
-		     (maps && load_tensor_maps(L, root, maps))))
+		     (maps && load_tensor_maps(L, root, maps)) || load_all_kernel_conditions(L, item)))
 		return -1;
 	return 0;
 }
@@ -829,6 +882,14 @@ void t1_free(struct t1_spec *s)
 		free(s->tensor_maps[k].field);
 	}
 	free(s->tensor_maps);
+	for (size_t k = 0; k < s->nkernel_conditions; k++) {
+		for (size_t c = 0; c < s->kernel_conditions[k].n; c++) {
+			free(s->kernel_conditions[k].conditions[c].field);
+			pyexpr_free(s->kernel_conditions[k].conditions[c].expr);
+		}
+		free(s->kernel_conditions[k].conditions);
+	}
+	free(s->kernel_conditions);
 	for (size_t k = 0; k < s->nparams; k++) {
 		for (size_t v = 0; s->params[k].values_json && v < s->params[k].nvalues; v++)
 			free(s->params[k].values_json[v]);
@@ -1167,6 +1228,38 @@ int t1_check_conditions(const struct t1_spec *s, const struct pyval *values, str
 				    pyexpr_source(s->conditions[c].expr));
 			describe_inputs(why, s, s->conditions[c].expr, values);
 			rc = 1;
+		}
+	}
+	pyarena_free(scratch);
+	return rc;
+}
+
+int t1_check_kernel_conditions(const struct t1_spec *s, const char *const *applied, size_t napplied,
+			       const struct pyval *values, struct strbuf *why)
+{
+	struct pyarena *scratch = pyarena_new();
+	int rc = 0;
+	for (size_t k = 0; k < s->nkernel_conditions && rc == 0; k++) {
+		const struct t1_kernel_conditions *kc = &s->kernel_conditions[k];
+		int applies = !kc->name && napplied == 0;
+		for (size_t i = 0; kc->name && i < napplied && !applies; i++)
+			applies = strcmp(applied[i], kc->name) == 0;
+		for (size_t c = 0; applies && c < kc->n && rc == 0; c++) {
+			const struct t1_condition *cond = &kc->conditions[c];
+			struct pyexpr_error err;
+			struct pyval result;
+			if (pyexpr_eval(cond->expr, values, scratch, &result, &err)) {
+				strbuf_addf(why, "%s: column %zu: %s in \"%s\"", cond->field,
+					    pyexpr_error_column(pyexpr_source(cond->expr), &err), err.message,
+					    pyexpr_source(cond->expr));
+				rc = 1;
+			} else if (!pyval_truthy(&result)) {
+				strbuf_addf(why, "%s does not hold: \"%s\"", cond->field, pyexpr_source(cond->expr));
+				rc = 1;
+			}
+			if (rc)
+				describe_inputs(why, s, cond->expr, values);
+			pyarena_reset(scratch);
 		}
 	}
 	pyarena_free(scratch);

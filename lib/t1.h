@@ -56,6 +56,17 @@ struct t1_tensor_map {
 	int swizzle;		 /* bytes: 0 (none), 32, 64 or 128 */
 };
 
+/* Conditions that hold for one kernel of the spec rather than for its whole space: the spec's
+ * own kernel's (KernelGraph.Conditions, name NULL) or those of the kernel a KernelGraph.Patches
+ * entry makes (its Conditions, name its Name). Each is an object {"Expression", "Parameters"}
+ * as in ConfigurationSpace.Conditions (Parameters optional), so that a patch whose kernel takes
+ * other configurations than the spec's (another warp layout, say) says which. */
+struct t1_kernel_conditions {
+	const char *name;		 /* the patch's Name (inside t1_spec.json), or NULL */
+	struct t1_condition *conditions; /* field "KernelGraph.Patches[1].Conditions[0].Expression" */
+	size_t n;
+};
+
 struct t1_spec {
 	char *path;		  /* the spec file, as given */
 	cJSON *json;		  /* the whole document, for the fields later tools read */
@@ -70,6 +81,9 @@ struct t1_spec {
 					 configuration (NULL: none beyond the fixed ones) */
 	struct t1_tensor_map *tensor_maps; /* KernelGraph.TensorMaps, in order */
 	size_t ntensor_maps;
+	struct t1_kernel_conditions *kernel_conditions; /* KernelGraph.Conditions, then each Patches
+							   entry's that has some */
+	size_t nkernel_conditions;
 	struct t1_param *params;  /* ConfigurationSpace.TuningParameters, in order */
 	size_t nparams;
 	struct t1_condition *conditions; /* ConfigurationSpace.Conditions, in order */
@@ -130,6 +144,13 @@ void t1_bind(const struct t1_spec *spec, const size_t *indices, struct pyval *va
  * 1 with why set to the first condition that does not hold or cannot be evaluated:
  *   ConfigurationSpace.Conditions[0] does not hold: "a * b <= 64" (with a=32, b=4) */
 int t1_check_conditions(const struct t1_spec *spec, const struct pyval *values, struct strbuf *why);
+
+/* Checks the kernel conditions that apply to a variant made by applying the KernelGraph.Patches
+ * entries named applied[0..napplied) to the spec's kernel: with none, KernelGraph.Conditions
+ * (the spec's own kernel's); otherwise each applied entry's Conditions instead. Returns 0 when
+ * all hold; otherwise 1 with why set as t1_check_conditions sets it. */
+int t1_check_kernel_conditions(const struct t1_spec *spec, const char *const *applied, size_t napplied,
+			       const struct pyval *values, struct strbuf *why);
 
 /* Completes the configuration wanted (may be NULL) from parent's (may be NULL), then the
  * Defaults, then the first valid configuration, and checks it: indices get the complete

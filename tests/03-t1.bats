@@ -329,3 +329,21 @@ count_fails() {
 	run_tool 1 "$KG_TEST_DRIVER" tensor-maps "$S" "$config"
 	[[ "$stderr" == 'kg-libtest: KernelGraph.TensorMaps[0].Dims[0]: "tile - 4" gives 0, not a positive integer below 2**31'* ]]
 }
+
+@test "KernelGraph.Conditions and a ready patch's Conditions are read as ConfigurationSpace.Conditions are, and named when wrong" {
+	spec_with '.KernelGraph = {"Conditions": [{"Expression": "tile < 4"}], "Patches": [{"Name": "p", "Conditions": [{"Parameters": ["tile"], "Expression": "tile >= 2"}]}]}'
+	# they restrict a kernel's configurations (kg-propose), not the space
+	run_tool 0 kg-propose --exhaustive --count --spec "$S"
+	assert_output 14
+	spec_with '.KernelGraph = {"Conditions": {}}'
+	count_fails 1 "KernelGraph.Conditions: must be an array, not an object"
+	spec_with '.KernelGraph = {"Conditions": ["tile < 4"]}'
+	count_fails 1 "KernelGraph.Conditions[0]: must be an object, not a string"
+	spec_with '.KernelGraph = {"Conditions": [{"Parameters": []}]}'
+	count_fails 1 "KernelGraph.Conditions[0].Expression: missing (required by T1)"
+	spec_with '.KernelGraph = {"Patches": [{"Patch": "x", "Conditions": []}]}'
+	count_fails 1 "KernelGraph.Patches[0].Name: missing (required by T1)"
+	spec_with '.KernelGraph = {"Patches": [{"Name": "p", "Conditions": [{"Expression": "nope > 1"}]}]}'
+	run_tool 1 kg-propose --exhaustive --count --spec "$S"
+	[[ "$stderr" == "kg-propose: $S: KernelGraph.Patches[0].Conditions[0].Expression: column "*"nope"* ]]
+}

@@ -55,7 +55,8 @@ int config_valid(const struct t1_spec *spec, const size_t *indices)
 }
 
 /* For each parameter, the nearest value below and above the node's that keeps the
- * configuration valid (and, with --within, measured), the others unchanged. */
+ * configuration valid and one the node's kernel takes (and, with --within, measured), the
+ * others unchanged. */
 static void neighbours(struct run_info *run, const struct node_info *node, struct proposal **list, size_t *n,
 		       size_t *dropped)
 {
@@ -68,7 +69,8 @@ static void neighbours(struct run_info *run, const struct node_info *node, struc
 			memcpy(try, at, spec->nparams * sizeof(*try));
 			for (long j = (long)at[k] + dir; j >= 0 && j < (long)param->nvalues; j += dir) {
 				try[k] = (size_t)j;
-				if (!config_valid(spec, try) || !context_within(run, try))
+				if (!config_valid(spec, try) || !kernel_takes(spec, node, NULL, try, NULL) ||
+				    !context_within(run, try))
 					continue;
 				struct proposal p = {.proposer = xstrdup("rules:neighbour"), .method = xstrdup(param_method(spec, k)),
 						     .prior = PRIOR_STEP};
