@@ -43,11 +43,13 @@ for size in "$@"; do
 			 best_check: $best.bench.check, config: $best.build.config, edited: $best.build.edited,
 			 edits: chain($best.build.state; 50),
 			 builds: map(select(.build != null and .build.baseline != true)) | length,
+			 failed_builds: map(select(.build != null and .build.status != "ok")) | length,
+			 edited_measured: map(select(.build.edited == true and .bench.status == "ok")) | length,
 			 cublas_ms: $c[0].cublas_ms, activation_pass_ms: $c[0].activation_pass_ms,
 			 reference: ($c[0] | {check, max_abs_err})}
 			| .vs_cublas = ((.cublas_ms + (.activation_pass_ms // 0)) / .best_events_ms)' "$run/events.jsonl" | tee -a "$out/tune.jsonl" |
 			jq -r 'def r: . * 1e4 | round / 1e4;
-				"| \(.example) | \(.size)³ | \(.baseline_ms | r) | \(.best_ms | r) | \(.best_events_ms | r) | \(.flops / .best_events_ms / 1e9 | round) | \(.cublas_ms | r)\(if .activation_pass_ms then " + \(.activation_pass_ms | r)" else "" end) | \(.vs_cublas * 1000 | round / 1000)× | \(.builds) | \(.edits | join(" → ")) | \(.config | to_entries | map("\(.key)=\(.value)") | join(" ")) | baseline vs cuBLAS: \(.reference.check) (max abs err \(.reference.max_abs_err)); best vs baseline: \(.best_check.passed) |"' >>"$out/tune.md"
+				"| \(.example) | \(.size)³ | \(.baseline_ms | r) | \(.best_ms | r) | \(.best_events_ms | r) | \(.flops / .best_events_ms / 1e9 | round) | \(.cublas_ms | r)\(if .activation_pass_ms then " + \(.activation_pass_ms | r)" else "" end) | \(.vs_cublas * 1000 | round / 1000)× | \(.builds) (\(.failed_builds) failed, \(.edited_measured) edited measured) | \(.edits | join(" → ")) | \(.config | to_entries | map("\(.key)=\(.value)") | join(" ")) | baseline vs cuBLAS: \(.reference.check) (max abs err \(.reference.max_abs_err)); best vs baseline: \(.best_check.passed) |"' >>"$out/tune.md"
 	done
 done
 tar -C "$work" -czf "$out/runs.tar.gz" --exclude reference --exclude '*.cubin' --exclude '*.ptx' --exclude cache .
