@@ -1237,30 +1237,32 @@ int t1_check_conditions(const struct t1_spec *s, const struct pyval *values, str
 int t1_check_kernel_conditions(const struct t1_spec *s, const char *const *applied, size_t napplied,
 			       const struct pyval *values, struct strbuf *why)
 {
+	/* the kernel's conditions: the latest applied entry's that states some, else the spec's */
+	const struct t1_kernel_conditions *kc = NULL;
+	for (size_t i = napplied; i-- > 0 && !kc;)
+		for (size_t k = 0; k < s->nkernel_conditions && !kc; k++)
+			if (s->kernel_conditions[k].name && strcmp(s->kernel_conditions[k].name, applied[i]) == 0)
+				kc = &s->kernel_conditions[k];
+	for (size_t k = 0; k < s->nkernel_conditions && !kc; k++)
+		if (!s->kernel_conditions[k].name)
+			kc = &s->kernel_conditions[k];
 	struct pyarena *scratch = pyarena_new();
 	int rc = 0;
-	for (size_t k = 0; k < s->nkernel_conditions && rc == 0; k++) {
-		const struct t1_kernel_conditions *kc = &s->kernel_conditions[k];
-		int applies = !kc->name && napplied == 0;
-		for (size_t i = 0; kc->name && i < napplied && !applies; i++)
-			applies = strcmp(applied[i], kc->name) == 0;
-		for (size_t c = 0; applies && c < kc->n && rc == 0; c++) {
-			const struct t1_condition *cond = &kc->conditions[c];
-			struct pyexpr_error err;
-			struct pyval result;
-			if (pyexpr_eval(cond->expr, values, scratch, &result, &err)) {
-				strbuf_addf(why, "%s: column %zu: %s in \"%s\"", cond->field,
-					    pyexpr_error_column(pyexpr_source(cond->expr), &err), err.message,
-					    pyexpr_source(cond->expr));
-				rc = 1;
-			} else if (!pyval_truthy(&result)) {
-				strbuf_addf(why, "%s does not hold: \"%s\"", cond->field, pyexpr_source(cond->expr));
-				rc = 1;
-			}
-			if (rc)
-				describe_inputs(why, s, cond->expr, values);
-			pyarena_reset(scratch);
+	for (size_t c = 0; kc && c < kc->n && rc == 0; c++) {
+		const struct t1_condition *cond = &kc->conditions[c];
+		struct pyexpr_error err;
+		struct pyval result;
+		if (pyexpr_eval(cond->expr, values, scratch, &result, &err)) {
+			strbuf_addf(why, "%s: column %zu: %s in \"%s\"", cond->field,
+				    pyexpr_error_column(pyexpr_source(cond->expr), &err), err.message, pyexpr_source(cond->expr));
+			rc = 1;
+		} else if (!pyval_truthy(&result)) {
+			strbuf_addf(why, "%s does not hold: \"%s\"", cond->field, pyexpr_source(cond->expr));
+			rc = 1;
 		}
+		if (rc)
+			describe_inputs(why, s, cond->expr, values);
+		pyarena_reset(scratch);
 	}
 	pyarena_free(scratch);
 	return rc;

@@ -146,9 +146,10 @@ void t1_bind(const struct t1_spec *spec, const size_t *indices, struct pyval *va
 int t1_check_conditions(const struct t1_spec *spec, const struct pyval *values, struct strbuf *why);
 
 /* Checks the kernel conditions that apply to a variant made by applying the KernelGraph.Patches
- * entries named applied[0..napplied) to the spec's kernel: with none, KernelGraph.Conditions
- * (the spec's own kernel's); otherwise each applied entry's Conditions instead. Returns 0 when
- * all hold; otherwise 1 with why set as t1_check_conditions sets it. */
+ * entries named applied[0..napplied), in that order, to the spec's kernel: the Conditions of
+ * the latest of them that states some (the kernel it made; a later entry without Conditions
+ * keeps them); when none does, KernelGraph.Conditions (the spec's own kernel's). Returns 0
+ * when all hold; otherwise 1 with why set as t1_check_conditions sets it. */
 int t1_check_kernel_conditions(const struct t1_spec *spec, const char *const *applied, size_t napplied,
 			       const struct pyval *values, struct strbuf *why);
 

@@ -131,3 +131,27 @@ setup() {
 	jq -e '.build.status == "compile_failed"' <<<"$output"
 	grep -q 'no split of num_warps gives every warp whole 16x16 fragments' matmul/variants/*/build.log
 }
+
+@test "the matmul's ready patches compose: wgmma then tma_ws_after_wgmma builds the very variant wgmma_tma_ws builds" {
+	spec=$KG_ROOT/examples/matmul/matmul.json
+	mkdir matmul
+	cp "$spec" matmul/spec.json
+	cp "$KG_ROOT"/examples/matmul/{matmul.cu,wgmma.diff,wgmma_tma_ws.diff,wgmma_to_tma_ws.diff} matmul/
+	entry() { jq -c --arg n "$1" '.KernelGraph.Patches[] | select(.Name == $n)' "$spec"; }
+	# build NODE NAME: the entry NAME applied at NODE in its Config; prints the build record
+	build() {
+		jq -cn --arg b "$1" --arg id "$2" --rawfile p "matmul/$(entry "$2" | jq -r .PatchFile)" --argjson c "$(entry "$2" | jq -c .Config)" \
+			'{run: "matmul", node: $b, candidate: {id: $id, patch: $p, config: $c}}' | kg-build --arch sm_90a
+	}
+	[ "$(entry tma_ws_after_wgmma | jq -r .After)" = wgmma ]
+	base=$(echo '{"run": "matmul", "candidate": {"id": "baseline"}}' | kg-build --arch sm_90a | jq -r .build.state)
+	direct=$(build "$base" wgmma_tma_ws)
+	wgmma=$(build "$base" wgmma)
+	jq -e '.build.status == "ok"' <<<"$wgmma"
+	chained=$(build "$(jq -r .build.state <<<"$wgmma")" tma_ws_after_wgmma)
+	jq -e '.build | .status == "ok" and .materialized == "patch" and (.patch.fuzz | all(. == 0))' <<<"$chained"
+	# the same source and configuration: one state, so the graph merges the two paths
+	[ "$(jq -r .build.state <<<"$chained")" = "$(jq -r .build.state <<<"$direct")" ]
+	# on the spec's own kernel it does not apply, and kg-build says so
+	jq -e '.build.status == "patch_failed"' <<<"$(build "$base" tma_ws_after_wgmma)"
+}
