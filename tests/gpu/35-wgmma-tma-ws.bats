@@ -3,7 +3,7 @@
 # the spec's KernelGraph.TensorMaps, an mbarrier ring, warp-specialized wgmma, sm_90a) passes
 # kg-bench's check against the spec's own wmma kernel at the example's size and at ragged ones
 # (partial tiles, whose out-of-range elements TMA fills with zeros); a wrong descriptor or a
-# wrong tensor map does not pass, and a box the spec cannot have is an error naming its field.
+# wrong tensor map does not pass, and a map kg-bench cannot encode is an error naming its field.
 
 load ../test_helper
 
@@ -105,4 +105,19 @@ passed() {
 	[ "$(jq -r .bench.status matmul.jsonl | paste -sd' ')" = 'ok error' ]
 	jq -r 'select(.candidate.id == "ws") | .bench.error' matmul.jsonl |
 		grep -F 'KernelGraph.TensorMaps[0].Box[1]: "2 * block_m" gives 512, more than 256'
+}
+
+@test "kg-bench: tensor-map dimensions past the argument's buffer, or rows not a multiple of 16 bytes, are errors naming the field" {
+	new_run matmul
+	cp matmul/spec.json spec.orig
+	jq '.KernelGraph.TensorMaps[0].Dims[1] = "ProblemSize[0] + 1"' spec.orig >matmul/spec.json
+	echo '{"run": "matmul", "candidate": {"id": "baseline"}}' | timeout 120 kg-build | timeout 300 kg-bench --budget 0.2 >past.jsonl
+	jq -c '.bench | {status, error}' past.jsonl >&3
+	[ "$(jq -r .bench.status past.jsonl)" = error ]
+	jq -r .bench.error past.jsonl | grep -F 'KernelGraph.TensorMaps[0].Dims: 16781312 elements, more than A holds (16777216)'
+	jq '.KernelGraph.TensorMaps[0].Dims[0] = "ProblemSize[2] - 4"' spec.orig >matmul/spec.json
+	echo '{"run": "matmul", "candidate": {"id": "baseline"}}' | timeout 120 kg-build | timeout 300 kg-bench --budget 0.2 >ragged.jsonl
+	jq -c '.bench | {status, error}' ragged.jsonl >&3
+	[ "$(jq -r .bench.status ragged.jsonl)" = error ]
+	jq -r .bench.error ragged.jsonl | grep -F "KernelGraph.TensorMaps[0].Dims: dimension 1's stride, 8184 bytes, is not a multiple of 16"
 }

@@ -604,6 +604,7 @@ static void free_run(struct wrun *r)
 		cu.cuMemFree(r->guard_table);
 	if (r->gen_module)
 		cu.cuModuleUnload(r->gen_module);
+	kernel_release(&r->baseline);
 	for (size_t k = 0; r->args && k < r->ka.n; k++)
 		free(r->args[k].scalar);
 	free(r->args);
