@@ -633,6 +633,134 @@ static int check_methods(struct loader *L, const cJSON *methods)
 	return 0;
 }
 
+/* The ReadOnly Vector argument named name in KernelSpecification.Arguments, or NULL: an input's
+ * buffer stays where it is for every launch, so its map is encoded once per kernel. */
+static const cJSON *vector_argument(const cJSON *root, const char *name)
+{
+	const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(root, "KernelSpecification");
+	const cJSON *arg;
+	cJSON_ArrayForEach(arg, cJSON_GetObjectItemCaseSensitive(kernel, "Arguments")) {
+		const cJSON *n = cJSON_GetObjectItemCaseSensitive(arg, "Name");
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(arg, "MemoryType");
+		const cJSON *access = cJSON_GetObjectItemCaseSensitive(arg, "AccessType");
+		if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0 && cJSON_IsString(m) &&
+		    strcmp(m->valuestring, "Vector") == 0 && cJSON_IsString(access) &&
+		    strcmp(access->valuestring, "ReadOnly") == 0)
+			return arg;
+	}
+	return NULL;
+}
+
+/* Dims or Box of a tensor map: an array of rank expressions, compiled into out. */
+static int tensor_map_exprs(struct loader *L, const cJSON *entry, const char *field, const char *key, size_t *rank,
+			    struct pyexpr **out)
+{
+	const cJSON *list, *item;
+	char f[300], g[320];
+	if (member(L, entry, field, key, REQUIRED, is_array, "an array", &list))
+		return -1;
+	subfield(f, sizeof(f), field, key);
+	size_t n = (size_t)cJSON_GetArraySize(list), k = 0;
+	if (n < 1 || n > T1_TENSOR_MAP_MAX_RANK)
+		return fail(L, f, "must have 1 to %d entries, not %zu", T1_TENSOR_MAP_MAX_RANK, n);
+	if (*rank && n != *rank)
+		return fail(L, f, "must have as many entries as Dims (%zu), not %zu", *rank, n);
+	*rank = n;
+	cJSON_ArrayForEach(item, list) {
+		item_field(g, sizeof(g), f, k);
+		if (!is_string_or_number(item))
+			return fail(L, g, "must be a string (an expression) or a number, not %s", json_type_name(item));
+		if (!(out[k++] = compile_field(L, g, item, L->spec->nnames)))
+			return -1;
+	}
+	return 0;
+}
+
+/* KernelGraph.TensorMaps: [{"Argument", "Dims", "Box", "Swizzle"}] (t1.h says what each is). */
+static int load_tensor_maps(struct loader *L, const cJSON *root, const cJSON *maps)
+{
+	const cJSON *entry, *item;
+	struct t1_spec *s = L->spec;
+	s->tensor_maps = xcalloc((size_t)cJSON_GetArraySize(maps) + 1, sizeof(*s->tensor_maps));
+	cJSON_ArrayForEach(entry, maps) {
+		char f[256], g[300];
+		struct t1_tensor_map *m = &s->tensor_maps[s->ntensor_maps];
+		if (object_item(L, entry, "KernelGraph.TensorMaps", s->ntensor_maps, f, sizeof(f)))
+			return -1;
+		m->field = xstrdup(f);
+		s->ntensor_maps++;
+		if (member(L, entry, f, "Argument", REQUIRED, is_string, "a string", &item))
+			return -1;
+		m->argument = item->valuestring;
+		if (!vector_argument(root, m->argument))
+			return fail(L, subfield(g, sizeof(g), f, "Argument"),
+				    "'%s' is not the Name of a ReadOnly Vector argument of KernelSpecification.Arguments",
+				    m->argument);
+		if (tensor_map_exprs(L, entry, f, "Dims", &m->rank, m->dims) ||
+		    tensor_map_exprs(L, entry, f, "Box", &m->rank, m->box) ||
+		    member(L, entry, f, "Swizzle", OPTIONAL, is_integer, "an integer", &item))
+			return -1;
+		m->swizzle = item ? (int)item->valuedouble : 0;
+		if (m->swizzle != 0 && m->swizzle != 32 && m->swizzle != 64 && m->swizzle != 128)
+			return fail(L, subfield(g, sizeof(g), f, "Swizzle"), "must be 0, 32, 64 or 128 (bytes), not %d",
+				    m->swizzle);
+	}
+	return 0;
+}
+
+/* Conditions of one kernel (t1.h): list is an array of {"Expression", "Parameters"} objects at
+ * field; name the Patches entry's Name, or NULL for KernelGraph.Conditions. */
+static int load_kernel_conditions(struct loader *L, const cJSON *list, const char *field, const char *name)
+{
+	struct t1_spec *s = L->spec;
+	const cJSON *obj, *expression, *params;
+	if (!cJSON_IsArray(list))
+		return fail(L, field, "must be an array, not %s", json_type_name(list));
+	s->kernel_conditions = xreallocarray(s->kernel_conditions, s->nkernel_conditions + 1, sizeof(*s->kernel_conditions));
+	struct t1_kernel_conditions *kc = &s->kernel_conditions[s->nkernel_conditions++];
+	kc->name = name;
+	kc->n = 0;
+	kc->conditions = xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(*kc->conditions));
+	size_t k = 0;
+	cJSON_ArrayForEach(obj, list) {
+		char f[300], g[320];
+		if (object_item(L, obj, field, k++, f, sizeof(f)) ||
+		    member(L, obj, f, "Parameters", OPTIONAL, is_array, "an array", &params) ||
+		    member(L, obj, f, "Expression", REQUIRED, is_string, "a string", &expression))
+			return -1;
+		struct t1_condition *c = &kc->conditions[kc->n++];
+		c->field = xstrdup(subfield(g, sizeof(g), f, "Expression"));
+		if (!(c->expr = compile_field(L, c->field, expression, s->nnames)))
+			return -1;
+	}
+	return 0;
+}
+
+/* KernelGraph.Conditions, and the Conditions of each KernelGraph.Patches entry (the rest of
+ * an entry is kg-propose's to read). */
+static int load_all_kernel_conditions(struct loader *L, const cJSON *ext)
+{
+	const cJSON *conditions = cJSON_GetObjectItemCaseSensitive(ext, "Conditions");
+	const cJSON *patches = cJSON_GetObjectItemCaseSensitive(ext, "Patches"), *entry;
+	if (conditions && load_kernel_conditions(L, conditions, "KernelGraph.Conditions", NULL))
+		return -1;
+	size_t k = 0;
+	if (!cJSON_IsArray(patches))
+		return 0; /* kg-propose says what is wrong with it */
+	cJSON_ArrayForEach(entry, patches) {
+		char f[256], g[300];
+		const cJSON *name;
+		item_field(f, sizeof(f), "KernelGraph.Patches", k++);
+		conditions = cJSON_GetObjectItemCaseSensitive(entry, "Conditions");
+		if (!conditions)
+			continue;
+		if (member(L, entry, f, "Name", REQUIRED, is_string, "a string", &name) ||
+		    load_kernel_conditions(L, conditions, subfield(g, sizeof(g), f, "Conditions"), name->valuestring))
+			return -1;
+	}
+	return 0;
+}
+
 static int load_other_sections(struct loader *L, const cJSON *root)
 {
 	static const char *const levels[] = {"Off", "Error", "Warning", "Info", "Debug", NULL};
@@ -687,13 +815,15 @@ static int load_other_sections(struct loader *L, const cJSON *root)
 
 	if (member(L, root, "", "KernelGraph", OPTIONAL, is_object, "an object", &item))
 		return -1;
-	const cJSON *shared, *methods;
+	const cJSON *shared, *methods, *maps;
 	if (item && (member(L, item, "KernelGraph", "SharedMemory", OPTIONAL, is_string_or_number,
 			    "a string (an expression) or a number", &shared) ||
 		     (shared && !(L->spec->shared_memory = compile_field(L, "KernelGraph.SharedMemory", shared,
 									 L->spec->nnames))) ||
 		     member(L, item, "KernelGraph", "Methods", OPTIONAL, is_object, "an object", &methods) ||
-		     (methods && check_methods(L, methods))))
+		     (methods && check_methods(L, methods)) ||
+		     member(L, item, "KernelGraph", "TensorMaps", OPTIONAL, is_array, "an array", &maps) ||
+		     (maps && load_tensor_maps(L, root, maps)) || load_all_kernel_conditions(L, item)))
 		return -1;
 	return 0;
 }
@@ -744,6 +874,22 @@ void t1_free(struct t1_spec *s)
 		pyexpr_free(s->local_size[d]);
 	}
 	pyexpr_free(s->shared_memory);
+	for (size_t k = 0; k < s->ntensor_maps; k++) {
+		for (size_t d = 0; d < T1_TENSOR_MAP_MAX_RANK; d++) {
+			pyexpr_free(s->tensor_maps[k].dims[d]);
+			pyexpr_free(s->tensor_maps[k].box[d]);
+		}
+		free(s->tensor_maps[k].field);
+	}
+	free(s->tensor_maps);
+	for (size_t k = 0; k < s->nkernel_conditions; k++) {
+		for (size_t c = 0; c < s->kernel_conditions[k].n; c++) {
+			free(s->kernel_conditions[k].conditions[c].field);
+			pyexpr_free(s->kernel_conditions[k].conditions[c].expr);
+		}
+		free(s->kernel_conditions[k].conditions);
+	}
+	free(s->kernel_conditions);
 	for (size_t k = 0; k < s->nparams; k++) {
 		for (size_t v = 0; s->params[k].values_json && v < s->params[k].nvalues; v++)
 			free(s->params[k].values_json[v]);
@@ -1088,6 +1234,40 @@ int t1_check_conditions(const struct t1_spec *s, const struct pyval *values, str
 	return rc;
 }
 
+int t1_check_kernel_conditions(const struct t1_spec *s, const char *const *applied, size_t napplied,
+			       const struct pyval *values, struct strbuf *why)
+{
+	/* the kernel's conditions: the latest applied entry's that states some, else the spec's */
+	const struct t1_kernel_conditions *kc = NULL;
+	for (size_t i = napplied; i-- > 0 && !kc;)
+		for (size_t k = 0; k < s->nkernel_conditions && !kc; k++)
+			if (s->kernel_conditions[k].name && strcmp(s->kernel_conditions[k].name, applied[i]) == 0)
+				kc = &s->kernel_conditions[k];
+	for (size_t k = 0; k < s->nkernel_conditions && !kc; k++)
+		if (!s->kernel_conditions[k].name)
+			kc = &s->kernel_conditions[k];
+	struct pyarena *scratch = pyarena_new();
+	int rc = 0;
+	for (size_t c = 0; kc && c < kc->n && rc == 0; c++) {
+		const struct t1_condition *cond = &kc->conditions[c];
+		struct pyexpr_error err;
+		struct pyval result;
+		if (pyexpr_eval(cond->expr, values, scratch, &result, &err)) {
+			strbuf_addf(why, "%s: column %zu: %s in \"%s\"", cond->field,
+				    pyexpr_error_column(pyexpr_source(cond->expr), &err), err.message, pyexpr_source(cond->expr));
+			rc = 1;
+		} else if (!pyval_truthy(&result)) {
+			strbuf_addf(why, "%s does not hold: \"%s\"", cond->field, pyexpr_source(cond->expr));
+			rc = 1;
+		}
+		if (rc)
+			describe_inputs(why, s, cond->expr, values);
+		pyarena_reset(scratch);
+	}
+	pyarena_free(scratch);
+	return rc;
+}
+
 struct first_config {
 	const struct t1_spec *spec;
 	size_t *indices;
@@ -1164,6 +1344,39 @@ int t1_launch_geometry(const struct t1_spec *s, const struct pyval *values, stru
 	if (rc == 0 && s->shared_memory)
 		rc = size_part(s, s->shared_memory, "KernelGraph.SharedMemory", 0, values, scratch,
 			       &launch->shared_bytes, why);
+	pyarena_free(scratch);
+	return rc ? -1 : 0;
+}
+
+int t1_tensor_map_eval(const struct t1_spec *s, const struct t1_tensor_map *m, const struct pyval *values,
+		       size_t elem_bytes, uint64_t *dims, uint32_t *box, struct strbuf *why)
+{
+	struct pyarena *scratch = pyarena_new();
+	int rc = 0;
+	for (size_t d = 0; d < m->rank && rc == 0; d++) {
+		char fd[300], fb[300];
+		int64_t dim = 0, b = 0;
+		snprintf(fd, sizeof(fd), "%s.Dims[%zu]", m->field, d);
+		snprintf(fb, sizeof(fb), "%s.Box[%zu]", m->field, d);
+		rc = size_part(s, m->dims[d], fd, 1, values, scratch, &dim, why) ||
+		     size_part(s, m->box[d], fb, 1, values, scratch, &b, why);
+		if (rc == 0 && (b > 256 || b > dim)) {
+			strbuf_addf(why, "%s: \"%s\" gives %lld, more than %s", fb, pyexpr_source(m->box[d]), (long long)b,
+				    b > 256 ? "256, the most a tensor map's box may span" : "the dimension's size");
+			rc = -1;
+		}
+		dims[d] = (uint64_t)dim;
+		box[d] = (uint32_t)b;
+	}
+	if (rc == 0 && (box[0] * elem_bytes) % 16 != 0) {
+		strbuf_addf(why, "%s.Box[0]: %u elements of %zu bytes are not a multiple of 16 bytes", m->field, box[0],
+			    elem_bytes);
+		rc = -1;
+	} else if (rc == 0 && m->swizzle && box[0] * elem_bytes > (size_t)m->swizzle) {
+		strbuf_addf(why, "%s.Box[0]: %u elements of %zu bytes are more than Swizzle (%d bytes)", m->field, box[0],
+			    elem_bytes, m->swizzle);
+		rc = -1;
+	}
 	pyarena_free(scratch);
 	return rc ? -1 : 0;
 }

@@ -37,6 +37,36 @@ struct t1_condition {
 /* How GlobalSize is read: as blocks per dimension (CUDA, Vulkan) or threads (OpenCL). */
 enum t1_global_size_type { T1_GLOBAL_CUDA, T1_GLOBAL_OPENCL };
 
+/* KernelGraph.TensorMaps[k]: a CUDA tensor map (CUtensorMap, 128 bytes) over a ReadOnly Vector
+ * argument, which kg-bench encodes (cuTensorMapEncodeTiled) for each configuration and passes
+ * by value after the Arguments, in the order of the list, for kernels that copy tiles with the
+ * tensor memory accelerator (cp.async.bulk.tensor); a kernel that declares fewer parameters
+ * ignores them. The tensor is the argument's whole buffer, dense: Dims[0] is the innermost
+ * dimension, the stride of dimension d the product of the dims before it times the element's
+ * bytes, and their product at most the buffer's elements. Box is the tile one copy moves (each
+ * entry at most 256, the innermost a multiple of 16 bytes), Swizzle the shared-memory swizzle in
+ * bytes (0, 32, 64 or 128, and at least the innermost box's bytes). Elements outside the tensor
+ * arrive as zeros. Only inputs: an input's buffer stays put, so its map is encoded once. */
+#define T1_TENSOR_MAP_MAX_RANK 5
+struct t1_tensor_map {
+	char *field;		 /* "KernelGraph.TensorMaps[0]", for messages */
+	const char *argument;	 /* Argument: the Name of a ReadOnly Vector argument (inside t1_spec.json) */
+	size_t rank;		 /* 1 .. T1_TENSOR_MAP_MAX_RANK: Dims and Box have as many */
+	struct pyexpr *dims[T1_TENSOR_MAP_MAX_RANK], *box[T1_TENSOR_MAP_MAX_RANK];
+	int swizzle;		 /* bytes: 0 (none), 32, 64 or 128 */
+};
+
+/* Conditions that hold for one kernel of the spec rather than for its whole space: the spec's
+ * own kernel's (KernelGraph.Conditions, name NULL) or those of the kernel a KernelGraph.Patches
+ * entry makes (its Conditions, name its Name). Each is an object {"Expression", "Parameters"}
+ * as in ConfigurationSpace.Conditions (Parameters optional), so that a patch whose kernel takes
+ * other configurations than the spec's (another warp layout, say) says which. */
+struct t1_kernel_conditions {
+	const char *name;		 /* the patch's Name (inside t1_spec.json), or NULL */
+	struct t1_condition *conditions; /* field "KernelGraph.Patches[1].Conditions[0].Expression" */
+	size_t n;
+};
+
 struct t1_spec {
 	char *path;		  /* the spec file, as given */
 	cJSON *json;		  /* the whole document, for the fields later tools read */
@@ -49,6 +79,11 @@ struct t1_spec {
 	struct pyexpr *local_size[3];
 	struct pyexpr *shared_memory; /* KernelGraph.SharedMemory: dynamic shared bytes of a
 					 configuration (NULL: none beyond the fixed ones) */
+	struct t1_tensor_map *tensor_maps; /* KernelGraph.TensorMaps, in order */
+	size_t ntensor_maps;
+	struct t1_kernel_conditions *kernel_conditions; /* KernelGraph.Conditions, then each Patches
+							   entry's that has some */
+	size_t nkernel_conditions;
 	struct t1_param *params;  /* ConfigurationSpace.TuningParameters, in order */
 	size_t nparams;
 	struct t1_condition *conditions; /* ConfigurationSpace.Conditions, in order */
@@ -110,6 +145,14 @@ void t1_bind(const struct t1_spec *spec, const size_t *indices, struct pyval *va
  *   ConfigurationSpace.Conditions[0] does not hold: "a * b <= 64" (with a=32, b=4) */
 int t1_check_conditions(const struct t1_spec *spec, const struct pyval *values, struct strbuf *why);
 
+/* Checks the kernel conditions that apply to a variant made by applying the KernelGraph.Patches
+ * entries named applied[0..napplied), in that order, to the spec's kernel: the Conditions of
+ * the latest of them that states some (the kernel it made; a later entry without Conditions
+ * keeps them); when none does, KernelGraph.Conditions (the spec's own kernel's). Returns 0
+ * when all hold; otherwise 1 with why set as t1_check_conditions sets it. */
+int t1_check_kernel_conditions(const struct t1_spec *spec, const char *const *applied, size_t napplied,
+			       const struct pyval *values, struct strbuf *why);
+
 /* Completes the configuration wanted (may be NULL) from parent's (may be NULL), then the
  * Defaults, then the first valid configuration, and checks it: indices get the complete
  * configuration and merged the values taken from wanted, parent and Defaults. Returns 0, or
@@ -138,5 +181,12 @@ struct t1_launch {
 };
 int t1_launch_geometry(const struct t1_spec *spec, const struct pyval *values, struct t1_launch *launch,
 		       struct strbuf *why);
+
+/* A tensor map's Dims and Box for a configuration (values bound as t1_bind does): each Dims
+ * entry a positive integer, each Box entry from 1 to 256 and at most its dimension's size, the
+ * innermost box elem_bytes * Box[0] a multiple of 16 bytes and no more than a nonzero Swizzle.
+ * Returns 0, or -1 with why set ("KernelGraph.TensorMaps[0].Box[1]: ... gives 512, ..."). */
+int t1_tensor_map_eval(const struct t1_spec *spec, const struct t1_tensor_map *map, const struct pyval *values,
+		       size_t elem_bytes, uint64_t *dims, uint32_t *box, struct strbuf *why);
 
 #endif

@@ -274,3 +274,76 @@ count_fails() {
 	run -0 --separate-stderr timeout 60 kg-propose --exhaustive --count --spec "$S"
 	assert_output 5000000
 }
+
+@test "KernelGraph.TensorMaps: each map names a ReadOnly Vector argument, Dims and Box of one rank, a valid Swizzle" {
+	local with_a='.KernelSpecification.Arguments += [{"Name": "a", "Type": "half", "MemoryType": "Vector", "AccessType": "ReadOnly", "Size": "ProblemSize[0]"}]'
+	spec_with "$with_a"' | .KernelGraph = {"TensorMaps": [{"Argument": "a", "Dims": [1024, "ProblemSize[0] // 1024"], "Box": [64, "tile * 16"], "Swizzle": 128}]}'
+	run_tool 0 kg-propose --exhaustive --count --spec "$S"
+	assert_output 14
+	spec_with "$with_a"' | .KernelGraph = {"TensorMaps": {}}'
+	count_fails 1 "KernelGraph.TensorMaps: must be an array, not an object"
+	spec_with "$with_a"' | .KernelGraph = {"TensorMaps": [5]}'
+	count_fails 1 "KernelGraph.TensorMaps[0]: must be an object, not a number"
+	spec_with "$with_a"' | .KernelGraph = {"TensorMaps": [{"Dims": [1], "Box": [1]}]}'
+	count_fails 1 "KernelGraph.TensorMaps[0].Argument: missing (required by T1)"
+	# an output's buffer moves between launches (the kernel's, the reference's): inputs only
+	spec_with "$with_a"' | .KernelGraph = {"TensorMaps": [{"Argument": "c", "Dims": [1], "Box": [1]}]}'
+	count_fails 1 "KernelGraph.TensorMaps[0].Argument: 'c' is not the Name of a ReadOnly Vector argument of KernelSpecification.Arguments"
+	spec_with "$with_a"' | .KernelGraph = {"TensorMaps": [{"Argument": "n", "Dims": [1], "Box": [1]}]}'
+	count_fails 1 "KernelGraph.TensorMaps[0].Argument: 'n' is not the Name of a ReadOnly Vector argument of KernelSpecification.Arguments"
+	spec_with "$with_a"' | .KernelGraph = {"TensorMaps": [{"Argument": "a", "Dims": [], "Box": []}]}'
+	count_fails 1 "KernelGraph.TensorMaps[0].Dims: must have 1 to 5 entries, not 0"
+	spec_with "$with_a"' | .KernelGraph = {"TensorMaps": [{"Argument": "a", "Dims": [1, 2], "Box": [1]}]}'
+	count_fails 1 "KernelGraph.TensorMaps[0].Box: must have as many entries as Dims (2), not 1"
+	spec_with "$with_a"' | .KernelGraph = {"TensorMaps": [{"Argument": "a", "Dims": [1, [2]], "Box": [1, 1]}]}'
+	count_fails 1 "KernelGraph.TensorMaps[0].Dims[1]: must be a string (an expression) or a number, not an array"
+	spec_with "$with_a"' | .KernelGraph = {"TensorMaps": [{"Argument": "a", "Dims": [1], "Box": ["nope"]}]}'
+	run_tool 1 kg-propose --exhaustive --count --spec "$S"
+	[[ "$stderr" == "kg-propose: $S: KernelGraph.TensorMaps[0].Box[0]: column "*"nope"* ]]
+	spec_with "$with_a"' | .KernelGraph = {"TensorMaps": [{"Argument": "a", "Dims": [1], "Box": [1], "Swizzle": 16}]}'
+	count_fails 1 "KernelGraph.TensorMaps[0].Swizzle: must be 0, 32, 64 or 128 (bytes), not 16"
+}
+
+@test "KernelGraph.TensorMaps are evaluated per configuration: a box past 256, past its dimension, of a ragged or over-wide row is an error naming the field" {
+	local with_a='.KernelSpecification.Arguments += [{"Name": "a", "Type": "half", "MemoryType": "Vector", "AccessType": "ReadOnly", "Size": "ProblemSize[0]"}]'
+	local config='{"block_size_x": 64, "tile": 4}'
+	spec_with "$with_a"' | .KernelGraph = {"TensorMaps": [{"Argument": "a", "Dims": [1024, "ProblemSize[0] // 1024"], "Box": [64, "tile * 16"], "Swizzle": 128}]}'
+	run_tool 0 "$KG_TEST_DRIVER" tensor-maps "$S" "$config"
+	assert_output "a dims 1024,1024 box 64,64 swizzle 128"
+	spec_with "$with_a"' | .KernelGraph = {"TensorMaps": [{"Argument": "a", "Dims": [1024, 1024], "Box": [64, "block_size_x * tile"]}]}'
+	# 256 is the largest box a dimension may have
+	run_tool 0 "$KG_TEST_DRIVER" tensor-maps "$S" "$config"
+	assert_output "a dims 1024,1024 box 64,256 swizzle 0"
+	run_tool 1 "$KG_TEST_DRIVER" tensor-maps "$S" '{"block_size_x": 128, "tile": 4}'
+	assert_stderr 'kg-libtest: KernelGraph.TensorMaps[0].Box[1]: "block_size_x * tile" gives 512, more than 256, the most a tensor map'"'"'s box may span'
+	spec_with "$with_a"' | .KernelGraph = {"TensorMaps": [{"Argument": "a", "Dims": [1024, "tile"], "Box": [64, 8]}]}'
+	run_tool 1 "$KG_TEST_DRIVER" tensor-maps "$S" "$config"
+	assert_stderr 'kg-libtest: KernelGraph.TensorMaps[0].Box[1]: "8" gives 8, more than the dimension'"'"'s size'
+	spec_with "$with_a"' | .KernelGraph = {"TensorMaps": [{"Argument": "a", "Dims": [1024], "Box": [12]}]}'
+	run_tool 1 "$KG_TEST_DRIVER" tensor-maps "$S" "$config"
+	assert_stderr "kg-libtest: KernelGraph.TensorMaps[0].Box[0]: 12 elements of 2 bytes are not a multiple of 16 bytes"
+	spec_with "$with_a"' | .KernelGraph = {"TensorMaps": [{"Argument": "a", "Dims": [1024], "Box": [128], "Swizzle": 128}]}'
+	run_tool 1 "$KG_TEST_DRIVER" tensor-maps "$S" "$config"
+	assert_stderr "kg-libtest: KernelGraph.TensorMaps[0].Box[0]: 128 elements of 2 bytes are more than Swizzle (128 bytes)"
+	spec_with "$with_a"' | .KernelGraph = {"TensorMaps": [{"Argument": "a", "Dims": ["tile - 4"], "Box": [8]}]}'
+	run_tool 1 "$KG_TEST_DRIVER" tensor-maps "$S" "$config"
+	[[ "$stderr" == 'kg-libtest: KernelGraph.TensorMaps[0].Dims[0]: "tile - 4" gives 0, not a positive integer below 2**31'* ]]
+}
+
+@test "KernelGraph.Conditions and a ready patch's Conditions are read as ConfigurationSpace.Conditions are, and named when wrong" {
+	spec_with '.KernelGraph = {"Conditions": [{"Expression": "tile < 4"}], "Patches": [{"Name": "p", "Conditions": [{"Parameters": ["tile"], "Expression": "tile >= 2"}]}]}'
+	# they restrict a kernel's configurations (kg-propose), not the space
+	run_tool 0 kg-propose --exhaustive --count --spec "$S"
+	assert_output 14
+	spec_with '.KernelGraph = {"Conditions": {}}'
+	count_fails 1 "KernelGraph.Conditions: must be an array, not an object"
+	spec_with '.KernelGraph = {"Conditions": ["tile < 4"]}'
+	count_fails 1 "KernelGraph.Conditions[0]: must be an object, not a string"
+	spec_with '.KernelGraph = {"Conditions": [{"Parameters": []}]}'
+	count_fails 1 "KernelGraph.Conditions[0].Expression: missing (required by T1)"
+	spec_with '.KernelGraph = {"Patches": [{"Patch": "x", "Conditions": []}]}'
+	count_fails 1 "KernelGraph.Patches[0].Name: missing (required by T1)"
+	spec_with '.KernelGraph = {"Patches": [{"Name": "p", "Conditions": [{"Expression": "nope > 1"}]}]}'
+	run_tool 1 kg-propose --exhaustive --count --spec "$S"
+	[[ "$stderr" == "kg-propose: $S: KernelGraph.Patches[0].Conditions[0].Expression: column "*"nope"* ]]
+}

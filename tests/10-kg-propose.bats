@@ -363,6 +363,53 @@ measure() {
 	[[ "$stderr" == *"node $root: rules:library: ldg: tried elsewhere in the run; offered again only at the incumbent"* ]]
 }
 
+@test "--rules keeps each node's proposals to the configurations its kernel takes: KernelGraph.Conditions, a ready patch's Conditions" {
+	fresh_run
+	patch=$'--- a/scale.cu\n+++ b/scale.cu\n@@ -9 +9 @@\n-\t\t\ty[i] = scale_op(x[i]);\n+\t\t\ty[i] = scale_op(__ldg(&x[i]));\n'
+	# the spec's kernel takes use_fma false only; the patched one true only
+	jq --arg p "$patch" '. + {KernelGraph: {Conditions: [{Expression: "not use_fma"}],
+		Patches: [{Name: "ldg", Method: "read_only_cache", Patch: $p, Config: {use_fma: true}, Conditions: [{Parameters: ["use_fma"], Expression: "use_fma"}]}]}}' \
+		"$RUN/spec.json" > s && mv s "$RUN/spec.json"
+	expansion > pick.jsonl
+	run_tool 0 kg-propose -v --rules --model-picks 0 --rules-random 20 pick.jsonl
+	# 7 configurations of the spec's kernel besides the root's, and the patch in its Config
+	[ "$(jq -c 'select(.candidate.library == null) | .candidate.config.use_fma' <<<"$output" | sort | uniq -c | tr -s ' ')" = ' 7 false' ]
+	[ "$(jq -c 'select(.candidate.library) | .candidate.config' <<<"$output")" = '{"block_size_x":128,"items_per_thread":1,"use_fma":true}' ]
+	# the neighbour that turns use_fma on is not offered: the spec's kernel does not take it
+	[ "$(jq -c 'select(.candidate.proposer == "rules:neighbour") | .candidate.detail' <<<"$output" | grep -c use_fma)" -eq 0 ]
+	jq -c 'select(.candidate.library)' <<<"$output" | measure
+	child=$(jq -r 'select(.candidate.library) | .update.child' "$RUN/events.jsonl")
+	jq -c --arg c "$child" --arg r "$(jq -r .node pick.jsonl)" '.node = $c | .node_id = 1 | .path = [$r, $c] | .config.use_fma = true' \
+		pick.jsonl > child.jsonl
+	run_tool 0 kg-propose -v --rules --model-picks 0 --rules-random 20 child.jsonl
+	# below the patch, only use_fma true: the 7 others of the patched kernel
+	[ "$(jq -c '.candidate.config.use_fma' <<<"$output" | sort | uniq -c | tr -s ' ')" = ' 7 true' ]
+	# a ready patch whose Config its own kernel does not take is dropped, saying which condition failed
+	jq '.KernelGraph.Patches += [{Name: "off", Patch: .KernelGraph.Patches[0].Patch, Detail: "off", Config: {use_fma: false},
+		Conditions: [{Expression: "use_fma"}]}]' "$RUN/spec.json" > s && mv s "$RUN/spec.json"
+	run_tool 0 kg-propose -v --rules --model-picks 0 --rules-random 0 pick.jsonl
+	[ "$(jq -c 'select(.candidate.library == "off")' <<<"$output")" = "" ]
+	[[ "$stderr" == *'rules:library: off: dropped: a configuration its kernel does not take: KernelGraph.Patches[1].Conditions[0].Expression does not hold: "use_fma" (with use_fma=False)'* ]]
+	# a patch of the patched kernel (After): only below that patch, and its Conditions are the
+	# kernel's from there on, the latest patch's that states some
+	wide=$'--- a/scale.cu\n+++ b/scale.cu\n@@ -10 +10 @@\n-\t\t\ty[i] = scale_op(__ldg(&x[i]));\n+\t\t\ty[i] = scale_op(__ldg(x + i));\n'
+	jq --arg p "$wide" '.KernelGraph.Patches += [{Name: "wide", After: "ldg", Patch: $p, Detail: "wide",
+		Config: {block_size_x: 256}, Conditions: [{Expression: "use_fma and block_size_x == 256"}]}]' "$RUN/spec.json" > s && mv s "$RUN/spec.json"
+	run_tool 0 kg-propose -v --rules --model-picks 0 --rules-random 0 pick.jsonl
+	[ "$(jq -c 'select(.candidate.library == "wide")' <<<"$output")" = "" ]
+	[[ "$stderr" == *"node $(jq -r .node pick.jsonl): rules:library: wide: applies after ldg, which is not on the path"* ]]
+	run_tool 0 kg-propose -v --rules --model-picks 0 --rules-random 0 child.jsonl
+	[ "$(jq -c 'select(.candidate.library == "wide") | .candidate.config' <<<"$output")" = '{"block_size_x":256,"items_per_thread":1,"use_fma":true}' ]
+	jq -c 'select(.candidate.library == "wide")' <<<"$output" | measure
+	grandchild=$(jq -r 'select(.candidate.library == "wide") | .update.child' "$RUN/events.jsonl")
+	jq -c --arg g "$grandchild" --arg c "$child" --arg r "$(jq -r .node pick.jsonl)" '.node = $g | .node_id = 2 | .path = [$r, $c, $g]
+		| .config = {block_size_x: 256, items_per_thread: 1, use_fma: true}' pick.jsonl > grandchild.jsonl
+	[ "$(jq -r 'select(.candidate.library == "wide") | .build.status' "$RUN/events.jsonl")" = ok ]
+	run_tool 0 kg-propose --rules --model-picks 0 --rules-random 20 grandchild.jsonl
+	# block_size_x 256 with use_fma: items_per_thread 2 is the one other configuration
+	[ "$(jq -c '.candidate.config' <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
+}
+
 # measure_by_formula: like measure, with a time that depends on the configuration (fastest at
 # block_size_x 256, items_per_thread 4) and a failure for one configuration.
 measure_by_formula() {

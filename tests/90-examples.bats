@@ -91,3 +91,67 @@ setup() {
 		grep -q ' 0 bytes spill stores, 0 bytes spill loads' "$dir/build.log"
 	done
 }
+
+@test "the matmul examples' ready patch wgmma_tma_ws applies, compiles for sm_90a and issues TMA copies, mbarrier waits and wgmma m64n256k16" {
+	for name in matmul fused_matmul_act; do
+		spec=$KG_ROOT/examples/$name/$name.json
+		mkdir "$name"
+		jq '.KernelSpecification.KernelFile = "matmul.cu"' "$spec" >"$name/spec.json"
+		cp "$KG_ROOT/examples/matmul/matmul.cu" "$name/"
+		entry=$(jq -c '.KernelGraph.Patches[] | select(.Name == "wgmma_tma_ws")' "$spec")
+		[ "$(jq -r '.Method' <<<"$entry")" = enable_async_pipeline ]
+		kg-propose -x -s "$spec" | jq -c '.candidate.config' | jq -cS . >space
+		grep -qxF "$(jq -cS '.Config' <<<"$entry")" space
+		base=$(echo '{"run": "'"$name"'", "candidate": {"id": "baseline"}}' | kg-build --arch sm_90a | jq -r .build.state)
+		run_tool 0 kg-build --arch sm_90a < <(jq -cn --arg r "$name" --arg b "$base" \
+			--rawfile p "$(dirname "$spec")/$(jq -r .PatchFile <<<"$entry")" --argjson c "$(jq -c .Config <<<"$entry")" \
+			'{run: $r, node: $b, candidate: {id: "ws", patch: $p, config: $c}}')
+		jq -e '.build | .status == "ok" and .materialized == "patch" and .arch == "sm_90a" and (.patch.fuzz | all(. == 0))' <<<"$output"
+		ptx=$name/variants/$(jq -r .build.state <<<"$output")/kernel.ptx
+		# the tensor maps arrive as two 128-byte, 64-aligned parameters after the six arguments
+		[ "$(grep -cE '\.param \.align 64 \.b8 matmul_param_[67]\[128\]' "$ptx")" -eq 2 ]
+		grep -q 'cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes' "$ptx"
+		grep -q 'wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16' "$ptx"
+		for op in mbarrier.init.shared::cta.b64 mbarrier.arrive.expect_tx.shared::cta.b64 mbarrier.try_wait.parity.shared::cta.b64 \
+			'setmaxnreg.dec.sync.aligned.u32 40' 'setmaxnreg.inc.sync.aligned.u32 232' 'wgmma.wait_group.sync.aligned 1'; do
+			grep -qF "$op" "$ptx"
+		done
+		[ "$(grep -c 'mma.sync.aligned\|cp.async.cg' "$ptx")" -eq 0 ]
+		grep -q ' 0 bytes spill stores, 0 bytes spill loads' "$(dirname "$ptx")/build.log"
+		# the fused example's activation is in the epilogue: LeakyReLU's compare and multiply
+		if [ "$name" = fused_matmul_act ]; then grep -q 'mul.f32.*0f3C23D70A' "$ptx"; fi
+	done
+}
+
+@test "the wmma kernel refuses a warp count it cannot lay out (12: the warp-specialized patch's) at compile time" {
+	mkdir matmul
+	cp "$KG_ROOT/examples/matmul/matmul.json" matmul/spec.json
+	cp "$KG_ROOT/examples/matmul/matmul.cu" matmul/
+	run_tool 0 kg-build --arch sm_90a <<<'{"run": "matmul", "candidate": {"id": "w12", "config": {"block_m": 128, "block_n": 256, "block_k": 64, "num_warps": 12, "num_stages": 4, "group_m": 8}}}'
+	jq -e '.build.status == "compile_failed"' <<<"$output"
+	grep -q 'no split of num_warps gives every warp whole 16x16 fragments' matmul/variants/*/build.log
+}
+
+@test "the matmul's ready patches compose: wgmma then tma_ws_after_wgmma builds the very variant wgmma_tma_ws builds" {
+	spec=$KG_ROOT/examples/matmul/matmul.json
+	mkdir matmul
+	cp "$spec" matmul/spec.json
+	cp "$KG_ROOT"/examples/matmul/{matmul.cu,wgmma.diff,wgmma_tma_ws.diff,wgmma_to_tma_ws.diff} matmul/
+	entry() { jq -c --arg n "$1" '.KernelGraph.Patches[] | select(.Name == $n)' "$spec"; }
+	# build NODE NAME: the entry NAME applied at NODE in its Config; prints the build record
+	build() {
+		jq -cn --arg b "$1" --arg id "$2" --rawfile p "matmul/$(entry "$2" | jq -r .PatchFile)" --argjson c "$(entry "$2" | jq -c .Config)" \
+			'{run: "matmul", node: $b, candidate: {id: $id, patch: $p, config: $c}}' | kg-build --arch sm_90a
+	}
+	[ "$(entry tma_ws_after_wgmma | jq -r .After)" = wgmma ]
+	base=$(echo '{"run": "matmul", "candidate": {"id": "baseline"}}' | kg-build --arch sm_90a | jq -r .build.state)
+	direct=$(build "$base" wgmma_tma_ws)
+	wgmma=$(build "$base" wgmma)
+	jq -e '.build.status == "ok"' <<<"$wgmma"
+	chained=$(build "$(jq -r .build.state <<<"$wgmma")" tma_ws_after_wgmma)
+	jq -e '.build | .status == "ok" and .materialized == "patch" and (.patch.fuzz | all(. == 0))' <<<"$chained"
+	# the same source and configuration: one state, so the graph merges the two paths
+	[ "$(jq -r .build.state <<<"$chained")" = "$(jq -r .build.state <<<"$direct")" ]
+	# on the spec's own kernel it does not apply, and kg-build says so
+	jq -e '.build.status == "patch_failed"' <<<"$(build "$base" tma_ws_after_wgmma)"
+}

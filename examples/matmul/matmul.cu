@@ -33,7 +33,7 @@ __host__ __device__ constexpr int pick_warps_m()
 	int best = 0, best_gap = 1 << 30;
 	for (int wm = 1; wm <= num_warps; wm *= 2) {
 		const int wn = num_warps / wm;
-		if (block_m % (16 * wm) != 0 || block_n % (16 * wn) != 0)
+		if (wm * wn != num_warps || block_m % (16 * wm) != 0 || block_n % (16 * wn) != 0)
 			continue;
 		const int gap = block_m / wm > block_n / wn ? block_m / wm - block_n / wn : block_n / wn - block_m / wm;
 		if (gap < best_gap) {

@@ -46,6 +46,7 @@ static int usage(void)
 	      "       kg-libtest t4 PATH < results.jsonl\n"
 	      "       kg-libtest t1-count SPEC LIMIT\n"
 	      "       kg-libtest kargs SPEC [INPUT-SET]\n"
+	      "       kg-libtest tensor-maps SPEC CONFIG-JSON\n"
 	      "       kg-libtest compare TYPE ABS-TOL REL-TOL OUT-VALUES REF-VALUES\n"
 	      "       kg-libtest half VALUE...\n"
 	      "       kg-libtest philox C0 C1 C2 C3 K0 K1\n"
@@ -845,6 +846,60 @@ static int cmd_kargs(const char *path, const char *set)
 	return status;
 }
 
+/* KernelGraph.TensorMaps of SPEC evaluated for the configuration CONFIG-JSON (an object of
+ * every parameter), as kg-bench evaluates them before encoding: one line per map, "ARGUMENT
+ * dims D0,D1.. box B0,B1.. swizzle S", or the error. */
+static int cmd_tensor_maps(const char *path, const char *config_text)
+{
+	struct kargs ka;
+	struct t1_spec *spec = load_kargs(path, &ka);
+	if (!spec)
+		return KG_EXIT_INPUT;
+	cJSON *config = cJSON_Parse(config_text);
+	struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
+	int status = cJSON_IsObject(config) ? KG_EXIT_OK : KG_EXIT_USAGE;
+	for (size_t k = 0; status == KG_EXIT_OK && k < spec->nparams; k++) {
+		size_t index;
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(config, spec->params[k].name);
+		if (!v || t1_value_index(spec, k, v, &index)) {
+			log_error("CONFIG-JSON: no value of %s in its list", spec->params[k].name);
+			status = KG_EXIT_USAGE;
+		} else {
+			values[k] = spec->params[k].values[index];
+		}
+	}
+	values[spec->nparams] = spec->problem_size;
+	struct strbuf why;
+	strbuf_init(&why);
+	for (size_t m = 0; status == KG_EXIT_OK && m < spec->ntensor_maps; m++) {
+		const struct t1_tensor_map *map = &spec->tensor_maps[m];
+		const struct karg *a = NULL;
+		for (size_t j = 0; j < ka.n && !a; j++)
+			if (strcmp(ka.args[j].name, map->argument) == 0)
+				a = &ka.args[j];
+		uint64_t dims[T1_TENSOR_MAP_MAX_RANK];
+		uint32_t box[T1_TENSOR_MAP_MAX_RANK];
+		if (t1_tensor_map_eval(spec, map, values, a->elem_bytes / a->lanes, dims, box, &why)) {
+			log_error("%s", why.buf);
+			status = KG_EXIT_INPUT;
+			break;
+		}
+		printf("%s dims", map->argument);
+		for (size_t d = 0; d < map->rank; d++)
+			printf("%c%" PRIu64, d ? ',' : ' ', dims[d]);
+		printf(" box");
+		for (size_t d = 0; d < map->rank; d++)
+			printf("%c%" PRIu32, d ? ',' : ' ', box[d]);
+		printf(" swizzle %d\n", map->swizzle);
+	}
+	strbuf_release(&why);
+	free(values);
+	cJSON_Delete(config);
+	kargs_release(&ka);
+	t1_free(spec);
+	return status;
+}
+
 /* Writes argument NAME of SPEC as the host fills it for input set SET, raw, on stdout: what
  * kg-bench's GPU fills must equal byte for byte. */
 static int cmd_fill(const char *path, const char *name, const char *set)
@@ -1339,6 +1394,8 @@ int main(int argc, char **argv)
 		status = cmd_t1_count(argv[2], argv[3]);
 	else if (strcmp(cmd, "parse") == 0)
 		status = cmd_parse(argc - 2, argv + 2);
+	else if (strcmp(cmd, "tensor-maps") == 0 && argc == 4)
+		status = cmd_tensor_maps(argv[2], argv[3]);
 	else if (strcmp(cmd, "kargs") == 0 && (argc == 3 || argc == 4))
 		status = cmd_kargs(argv[2], argc == 4 ? argv[3] : NULL);
 	else if (strcmp(cmd, "gp") == 0 && argc == 3)

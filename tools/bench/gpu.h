@@ -27,7 +27,8 @@
 	X(cuMemcpyHtoDAsync) X(cuMemsetD8Async) X(cuLaunchKernel) X(cuStreamCreate)                \
 	X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)             \
 	X(cuEventElapsedTime) X(cuFuncGetAttribute) X(cuCtxGetDevice) X(cuMemcpyDtoHAsync)            \
-	X(cuMemsetD32Async) X(cuEventDestroy) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
+	X(cuMemsetD32Async) X(cuEventDestroy) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)  \
+	X(cuTensorMapEncodeTiled)
 
 #define CU_DECLARE(f) __typeof__(&f) f;
 struct cu_api {

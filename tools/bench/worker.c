@@ -230,7 +230,21 @@ struct kernel {
 	unsigned grid[3], block[3];
 	size_t smem; /* dynamic shared memory: the spec's fixed bytes plus the build's shared_bytes */
 	char name[512];
+	CUtensorMap *maps; /* KernelGraph.TensorMaps for the build's configuration (64-byte aligned),
+			      passed after the arguments */
+	size_t nmaps;
 };
+
+/* Unloads the kernel's module and frees its tensor maps. */
+static void kernel_release(struct kernel *k)
+{
+	if (k->module)
+		cu.cuModuleUnload(k->module);
+	free(k->maps);
+	k->module = NULL;
+	k->maps = NULL;
+	k->nmaps = 0;
+}
 
 static int read_triple(const cJSON *obj, const char *key, unsigned out[3])
 {
@@ -590,6 +604,7 @@ static void free_run(struct wrun *r)
 		cu.cuMemFree(r->guard_table);
 	if (r->gen_module)
 		cu.cuModuleUnload(r->gen_module);
+	kernel_release(&r->baseline);
 	for (size_t k = 0; r->args && k < r->ka.n; k++)
 		free(r->args[k].scalar);
 	free(r->args);
@@ -641,6 +656,139 @@ static struct wrun *find_run(const char *dir, struct failure *f)
 	r->next = runs;
 	runs = r;
 	return r;
+}
+
+/* The values expressions see for a build's configuration (the parameters as t1_bind orders
+ * them, then ProblemSize). Returns 0, or -1 when config lacks a parameter or holds a value
+ * not in its list. */
+static int config_values(const struct t1_spec *spec, const cJSON *config, struct pyval *values)
+{
+	for (size_t k = 0; k < spec->nparams; k++) {
+		size_t index;
+		const cJSON *value = cJSON_GetObjectItemCaseSensitive(config, spec->params[k].name);
+		if (!value || t1_value_index(spec, k, value, &index) != 0)
+			return -1;
+		values[k] = spec->params[k].values[index];
+	}
+	values[spec->nparams] = spec->problem_size;
+	return 0;
+}
+
+/* The tensor map element type of an argument's lanes; -1 for a type it has none of. */
+static int tensor_map_type(enum karg_base base)
+{
+	switch (base) {
+	case KARG_BOOL:
+	case KARG_I8:
+	case KARG_U8:
+		return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+	case KARG_I16:
+	case KARG_U16:
+		return CU_TENSOR_MAP_DATA_TYPE_UINT16;
+	case KARG_I32:
+		return CU_TENSOR_MAP_DATA_TYPE_INT32;
+	case KARG_U32:
+		return CU_TENSOR_MAP_DATA_TYPE_UINT32;
+	case KARG_I64:
+		return CU_TENSOR_MAP_DATA_TYPE_INT64;
+	case KARG_U64:
+		return CU_TENSOR_MAP_DATA_TYPE_UINT64;
+	case KARG_F16:
+		return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+	case KARG_F32:
+		return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+	case KARG_F64:
+		return CU_TENSOR_MAP_DATA_TYPE_FLOAT64;
+	default:
+		return -1;
+	}
+}
+
+/* Encodes the spec's KernelGraph.TensorMaps for the build's configuration into k->maps, each
+ * over its argument's input buffer (lib/t1.h has the format). */
+static int encode_tensor_maps(const struct wrun *r, const cJSON *build, struct kernel *k, struct failure *f)
+{
+	const struct t1_spec *spec = r->run.spec;
+	if (spec->ntensor_maps == 0)
+		return 0;
+	struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
+	struct strbuf why;
+	strbuf_init(&why);
+	int rc = 0;
+	if (config_values(spec, cJSON_GetObjectItemCaseSensitive(build, "config"), values) != 0)
+		rc = fail_with(f, "error", "build.config: not a configuration of %s/spec.json, so its "
+				     "KernelGraph.TensorMaps cannot be encoded", r->run.dir);
+	if (rc == 0 && !(k->maps = aligned_alloc(64, spec->ntensor_maps * sizeof(*k->maps))))
+		xalloc_die();
+	for (size_t m = 0; rc == 0 && m < spec->ntensor_maps; m++) {
+		const struct t1_tensor_map *map = &spec->tensor_maps[m];
+		const struct warg *w = NULL;
+		for (size_t j = 0; j < r->ka.n && !w; j++)
+			if (strcmp(r->ka.args[j].name, map->argument) == 0)
+				w = &r->args[j];
+		const struct karg *a = w ? w->a : NULL;
+		int type = a ? tensor_map_type(a->base) : -1;
+		size_t elem = a ? a->elem_bytes / a->lanes : 0;
+		cuuint64_t dims[T1_TENSOR_MAP_MAX_RANK], strides[T1_TENSOR_MAP_MAX_RANK];
+		cuuint32_t box[T1_TENSOR_MAP_MAX_RANK], ones[T1_TENSOR_MAP_MAX_RANK] = {1, 1, 1, 1, 1};
+		uint64_t d64[T1_TENSOR_MAP_MAX_RANK];
+		uint32_t b32[T1_TENSOR_MAP_MAX_RANK];
+		if (!w || !w->in.bytes || type < 0) {
+			rc = fail_with(f, "error", "%s/spec.json: %s.Argument: '%s' has no input buffer of a type a tensor map holds",
+				       r->run.dir, map->field, map->argument);
+			break;
+		}
+		if (t1_tensor_map_eval(spec, map, values, elem, d64, b32, &why) != 0) {
+			rc = fail_with(f, "error", "%s/spec.json: %s", r->run.dir, why.buf);
+			break;
+		}
+		uint64_t elements = 1;
+		for (size_t d = 0; d < map->rank; d++) {
+			dims[d] = d64[d];
+			box[d] = b32[d];
+			if (d > 0)
+				strides[d - 1] = elements * elem;
+			elements *= d64[d];
+			if (d > 0 && strides[d - 1] % 16 != 0) {
+				rc = fail_with(f, "error", "%s/spec.json: %s.Dims: dimension %zu's stride, %llu bytes, is not a "
+					       "multiple of 16", r->run.dir, map->field, d, (unsigned long long)strides[d - 1]);
+				break;
+			}
+		}
+		if (rc == 0 && elements > (uint64_t)a->count * a->lanes)
+			rc = fail_with(f, "error", "%s/spec.json: %s.Dims: %llu elements, more than %s holds (%llu)", r->run.dir,
+				       map->field, (unsigned long long)elements, a->name,
+				       (unsigned long long)a->count * a->lanes);
+		if (rc)
+			break;
+		static const CUtensorMapSwizzle swizzles[] = {CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_32B,
+							      CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_SWIZZLE_128B};
+		CUtensorMapSwizzle swizzle = swizzles[map->swizzle == 0 ? 0 : map->swizzle == 32 ? 1 : map->swizzle == 64 ? 2 : 3];
+		char what[300];
+		snprintf(what, sizeof(what), "cuTensorMapEncodeTiled (%s/spec.json: %s)", r->run.dir, map->field);
+		rc = check_cuda(f, cu.cuTensorMapEncodeTiled(&k->maps[m], (CUtensorMapDataType)type, (cuuint32_t)map->rank,
+							     (void *)(uintptr_t)slot_ptr(r, &w->in), dims, strides, box, ones,
+							     CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+							     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+				what);
+		if (rc == 0)
+			k->nmaps = m + 1;
+	}
+	strbuf_release(&why);
+	free(values);
+	return rc ? -1 : 0;
+}
+
+/* A build's kernel for the run: its module and function, and its tensor maps. */
+static int load_run_kernel(const struct wrun *r, const cJSON *build, struct kernel *k, struct failure *f)
+{
+	if (load_kernel(r->run.dir, build, r->ka.dynamic_smem, k, f))
+		return -1;
+	if (encode_tensor_maps(r, build, k, f)) {
+		kernel_release(k);
+		return -1;
+	}
+	return 0;
 }
 
 /* ---------------------------------------------------------------- fills */
@@ -786,7 +934,7 @@ static int ready_outputs(const struct wrun *r, enum which_slot to, struct failur
 static int launch_into(const struct wrun *r, const struct kernel *kn, enum which_slot to, struct failure *f)
 {
 	CUdeviceptr ptrs[r->ka.n + 1];
-	void *params[r->ka.n + 1];
+	void *params[r->ka.n + kn->nmaps + 1];
 	size_t n = 0;
 	for (size_t k = 0; k < r->ka.n; k++) {
 		const struct warg *w = &r->args[k];
@@ -798,6 +946,8 @@ static int launch_into(const struct wrun *r, const struct kernel *kn, enum which
 			params[n++] = &ptrs[k];
 		}
 	}
+	for (size_t m = 0; m < kn->nmaps; m++)
+		params[n++] = &kn->maps[m];
 	return check_cuda(f, cu.cuLaunchKernel(kn->function, kn->grid[0], kn->grid[1], kn->grid[2], kn->block[0],
 					       kn->block[1], kn->block[2], (unsigned)kn->smem, gpu.stream, params, NULL),
 			  "cuLaunchKernel");
@@ -933,7 +1083,7 @@ static int load_run_baseline(struct wrun *r, struct failure *f)
 		free(path);
 		return -1;
 	}
-	if (load_kernel(r->run.dir, doc, r->ka.dynamic_smem, &r->baseline, f) != 0)
+	if (load_run_kernel(r, doc, &r->baseline, f) != 0)
 		return -1;
 	r->has_baseline = 1;
 	r->baseline_state = json_string(doc, "state") ? xstrdup(json_string(doc, "state")) : NULL;
@@ -1429,16 +1579,7 @@ static double kernelgraph_figure(const struct wrun *r, const cJSON *config, cons
 	struct pyarena *arena = pyarena_new();
 	struct pyval *values = xcalloc(r->run.spec->nnames, sizeof(*values)), v;
 	double out = NAN;
-	int complete = 1;
-	for (size_t k = 0; k < r->run.spec->nparams; k++) {
-		size_t index;
-		const cJSON *value = cJSON_GetObjectItemCaseSensitive(config, r->run.spec->params[k].name);
-		if (!value || t1_value_index(r->run.spec, k, value, &index) != 0)
-			complete = 0;
-		else
-			values[k] = r->run.spec->params[k].values[index];
-	}
-	values[r->run.spec->nparams] = r->run.spec->problem_size;
+	int complete = config_values(r->run.spec, config, values) == 0;
 	if (e && complete && pyexpr_eval(e, values, arena, &v, &err) == 0)
 		out = v.kind == PY_FLOAT ? v.u.f : v.kind == PY_INT ? (double)v.u.i : NAN;
 	else
@@ -1669,7 +1810,7 @@ struct lines_pass {
 static const char *lines_load(void *arg)
 {
 	struct lines_pass *p = arg;
-	if (load_kernel(p->base.r->run.dir, p->build, p->base.r->ka.dynamic_smem, &p->fresh, &p->base.f))
+	if (load_run_kernel(p->base.r, p->build, &p->fresh, &p->base.f))
 		return p->base.f.what;
 	return NULL;
 }
@@ -1715,8 +1856,7 @@ static cJSON *sample_lines(const struct wrun *r, const struct kernel *kn, const 
 	struct pcsample_replay replay = {.load = lines_load, .prepare = lines_prepare, .launch = lines_launch, .arg = &pass};
 	cJSON *lines = image ? pcsample_collect(&t, &replay) : lines_unavailable("cannot read the cubin again");
 	gpu.spoiled |= pass.base.f.failed;
-	if (pass.fresh.module)
-		cu.cuModuleUnload(pass.fresh.module);
+	kernel_release(&pass.fresh);
 	free(image);
 	free(path);
 	return lines;
@@ -1784,8 +1924,7 @@ static void record_release(struct record *rec)
 {
 	for (size_t j = 0; j < ARRAY_SIZE(rec->series); j++)
 		free_series(&rec->series[j]);
-	if (rec->cand.module)
-		cu.cuModuleUnload(rec->cand.module);
+	kernel_release(&rec->cand);
 }
 
 /* The run (its buffers, and for a candidate its baseline and reference) and the record's kernel. */
@@ -1799,7 +1938,7 @@ static int record_load(struct record *rec, const char *run_dir, struct failure *
 		return -1;
 	rec->ph.setup = monotonic_ms() - t0;
 	t0 = monotonic_ms();
-	if (load_kernel(rec->r->run.dir, rec->build, rec->r->ka.dynamic_smem, &rec->cand, f))
+	if (load_run_kernel(rec->r, rec->build, &rec->cand, f))
 		return -1;
 	rec->ph.load = monotonic_ms() - t0;
 	return 0;
@@ -1848,10 +1987,10 @@ static int adopt_baseline(struct record *rec, struct failure *f)
 {
 	struct wrun *r = rec->r;
 	struct summary sm;
-	if (r->baseline.module)
-		cu.cuModuleUnload(r->baseline.module);
+	kernel_release(&r->baseline);
 	r->baseline = rec->cand;
 	rec->cand.module = NULL;
+	rec->cand.maps = NULL;
 	r->has_baseline = 1;
 	free(r->baseline_state);
 	r->baseline_state = xstrdup(rec->state);

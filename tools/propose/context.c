@@ -497,6 +497,26 @@ size_t context_history(struct run_info *run, const struct node_info *node, size_
 	return h.n;
 }
 
+int kernel_takes(const struct t1_spec *spec, const struct node_info *node, const char *library, const size_t *indices,
+		 struct strbuf *why)
+{
+	const char **applied = xcalloc(node->napplied + 2, sizeof(*applied));
+	size_t n = 0;
+	for (size_t i = 0; i < node->napplied; i++)
+		applied[n++] = node->applied[i];
+	if (library)
+		applied[n++] = library;
+	struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
+	struct strbuf scratch;
+	strbuf_init(&scratch);
+	t1_bind(spec, indices, values);
+	int takes = t1_check_kernel_conditions(spec, applied, n, values, why ? why : &scratch) == 0;
+	strbuf_release(&scratch);
+	free(values);
+	free(applied);
+	return takes;
+}
+
 int context_accept(struct run_info *run, const struct node_info *node, struct proposal *p, struct strbuf *why)
 {
 	const char *patch = nonempty(p->patch), *source = nonempty(p->source);
@@ -513,6 +533,21 @@ int context_accept(struct run_info *run, const struct node_info *node, struct pr
 		free(config);
 		strbuf_addstr(why, "not among the configurations the --within table measured");
 		return 1;
+	}
+	if (!source) {
+		size_t *at = xcalloc(run->run.spec->nparams + 1, sizeof(*at));
+		struct strbuf cond;
+		strbuf_init(&cond);
+		int takes = config_indices(run->run.spec, p->full_config, at) != 0 ||
+			    kernel_takes(run->run.spec, node, patch ? p->library : NULL, at, &cond);
+		if (!takes)
+			strbuf_addf(why, "a configuration its kernel does not take: %s", cond.buf);
+		strbuf_release(&cond);
+		free(at);
+		if (!takes) {
+			free(config);
+			return 1;
+		}
 	}
 	char *node_config = json_text(node->config);
 	int same = !patch && !source && strcmp(config, node_config) == 0;

@@ -88,8 +88,10 @@ int node_load(struct run_info *run, const cJSON *record, struct node_info *node,
 void node_release(struct node_info *node);
 
 /* Whether p may go out: its configuration completes to a valid one of the space (one that
- * run->within measured, when set), it changes something, and neither this expansion nor the
- * run has it already. Returns 0 and sets p->full_config (and remembers p), or 1 with why set. */
+ * run->within measured, when set) that the kernel it makes takes (kernel_takes: node's, with
+ * p's ready patch applied on top; an edit of the source is taken as it comes), it changes
+ * something, and neither this expansion nor the run has it already. Returns 0 and sets
+ * p->full_config (and remembers p), or 1 with why set. */
 int context_accept(struct run_info *run, const struct node_info *node, struct proposal *p, struct strbuf *why);
 
 /* The run's measured configurations whose source is node's (the configurations of one kernel;
@@ -110,6 +112,12 @@ size_t context_history(struct run_info *run, const struct node_info *node, size_
 /* The configurations of node's source in flight (--pending records of run, and those this
  * process sent out: none is measured yet) into *indices (n x nparams, the caller's to free). Returns n. */
 size_t context_in_flight(struct run_info *run, const struct node_info *node, size_t **indices);
+
+/* Whether the kernel of a variant of node, with the ready patch library (NULL: none) applied
+ * on top, takes the configuration at indices: the spec's kernel conditions for the patches on
+ * its path (t1_check_kernel_conditions). Returns 1, or 0 with why set when why is not NULL. */
+int kernel_takes(const struct t1_spec *spec, const struct node_info *node, const char *library, const size_t *indices,
+		 struct strbuf *why);
 
 /* Whether the configuration at indices is one run->within measured (always, without it). */
 int context_within(const struct run_info *run, const size_t *indices);

@@ -55,7 +55,8 @@ int config_valid(const struct t1_spec *spec, const size_t *indices)
 }
 
 /* For each parameter, the nearest value below and above the node's that keeps the
- * configuration valid (and, with --within, measured), the others unchanged. */
+ * configuration valid and one the node's kernel takes (and, with --within, measured), the
+ * others unchanged. */
 static void neighbours(struct run_info *run, const struct node_info *node, struct proposal **list, size_t *n,
 		       size_t *dropped)
 {
@@ -68,7 +69,8 @@ static void neighbours(struct run_info *run, const struct node_info *node, struc
 			memcpy(try, at, spec->nparams * sizeof(*try));
 			for (long j = (long)at[k] + dir; j >= 0 && j < (long)param->nvalues; j += dir) {
 				try[k] = (size_t)j;
-				if (!config_valid(spec, try) || !context_within(run, try))
+				if (!config_valid(spec, try) || !kernel_takes(spec, node, NULL, try, NULL) ||
+				    !context_within(run, try))
 					continue;
 				struct proposal p = {.proposer = xstrdup("rules:neighbour"), .method = xstrdup(param_method(spec, k)),
 						     .prior = PRIOR_STEP};
@@ -105,7 +107,9 @@ static int tried_anywhere(const struct run_info *run, const char *name)
 	return 0;
 }
 
-/* KernelGraph.Patches: [{"Name", "Patch" or "PatchFile", "Method", "Detail", "Config", "Prior"}].
+/* KernelGraph.Patches: [{"Name", "Patch" or "PatchFile", "Method", "Detail", "Config", "Prior",
+ * "Conditions", "After"}]; one with After (another entry's Name) is a diff of that entry's
+ * kernel, offered only where that entry is on the path.
  * Once the run has tried a patch somewhere, it is offered again only at the incumbent:
  * the patched variant's own configuration moves explore the patched space from there, and
  * offering it at every other node spent a build a node on the same edit (11 of 40 on an H100
@@ -132,6 +136,13 @@ static void library(struct run_info *run, const struct node_info *node, struct p
 		}
 		if (applied(node, name))
 			continue;
+		/* a patch of another patch's kernel: only below that one */
+		const char *after = json_string(entry, "After");
+		if (after && !applied(node, after)) {
+			log_info("%s: node %s: rules:library: %s: applies after %s, which is not on the path", run->run.dir,
+				 node->state, name, after);
+			continue;
+		}
 		const char *incumbent = json_string(run->best, "state");
 		if ((!incumbent || strcmp(incumbent, node->state) != 0) && tried_anywhere(run, name)) {
 			log_info("%s: node %s: rules:library: %s: tried elsewhere in the run; offered again only at "
