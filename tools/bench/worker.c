@@ -709,7 +709,13 @@ static int tensor_map_type(enum karg_base base)
 static int encode_tensor_maps(const struct wrun *r, const cJSON *build, struct kernel *k, struct failure *f)
 {
 	const struct t1_spec *spec = r->run.spec;
-	if (spec->ntensor_maps == 0)
+	/* Tensor maps exist from compute capability 9.0 on; before it, no kernel that reads
+	 * one compiles for the GPU (kg-build builds for its architecture), and the others,
+	 * the wmma baseline of the matmul say, run without. */
+	int major = 0;
+	if (spec->ntensor_maps == 0 ||
+	    (cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, gpu.dev) == CUDA_SUCCESS &&
+	     major < 9))
 		return 0;
 	struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
 	struct strbuf why;
