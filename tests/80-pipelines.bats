@@ -700,6 +700,105 @@ fake_stage() {
 	exec {holder}>&-
 }
 
+@test "kg-nightly --slurm --dry-run prints the scripts it would submit and how, writes nothing; the Slurm options' bad values are named, exit 2" {
+	mkdir conf
+	echo '{"outdir": "../night", "specs": ["a.json", "b.json", "c.json"]}' >conf/nightly.json
+	run_tool 0 kg-nightly --slurm --dry-run --partition gpu --account lab --gpus-per-task 4 --time 2:00:00 --max-tasks 2 \
+		--sbatch-opt '--qos=high --constraint=h100' --sbatch-opt --exclusive conf/nightly.json
+	assert_stderr_empty
+	[[ ${lines[0]} =~ ^#\ $PWD/night/logs/([0-9]{8}T[0-9]{6}Z)\.slurm/array\.sh: ]]
+	night=$PWD/night/logs/${BASH_REMATCH[1]}.slurm
+	assert_output "$(printf '%s\n' "# $night/array.sh: sbatch --parsable $night/array.sh" '#!/bin/sh' \
+		"# kg-nightly --slurm: $PWD/night, a task per spec ($night/night.json)" \
+		'#SBATCH --job-name=kg-nightly' '#SBATCH --array=0-2%2' "#SBATCH --output=$night/task-%a.out" '#SBATCH --open-mode=append' \
+		'#SBATCH --partition=gpu' '#SBATCH --account=lab' '#SBATCH --gres=gpu:4' '#SBATCH --time=2:00:00' \
+		'#SBATCH --qos=high --constraint=h100' '#SBATCH --exclusive' "exec $KG_BIN_DIR/kg-nightly --slurm-task $night" \
+		"# $night/end.sh: sbatch --parsable --dependency=afterany:ARRAY_JOB_ID $night/end.sh" '#!/bin/sh' \
+		"# kg-nightly --slurm: $PWD/night, once every task has ended" \
+		'#SBATCH --job-name=kg-nightly-end' "#SBATCH --output=$night/end.out" '#SBATCH --open-mode=append' \
+		'#SBATCH --partition=gpu' '#SBATCH --account=lab' '#SBATCH --qos=high --constraint=h100' '#SBATCH --exclusive' \
+		"exec $KG_BIN_DIR/kg-nightly --slurm-end $night")"
+	[ ! -e night ]
+	# no GPU asked (a replayed night), no time limit, no partition: Slurm's defaults
+	run_tool 0 kg-nightly --slurm --dry-run --gpus-per-task 0 conf/nightly.json
+	[ "$(grep -c '^#SBATCH' <<<"$output")" -eq 7 ]
+	[ "$(grep -E '^#SBATCH --(gres|time|partition|account)' <<<"$output")" = "" ]
+	usage() { # usage MESSAGE: stderr is the message and the hint, nothing on stdout
+		assert_output ""
+		assert_stderr "$(printf '%s\n' "kg-nightly: $1" "Try 'kg-nightly --help' for more information.")"
+	}
+	for bad in "--partition|a b|--partition: 'a b' is not a Slurm name" \
+		"--account||--account: '' is not a Slurm name" \
+		"--gpus-per-task|x|--gpus-per-task: 'x' is not a whole number" \
+		"--time|1h|--time: '1h' is not a Slurm time limit (MINUTES, MM:SS, H:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS)" \
+		"--max-tasks|0|--max-tasks: '0' is not a positive whole number" \
+		"--sbatch-opt|qos=high|--sbatch-opt: 'qos=high' is not an sbatch option on one line" \
+		"--sbatch-opt|--qos=high"$'\n'"exit|--sbatch-opt: '--qos=high"$'\n'"exit' is not an sbatch option on one line" \
+		"--sbatch-opt|--array=0-9|--sbatch-opt: '--array=0-9': kg-nightly sets --array itself" \
+		"--sbatch-opt|--exclusive -o x.out|--sbatch-opt: '--exclusive -o x.out': kg-nightly sets -o itself" \
+		"--sbatch-opt|--dependency after:1|--sbatch-opt: '--dependency after:1': kg-nightly sets --dependency itself"; do
+		IFS='|' read -r -d '' option value message <<<"$bad" || true
+		run_tool 2 kg-nightly --slurm "$option" "$value" conf/nightly.json
+		usage "${message%$'\n'}"
+	done
+	for option in --time --partition --sbatch-opt; do
+		run_tool 2 kg-nightly --slurm conf/nightly.json "$option"
+		usage "option '$option' requires an argument"
+	done
+	run_tool 2 kg-nightly --dry-run --partition gpu conf/nightly.json
+	usage "--dry-run --partition: only with --slurm"
+	run_tool 2 kg-nightly --time 5 conf/nightly.json
+	usage "--time: only with --slurm"
+	run_tool 2 kg-nightly --slurm --dry-run conf/missing.json
+	assert_stderr "kg-nightly: conf/missing.json: no such file"
+}
+
+@test "kg-nightly --slurm-task: the GPUs of CUDA_VISIBLE_DEVICES as CUDA numbers them, the task's Slurm ids in its spec line; a run another holds is exit 6; misuse is exit 2, --slurm-end of a night never submitted exit 1" {
+	ex=$KG_ROOT/examples
+	night=$PWD/night/logs/20261126T020000Z.slurm
+	mkdir -p "$night"
+	# a night as kg-nightly --slurm writes it (its submission needs a cluster: tests/85-slurm.bats)
+	jq -n --arg ex "$ex" --arg out "$PWD/night" '{config: "nightly.json", outdir: $out, stamp: "20261126T020000Z", gpus: "0",
+		options: ["--no-llm"], specs: [{spec: "\($ex)/vector_add/vector_add.json", budget_builds: 3,
+		replay: "\($ex)/vector_add/vector_add_H100_T4.json", options: []}]}' >"$night/night.json"
+	CUDA_VISIBLE_DEVICES=GPU-5f0e,GPU-77a1 SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_JOB_ID=40 SLURM_JOB_ID=41 SLURMD_NODENAME=n7 \
+		SLURM_CPUS_ON_NODE=2 run_tool 0 kg-nightly --slurm-task "$night"
+	assert_output "kg-nightly: $ex/vector_add/vector_add.json: exit status 0, 3 builds"
+	assert_stderr_empty
+	[ "$(jq -c 'select(.nightly) | del(.t, .seconds, .best)' "$night/task-0.jsonl")" = "$(jq -cn --arg ex "$ex" --arg run "$PWD/night/kernels/vector_add" '
+		{nightly: "spec", spec: "\($ex)/vector_add/vector_add.json", run: $run, replay: "\($ex)/vector_add/vector_add_H100_T4.json",
+		 status: 0, builds: 3, regraph: null, slurm: {job_id: 41, array_job_id: 40, array_task_id: 0, node: "n7",
+		 cuda_visible_devices: "GPU-5f0e,GPU-77a1", gpus: "0,1", restarts: 0}}')" ]
+	[ "$(cat "$night/task-0.before")" = 0 ]
+	[ "$(evaluated night/kernels/vector_add | wc -l)" -eq 3 ]
+	# while another holds the run: nothing tuned, exit 6, said in the task's log
+	exec {holder}>>night/kernels/.vector_add.lock
+	flock "$holder"
+	SLURM_ARRAY_TASK_ID=0 run_tool 6 kg-nightly --slurm-task "$night"
+	exec {holder}>&-
+	assert_output "$(printf '%s\n' "kg-nightly: $PWD/night/kernels/vector_add: already running: another kg-tune, kg-iterate or kg-init holds $PWD/night/kernels/.vector_add.lock" \
+		"kg-nightly: $ex/vector_add/vector_add.json: exit status 6, 0 builds")"
+	[ "$(jq -c 'select(.nightly) | [.status, .builds, .slurm.gpus, .slurm.cuda_visible_devices]' "$night/task-0.jsonl" | tail -1)" = '[6,0,"0",null]' ]
+	usage() { # usage MESSAGE
+		assert_output ""
+		assert_stderr "$(printf '%s\n' "kg-nightly: $1" "Try 'kg-nightly --help' for more information.")"
+	}
+	run_tool 2 env -u SLURM_ARRAY_TASK_ID kg-nightly --slurm-task "$night"
+	usage "--slurm-task: not run by Slurm as a task of the night's array (SLURM_ARRAY_TASK_ID is not set)"
+	SLURM_ARRAY_TASK_ID=1 run_tool 2 kg-nightly --slurm-task "$night"
+	usage "--slurm-task: task 1, but the night $night has 1 specs"
+	SLURM_ARRAY_TASK_ID=0 run_tool 2 kg-nightly --slurm-task nowhere
+	usage "nowhere: not a night kg-nightly --slurm submitted (no night.json)"
+	run_tool 2 kg-nightly --slurm-task "$night" nightly.json
+	usage "--slurm-task takes no CONFIG and no --slurm-end"
+	run_tool 2 kg-nightly --slurm-end "$night" nightly.json
+	usage "--slurm-end takes no CONFIG"
+	run_tool 2 kg-nightly --slurm-end nowhere
+	usage "nowhere: not a night kg-nightly --slurm submitted (no night.json)"
+	run_tool 1 kg-nightly --slurm-end "$night"
+	assert_stderr "kg-nightly: $night/night.json: no slurm.array_job_id (the night was not submitted)"
+}
+
 @test "kg-report: trace.md summary kept current, plots, the search graph, the HTML page, the T4 export, the table" {
 	kg-init -q --replay "$EVENTS" "$VECTOR_ADD" out >/dev/null
 	for _ in 1 2 3; do kg-iterate -q --replay "$EVENTS" "$RUN" >/dev/null || true; done
