@@ -799,6 +799,20 @@ fake_stage() {
 	assert_stderr "kg-nightly: $night/night.json: no slurm.array_job_id (the night was not submitted)"
 }
 
+@test "kg-select --update appends to OUTDIR's ReGraph dataset under its flock: an append another holds it for (a Slurm task on another node) is waited for, none lost" {
+	run_tool 0 kg-init -q --replay "$KG_ROOT/examples/vector_add/vector_add_H100_T4.json" --select-opt '--budget-builds 10' "$KG_ROOT/examples/vector_add/vector_add.json" out
+	touch out/regraph_dataset.jsonl
+	flock out/regraph_dataset.jsonl sleep 2 >/dev/null 2>&1 &
+	sleep 0.3
+	SECONDS=0
+	run_tool 0 kg-iterate --rules --replay "$KG_ROOT/examples/vector_add/vector_add_H100_T4.json" out/kernels/vector_add
+	[ "$SECONDS" -ge 1 ]
+	wait
+	[ "$(wc -l <out/regraph_dataset.jsonl)" -eq "$(evaluated out/kernels/vector_add | wc -l)" ]
+	[ "$(wc -l <out/regraph_dataset.jsonl)" -gt 0 ]
+	jq -e . out/regraph_dataset.jsonl >/dev/null
+}
+
 @test "kg-report: trace.md summary kept current, plots, the search graph, the HTML page, the T4 export, the table" {
 	kg-init -q --replay "$EVENTS" "$VECTOR_ADD" out >/dev/null
 	for _ in 1 2 3; do kg-iterate -q --replay "$EVENTS" "$RUN" >/dev/null || true; done
