@@ -753,7 +753,7 @@ fake_stage() {
 	assert_stderr "kg-nightly: conf/missing.json: no such file"
 }
 
-@test "kg-nightly --slurm-task: the GPUs of CUDA_VISIBLE_DEVICES as CUDA numbers them, the task's Slurm ids in its spec line; a run another holds is exit 6; misuse is exit 2, --slurm-end of a night never submitted exit 1" {
+@test "kg-nightly --slurm-task: the GPUs of CUDA_VISIBLE_DEVICES as CUDA numbers them, the task's Slurm ids in its spec line; a run another holds is exit 6; --slurm-end: sacct's states, the tasks' lines moved into the night's logs; misuse is exit 2, a night never submitted exit 1" {
 	ex=$KG_ROOT/examples
 	night=$PWD/night/logs/20261126T020000Z.slurm
 	mkdir -p "$night"
@@ -797,6 +797,38 @@ fake_stage() {
 	usage "nowhere: not a night kg-nightly --slurm submitted (no night.json)"
 	run_tool 1 kg-nightly --slurm-end "$night"
 	assert_stderr "kg-nightly: $night/night.json: no slurm.array_job_id (the night was not submitted)"
+	# the end job on a cluster with accounting: sacct's word for each task (a stand-in here;
+	# tests/85-slurm.bats has a real cluster's scontrol), two tasks that never started in one
+	# range; the task's lines moved into the night's logs
+	jq --arg ex "$ex" '.slurm = {array_job_id: 40, end_job_id: 42}
+		| .specs += [{spec: "\($ex)/softmax/softmax.json", budget_builds: 3, replay: null, options: []},
+		             {spec: "nowhere.json", budget_builds: 3, replay: null, options: []}]' "$night/night.json" >night.json
+	mv night.json "$night/night.json"
+	mkdir fake
+	printf '#!/bin/sh\n[ "$*" = "-n -P -X -j 40 -o JobIDRaw,JobID,State,ExitCode" ] || exit 1\nprintf "41|40_0|COMPLETED|0:0\\n40|40_[1-2]|CANCELLED by 0|0:0\\n"\n' >fake/sacct
+	chmod +x fake/sacct
+	PATH=$PWD/fake:$PATH run_tool 1 kg-nightly --slurm-end "$night"
+	log=night/logs/20261126T020000Z
+	assert_stderr "kg-nightly: 2 of 3 specs failed; see $PWD/$log.jsonl and $PWD/$log.log"
+	[ "$(jq -c 'select(.nightly) | del(.t, .seconds, .best, .slurm.node, .slurm.job_id, .slurm.array_job_id)' "$log.jsonl")" = "$(jq -cn --arg ex "$ex" --arg night "$PWD/night" '
+		{nightly: "spec", spec: "\($ex)/vector_add/vector_add.json", run: "\($night)/kernels/vector_add",
+		 replay: "\($ex)/vector_add/vector_add_H100_T4.json", status: 0, builds: 3, regraph: null,
+		 slurm: {array_task_id: 0, cuda_visible_devices: "GPU-5f0e,GPU-77a1", gpus: "0,1", restarts: 0}},
+		{nightly: "spec", spec: "\($ex)/vector_add/vector_add.json", run: "\($night)/kernels/vector_add",
+		 replay: "\($ex)/vector_add/vector_add_H100_T4.json", status: 6, builds: 0, regraph: null,
+		 slurm: {array_task_id: 0, cuda_visible_devices: null, gpus: "0", restarts: 0}},
+		{nightly: "task", spec: "\($ex)/vector_add/vector_add.json", run: "\($night)/kernels/vector_add", builds: 3,
+		 slurm: {array_task_id: 0, state: "COMPLETED", exit_code: "0:0"}},
+		{nightly: "task", spec: "\($ex)/softmax/softmax.json", run: "\($night)/kernels/softmax", builds: 0,
+		 slurm: {array_task_id: 1, state: "CANCELLED", exit_code: "0:0"}},
+		{nightly: "task", spec: "nowhere.json", run: null, builds: 0,
+		 slurm: {array_task_id: 2, state: "CANCELLED", exit_code: "0:0"}},
+		{nightly: "end", failed: 2, regraph: {file: "\($night)/regraph.json", rows: 3, kernels: 1}, regraph_status: 0}')" ]
+	[ "$(jq -c 'select(.nightly == "task") | [.slurm.job_id, .slurm.array_job_id]' "$log.jsonl" | tr -d '\n')" = '[41,40][40,40][40,40]' ]
+	[ "$(jq -c 'select(.update.child != null)' "$log.jsonl" | wc -l)" -eq 3 ]
+	[ "$(tail -n 3 "$log.log")" = "$(printf '%s\n' "kg-nightly: task 0 (job 41): COMPLETED, 3 builds: $ex/vector_add/vector_add.json" \
+		"kg-nightly: task 1 (job 40): CANCELLED, 0 builds: $ex/softmax/softmax.json" "kg-nightly: task 2 (job 40): CANCELLED, 0 builds: nowhere.json")" ]
+	[ ! -e "$night/task-0.jsonl" ] && [ ! -e "$night/task-0.out" ]
 }
 
 @test "kg-select --update appends to OUTDIR's ReGraph dataset under its flock: an append another holds it for (a Slurm task on another node) is waited for, none lost" {

@@ -111,8 +111,10 @@ builds_at_least() { # builds_at_least RUN N
 	# every record of every task, in task order
 	[ "$(jq -r 'select(.nightly | not) | if .op == "stop" then "stop \(.reason)" else "\(.kernel) \(.update.child != null)" end' "$log" | uniq -c | tr -s ' ' | tr '\n' ,)" = \
 		" 5 vector_add true, 1 stop budget, 4 softmax true, 1 stop budget, 5 transpose true, 1 stop budget," ]
+	# the text log: each task's output, then a line a task
 	[ "$(cat "night/logs/$stamp.log")" = "$(printf 'kg-nightly: %s: exit status 0, %s builds\n' \
-		"$ex/vector_add/vector_add.json" 5 "$ex/softmax/softmax.json" 4 "$ex/transpose/transpose.json" 5)" ]
+		"$ex/vector_add/vector_add.json" 5 "$ex/softmax/softmax.json" 4 "$ex/transpose/transpose.json" 5
+		jq -r 'select(.nightly == "task") | "kg-nightly: task \(.slurm.array_task_id) (job \(.slurm.job_id)): COMPLETED, \(.builds) builds: \(.spec)"' "$log")" ]
 	for k in vector_add softmax transpose; do
 		[ "$(evaluated "night/kernels/$k" | sort | uniq -d)" = "" ]
 	done
