@@ -2,9 +2,10 @@
 # cluster.sh: a one-node Slurm cluster of this machine's own, for the tests of kg-nightly
 # --slurm: munged, slurmctld and slurmd as plain daemons (no systemd), every file of theirs
 # in DIR (configuration, keys, state, logs, sockets), on free ports, so that nothing of the
-# system's is used or changed. The node has this machine's CPUs and two GPUs that are files
-# (DIR/dev/nvidia0, nvidia1): Slurm hands them out and sets CUDA_VISIBLE_DEVICES as it does
-# real ones, and the tests' searches replay recorded tables, so none is opened.
+# system's is used or changed. The node has this machine's CPUs (two at least) and two GPUs
+# that are files (DIR/dev/nvidia0, nvidia1, links to /dev/null): Slurm hands them out and
+# sets CUDA_VISIBLE_DEVICES as it does real ones, and the tests' searches replay recorded
+# tables, so none is opened.
 #
 # Usage: tests/slurm/cluster.sh start DIR   writes DIR, starts the daemons, waits until the
 #                                           node is idle (60 s at most); prints
@@ -73,7 +74,8 @@ ln -sfn /dev/null "$dir/dev/nvidia0" && ln -sfn /dev/null "$dir/dev/nvidia1"
 rm -f "$dir/munge/munge.key"
 mungekey --create --keyfile="$dir/munge/munge.key" 2>/dev/null || fail "mungekey could not make a key"
 host=$(hostname -s 2>/dev/null || hostname)
-ctld_port=$(free_port) slurmd_port=$(free_port)
+ctld_port=$(free_port) slurmd_port=$(free_port) cpus=$(nproc)
+[ "$cpus" -ge 2 ] || cpus=2
 while [ "$slurmd_port" = "$ctld_port" ]; do slurmd_port=$(free_port); done
 
 cat >"$dir/slurm.conf" <<CONF
@@ -110,7 +112,10 @@ MinJobAge=600
 KillWait=5
 InactiveLimit=0
 GresTypes=gpu
-NodeName=kgnode NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$(nproc) Gres=gpu:2 State=UNKNOWN
+# the machine's CPUs, two at least (the tests run two tasks at once): slurmd takes the
+# configured count rather than the one it finds
+SlurmdParameters=config_overrides
+NodeName=kgnode NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$cpus Gres=gpu:2 State=UNKNOWN
 PartitionName=kg Nodes=kgnode Default=YES MaxTime=INFINITE State=UP
 CONF
 printf 'NodeName=kgnode Name=gpu File=%s/dev/nvidia[0-1]\n' "$dir" >"$dir/gres.conf"
