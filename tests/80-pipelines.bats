@@ -577,7 +577,7 @@ fake_stage() {
 	[ "$(evaluated "$RUN" | wc -l)" -eq 8 ]
 }
 
-@test "kg-tune interrupted (TERM) while picking finishes the iteration in flight, exits 130, leaves nothing running" {
+@test "kg-tune interrupted (TERM) while picking finishes the iteration in flight, logs it (--log), exits 130, leaves nothing running" {
 	# the signal comes while a front is picking (a kg-iterate beside kg-tune makes it slow
 	# once asked to): the iteration being measured waits for that pick before it is learned
 	mkdir slow && ln -s "$KG_BIN_DIR/kg-tune" slow/
@@ -587,7 +587,7 @@ fake_stage() {
 	exec "$KG_BIN_DIR/kg-iterate" "\$@"
 	EOF
 	chmod +x slow/kg-iterate
-	setsid slow/kg-tune -q --overlap --no-llm --replay "$TABLE" --budget-builds 40 --outdir out "$VECTOR_ADD" >/dev/null 2>err &
+	setsid slow/kg-tune -q --overlap --no-llm --replay "$TABLE" --budget-builds 40 --outdir out --log tune.jsonl "$VECTOR_ADD" >/dev/null 2>err &
 	pid=$!
 	for _ in $(seq 600); do
 		[ "$(evaluated "$RUN" 2>/dev/null | wc -l)" -ge 8 ] && break
@@ -607,6 +607,8 @@ fake_stage() {
 	[ "$rc" -eq 130 ]
 	[ "$(cat err)" = "kg-tune: interrupted; finishing the iteration in flight; kg-tune --resume carries on" ]
 	run ! pgrep -g "$pid"
+	# every record learned is in --log, the iterations in flight's too
+	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .build.state' tune.jsonl | sort)" = "$(evaluated "$RUN" | sort)" ]
 	run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --resume --outdir out "$VECTOR_ADD"
 	[ "$(evaluated "$RUN" | wc -l)" -eq 40 ]
 	[ "$(evaluated "$RUN" | sort | uniq -d)" = "" ]
@@ -711,7 +713,7 @@ fake_stage() {
 	assert_output "$(printf '%s\n' "# $night/array.sh: sbatch --parsable $night/array.sh" '#!/bin/sh' \
 		"# kg-nightly --slurm: $PWD/night, a task per spec ($night/night.json)" \
 		'#SBATCH --job-name=kg-nightly' '#SBATCH --array=0-2%2' "#SBATCH --output=$night/task-%a.out" '#SBATCH --open-mode=append' \
-		'#SBATCH --partition=gpu' '#SBATCH --account=lab' '#SBATCH --gres=gpu:4' '#SBATCH --time=2:00:00' \
+		'#SBATCH --partition=gpu' '#SBATCH --account=lab' '#SBATCH --gres=gpu:4' '#SBATCH --time=2:00:00' '#SBATCH --signal=B:USR1@120' \
 		'#SBATCH --qos=high --constraint=h100' '#SBATCH --exclusive' "exec $KG_BIN_DIR/kg-nightly --slurm-task $night" \
 		"# $night/end.sh: sbatch --parsable --dependency=afterany:ARRAY_JOB_ID $night/end.sh" '#!/bin/sh' \
 		"# kg-nightly --slurm: $PWD/night, once every task has ended" \
@@ -721,7 +723,7 @@ fake_stage() {
 	[ ! -e night ]
 	# no GPU asked (a replayed night), no time limit, no partition: Slurm's defaults
 	run_tool 0 kg-nightly --slurm --dry-run --gpus-per-task 0 conf/nightly.json
-	[ "$(grep -c '^#SBATCH' <<<"$output")" -eq 7 ]
+	[ "$(grep -c '^#SBATCH' <<<"$output")" -eq 8 ]
 	[ "$(grep -E '^#SBATCH --(gres|time|partition|account)' <<<"$output")" = "" ]
 	usage() { # usage MESSAGE: stderr is the message and the hint, nothing on stdout
 		assert_output ""

@@ -83,7 +83,7 @@ builds_at_least() { # builds_at_least RUN N
 	assert_stderr_empty
 	submitted
 	[ "$(sed -n 's/^#SBATCH //p' "night/logs/$stamp.slurm/array.sh")" = "$(printf '%s\n' --job-name=kg-nightly --array=0-2 \
-		"--output=$PWD/night/logs/$stamp.slurm/task-%a.out" --open-mode=append --gres=gpu:2 --time=10)" ]
+		"--output=$PWD/night/logs/$stamp.slurm/task-%a.out" --open-mode=append --gres=gpu:2 --time=10 --signal=B:USR1@120)" ]
 	[ "$(scontrol -o show job "$end" | grep -o 'Dependency=[^ ]*')" = "Dependency=afterany:${array}_*(unfulfilled)" ]
 	wait_until 120 ended "$log"
 	jobs=
@@ -180,6 +180,25 @@ builds_at_least() { # builds_at_least RUN N
 		[ "$(head -n "$(wc -l <"$k.1")" "$k.2")" = "$(cat "$k.1")" ]
 		[ "$(sort "$k.2" | uniq -d)" = "" ]
 	done
+}
+
+@test "kg-nightly --slurm: a task told its time limit is near (USR1, as --signal=B:USR1@120 sends it) stops after the iteration in flight: its spec line, every record it measured in the night's log" {
+	jq -n '{outdir: "night", options: ["--no-llm"], specs: [
+		{spec: "ex/vector_add/vector_add.json", replay: "ex/vector_add/vector_add_H100_T4.json", budget_builds: 100}]}' >nightly.json
+	run_tool 0 kg-nightly --slurm --gpus-per-task 0 nightly.json
+	submitted
+	wait_until 60 builds_at_least night/kernels/vector_add 5
+	run_tool 0 scancel --batch --signal=USR1 "${array}_0"
+	wait_until 120 ended "$log"
+	jobs=
+	stopped=$(evaluated night/kernels/vector_add | wc -l)
+	[ "$stopped" -ge 5 ] && [ "$stopped" -lt 100 ]
+	[ "$(jq -c 'select(.nightly == "spec" or .nightly == "task") | [.nightly, .status, .builds, .slurm.state, .slurm.exit_code]' "$log" | tr -d '\n')" = \
+		"[\"spec\",130,$stopped,null,null][\"task\",null,$stopped,\"FAILED\",\"130:0\"]" ]
+	# every candidate the run learned is in the night's log: none was lost to the stop
+	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .build.state' "$log")" = "$(evaluated night/kernels/vector_add)" ]
+	grep -qx 'kg-nightly: SIGUSR1 (the time limit is near): kg-tune stops after the iteration in flight' "night/logs/$stamp.log"
+	grep -qx 'kg-tune: interrupted; finishing the iteration in flight; kg-tune --resume carries on' "night/logs/$stamp.log"
 }
 
 @test "kg-nightly --slurm: a job sbatch refuses is said, exit 1, nothing left; a night is not submitted while the last one is in the queue, exit 6" {
