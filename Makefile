@@ -208,10 +208,11 @@ test-gpu: all
 # Debian packages for building and testing; python3 recomputes the tests' expected values
 # with CPython itself, and time (/usr/bin/time) serves the scripts in benchmarks/; the
 # pipelines draw with gnuplot and Graphviz and align tables with column (bsdextrautils);
-# chromium opens kg-report's page in its test
+# chromium opens kg-report's page in its test; munge, slurmctld, slurmd and slurm-client make
+# the one-node cluster tests/85-slurm.bats submits kg-nightly --slurm nights to
 DEB_PACKAGES = gcc g++ make pkg-config libc6-dev libcurl4-openssl-dev libcjson-dev libssl-dev \
                bats bats-support bats-assert jq patch python3 time gnuplot-nox bsdextrautils \
-               clang libclang-rt-dev graphviz chromium
+               clang libclang-rt-dev graphviz chromium munge slurmctld slurmd slurm-client
 
 deps:
 	@if [ "$$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then \

@@ -27,7 +27,10 @@ int file_write(const char *path, const void *data, size_t len);
 int file_write_tail(const char *path, size_t offset, const void *data, size_t len);
 
 /* Appends data to path (created when missing) in one write(2) on an O_APPEND descriptor, so
- * that lines from processes appending at once never interleave. When the write fails (a full
+ * that lines from processes appending at once never interleave, under an flock of the file:
+ * on NFS, where O_APPEND is not atomic between hosts (the Slurm tasks of one night append to
+ * OUTDIR's regraph_dataset.jsonl from several nodes), the lock makes the client learn the
+ * file's size first and keeps the other hosts' appends out. When the write fails (a full
  * disk), the file is cut back to its size before, so no partial line stays. Returns 0, or -1
  * with errno. */
 int file_append(const char *path, const void *data, size_t len);

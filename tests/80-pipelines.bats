@@ -577,7 +577,7 @@ fake_stage() {
 	[ "$(evaluated "$RUN" | wc -l)" -eq 8 ]
 }
 
-@test "kg-tune interrupted (TERM) while picking finishes the iteration in flight, exits 130, leaves nothing running" {
+@test "kg-tune interrupted (TERM) while picking finishes the iteration in flight, logs it (--log), exits 130, leaves nothing running" {
 	# the signal comes while a front is picking (a kg-iterate beside kg-tune makes it slow
 	# once asked to): the iteration being measured waits for that pick before it is learned
 	mkdir slow && ln -s "$KG_BIN_DIR/kg-tune" slow/
@@ -587,7 +587,7 @@ fake_stage() {
 	exec "$KG_BIN_DIR/kg-iterate" "\$@"
 	EOF
 	chmod +x slow/kg-iterate
-	setsid slow/kg-tune -q --overlap --no-llm --replay "$TABLE" --budget-builds 40 --outdir out "$VECTOR_ADD" >/dev/null 2>err &
+	setsid slow/kg-tune -q --overlap --no-llm --replay "$TABLE" --budget-builds 40 --outdir out --log tune.jsonl "$VECTOR_ADD" >/dev/null 2>err &
 	pid=$!
 	for _ in $(seq 600); do
 		[ "$(evaluated "$RUN" 2>/dev/null | wc -l)" -ge 8 ] && break
@@ -607,6 +607,8 @@ fake_stage() {
 	[ "$rc" -eq 130 ]
 	[ "$(cat err)" = "kg-tune: interrupted; finishing the iteration in flight; kg-tune --resume carries on" ]
 	run ! pgrep -g "$pid"
+	# every record learned is in --log, the iterations in flight's too
+	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .build.state' tune.jsonl | sort)" = "$(evaluated "$RUN" | sort)" ]
 	run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --resume --outdir out "$VECTOR_ADD"
 	[ "$(evaluated "$RUN" | wc -l)" -eq 40 ]
 	[ "$(evaluated "$RUN" | sort | uniq -d)" = "" ]
@@ -698,6 +700,151 @@ fake_stage() {
 	[ "$SECONDS" -le 2 ]
 	[ ! -e night/logs/*.jsonl ]
 	exec {holder}>&-
+}
+
+@test "kg-nightly --slurm --dry-run prints the scripts it would submit and how, writes nothing; the Slurm options' bad values are named, exit 2" {
+	mkdir conf
+	echo '{"outdir": "../night", "specs": ["a.json", "b.json", "c.json"]}' >conf/nightly.json
+	run_tool 0 kg-nightly --slurm --dry-run --partition gpu --account lab --gpus-per-task 4 --time 2:00:00 --max-tasks 2 \
+		--sbatch-opt '--qos=high --constraint=h100' --sbatch-opt --exclusive conf/nightly.json
+	assert_stderr_empty
+	[[ ${lines[0]} =~ ^#\ $PWD/night/logs/([0-9]{8}T[0-9]{6}Z)\.slurm/array\.sh: ]]
+	night=$PWD/night/logs/${BASH_REMATCH[1]}.slurm
+	assert_output "$(printf '%s\n' "# $night/array.sh: sbatch --parsable $night/array.sh" '#!/bin/sh' \
+		"# kg-nightly --slurm: $PWD/night, a task per spec ($night/night.json)" \
+		'#SBATCH --job-name=kg-nightly' '#SBATCH --array=0-2%2' "#SBATCH --output=$night/task-%a.out" '#SBATCH --open-mode=append' \
+		'#SBATCH --partition=gpu' '#SBATCH --account=lab' '#SBATCH --gres=gpu:4' '#SBATCH --time=2:00:00' '#SBATCH --signal=B:USR1@120' \
+		'#SBATCH --qos=high --constraint=h100' '#SBATCH --exclusive' "exec $KG_BIN_DIR/kg-nightly --slurm-task $night" \
+		"# $night/end.sh: sbatch --parsable --dependency=afterany:ARRAY_JOB_ID $night/end.sh" '#!/bin/sh' \
+		"# kg-nightly --slurm: $PWD/night, once every task has ended" \
+		'#SBATCH --job-name=kg-nightly-end' "#SBATCH --output=$night/end.out" '#SBATCH --open-mode=append' \
+		'#SBATCH --partition=gpu' '#SBATCH --account=lab' '#SBATCH --qos=high --constraint=h100' '#SBATCH --exclusive' \
+		"exec $KG_BIN_DIR/kg-nightly --slurm-end $night")"
+	[ ! -e night ]
+	# no GPU asked (a replayed night), no time limit, no partition: Slurm's defaults
+	run_tool 0 kg-nightly --slurm --dry-run --gpus-per-task 0 conf/nightly.json
+	[ "$(grep -c '^#SBATCH' <<<"$output")" -eq 8 ]
+	[ "$(grep -E '^#SBATCH --(gres|time|partition|account)' <<<"$output")" = "" ]
+	usage() { # usage MESSAGE: stderr is the message and the hint, nothing on stdout
+		assert_output ""
+		assert_stderr "$(printf '%s\n' "kg-nightly: $1" "Try 'kg-nightly --help' for more information.")"
+	}
+	for bad in "--partition|a b|--partition: 'a b' is not a Slurm name" \
+		"--account||--account: '' is not a Slurm name" \
+		"--gpus-per-task|x|--gpus-per-task: 'x' is not a whole number" \
+		"--time|1h|--time: '1h' is not a Slurm time limit (MINUTES, MM:SS, H:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS)" \
+		"--max-tasks|0|--max-tasks: '0' is not a positive whole number" \
+		"--sbatch-opt|qos=high|--sbatch-opt: 'qos=high' is not an sbatch option on one line" \
+		"--sbatch-opt|--qos=high"$'\n'"exit|--sbatch-opt: '--qos=high"$'\n'"exit' is not an sbatch option on one line" \
+		"--sbatch-opt|--array=0-9|--sbatch-opt: '--array=0-9': kg-nightly sets --array itself" \
+		"--sbatch-opt|--exclusive -o x.out|--sbatch-opt: '--exclusive -o x.out': kg-nightly sets -o itself" \
+		"--sbatch-opt|--dependency after:1|--sbatch-opt: '--dependency after:1': kg-nightly sets --dependency itself"; do
+		IFS='|' read -r -d '' option value message <<<"$bad" || true
+		run_tool 2 kg-nightly --slurm "$option" "$value" conf/nightly.json
+		usage "${message%$'\n'}"
+	done
+	for option in --time --partition --sbatch-opt; do
+		run_tool 2 kg-nightly --slurm conf/nightly.json "$option"
+		usage "option '$option' requires an argument"
+	done
+	run_tool 2 kg-nightly --dry-run --partition gpu conf/nightly.json
+	usage "--dry-run --partition: only with --slurm"
+	run_tool 2 kg-nightly --time 5 conf/nightly.json
+	usage "--time: only with --slurm"
+	run_tool 2 kg-nightly --slurm --dry-run conf/missing.json
+	assert_stderr "kg-nightly: conf/missing.json: no such file"
+}
+
+@test "kg-nightly --slurm-task: the GPUs of CUDA_VISIBLE_DEVICES as CUDA numbers them, the task's Slurm ids in its spec line; a run another holds is exit 6; --slurm-end: sacct's states, the tasks' lines moved into the night's logs; misuse is exit 2, a night never submitted exit 1" {
+	ex=$KG_ROOT/examples
+	night=$PWD/night/logs/20261126T020000Z.slurm
+	mkdir -p "$night"
+	# a night as kg-nightly --slurm writes it (its submission needs a cluster: tests/85-slurm.bats)
+	jq -n --arg ex "$ex" --arg out "$PWD/night" '{config: "nightly.json", outdir: $out, stamp: "20261126T020000Z", gpus: "0",
+		options: ["--no-llm"], specs: [{spec: "\($ex)/vector_add/vector_add.json", budget_builds: 3,
+		replay: "\($ex)/vector_add/vector_add_H100_T4.json", options: []}]}' >"$night/night.json"
+	CUDA_VISIBLE_DEVICES=GPU-5f0e,GPU-77a1 SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_JOB_ID=40 SLURM_JOB_ID=41 SLURMD_NODENAME=n7 \
+		SLURM_CPUS_ON_NODE=2 run_tool 0 kg-nightly --slurm-task "$night"
+	assert_output "kg-nightly: $ex/vector_add/vector_add.json: exit status 0, 3 builds"
+	assert_stderr_empty
+	[ "$(jq -c 'select(.nightly) | del(.t, .seconds, .best)' "$night/task-0.jsonl")" = "$(jq -cn --arg ex "$ex" --arg run "$PWD/night/kernels/vector_add" '
+		{nightly: "spec", spec: "\($ex)/vector_add/vector_add.json", run: $run, replay: "\($ex)/vector_add/vector_add_H100_T4.json",
+		 status: 0, builds: 3, regraph: null, slurm: {job_id: 41, array_job_id: 40, array_task_id: 0, node: "n7",
+		 cuda_visible_devices: "GPU-5f0e,GPU-77a1", gpus: "0,1", restarts: 0}}')" ]
+	[ "$(cat "$night/task-0.before")" = 0 ]
+	[ "$(evaluated night/kernels/vector_add | wc -l)" -eq 3 ]
+	# while another holds the run: nothing tuned, exit 6, said in the task's log
+	exec {holder}>>night/kernels/.vector_add.lock
+	flock "$holder"
+	SLURM_ARRAY_TASK_ID=0 run_tool 6 kg-nightly --slurm-task "$night"
+	exec {holder}>&-
+	assert_output "$(printf '%s\n' "kg-nightly: $PWD/night/kernels/vector_add: already running: another kg-tune, kg-iterate or kg-init holds $PWD/night/kernels/.vector_add.lock" \
+		"kg-nightly: $ex/vector_add/vector_add.json: exit status 6, 0 builds")"
+	[ "$(jq -c 'select(.nightly) | [.status, .builds, .slurm.gpus, .slurm.cuda_visible_devices]' "$night/task-0.jsonl" | tail -1)" = '[6,0,"0",null]' ]
+	usage() { # usage MESSAGE
+		assert_output ""
+		assert_stderr "$(printf '%s\n' "kg-nightly: $1" "Try 'kg-nightly --help' for more information.")"
+	}
+	run_tool 2 env -u SLURM_ARRAY_TASK_ID kg-nightly --slurm-task "$night"
+	usage "--slurm-task: not run by Slurm as a task of the night's array (SLURM_ARRAY_TASK_ID is not set)"
+	SLURM_ARRAY_TASK_ID=1 run_tool 2 kg-nightly --slurm-task "$night"
+	usage "--slurm-task: task 1, but the night $night has 1 specs"
+	SLURM_ARRAY_TASK_ID=0 run_tool 2 kg-nightly --slurm-task nowhere
+	usage "nowhere: not a night kg-nightly --slurm submitted (no night.json)"
+	run_tool 2 kg-nightly --slurm-task "$night" nightly.json
+	usage "--slurm-task takes no CONFIG and no --slurm-end"
+	run_tool 2 kg-nightly --slurm-end "$night" nightly.json
+	usage "--slurm-end takes no CONFIG"
+	run_tool 2 kg-nightly --slurm-end nowhere
+	usage "nowhere: not a night kg-nightly --slurm submitted (no night.json)"
+	run_tool 1 kg-nightly --slurm-end "$night"
+	assert_stderr "kg-nightly: $night/night.json: no slurm.array_job_id (the night was not submitted)"
+	# the end job on a cluster with accounting: sacct's word for each task (a stand-in here;
+	# tests/85-slurm.bats has a real cluster's scontrol), two tasks that never started in one
+	# range; the task's lines moved into the night's logs
+	jq --arg ex "$ex" '.slurm = {array_job_id: 40, end_job_id: 42}
+		| .specs += [{spec: "\($ex)/softmax/softmax.json", budget_builds: 3, replay: null, options: []},
+		             {spec: "nowhere.json", budget_builds: 3, replay: null, options: []}]' "$night/night.json" >night.json
+	mv night.json "$night/night.json"
+	mkdir fake
+	printf '#!/bin/sh\n[ "$*" = "-n -P -X -j 40 -o JobIDRaw,JobID,State,ExitCode" ] || exit 1\nprintf "41|40_0|COMPLETED|0:0\\n40|40_[1-2]|CANCELLED by 0|0:0\\n"\n' >fake/sacct
+	chmod +x fake/sacct
+	PATH=$PWD/fake:$PATH run_tool 1 kg-nightly --slurm-end "$night"
+	log=night/logs/20261126T020000Z
+	assert_stderr "kg-nightly: 2 of 3 specs failed; see $PWD/$log.jsonl and $PWD/$log.log"
+	[ "$(jq -c 'select(.nightly) | del(.t, .seconds, .best, .slurm.node, .slurm.job_id, .slurm.array_job_id)' "$log.jsonl")" = "$(jq -cn --arg ex "$ex" --arg night "$PWD/night" '
+		{nightly: "spec", spec: "\($ex)/vector_add/vector_add.json", run: "\($night)/kernels/vector_add",
+		 replay: "\($ex)/vector_add/vector_add_H100_T4.json", status: 0, builds: 3, regraph: null,
+		 slurm: {array_task_id: 0, cuda_visible_devices: "GPU-5f0e,GPU-77a1", gpus: "0,1", restarts: 0}},
+		{nightly: "spec", spec: "\($ex)/vector_add/vector_add.json", run: "\($night)/kernels/vector_add",
+		 replay: "\($ex)/vector_add/vector_add_H100_T4.json", status: 6, builds: 0, regraph: null,
+		 slurm: {array_task_id: 0, cuda_visible_devices: null, gpus: "0", restarts: 0}},
+		{nightly: "task", spec: "\($ex)/vector_add/vector_add.json", run: "\($night)/kernels/vector_add", builds: 3,
+		 slurm: {array_task_id: 0, state: "COMPLETED", exit_code: "0:0"}},
+		{nightly: "task", spec: "\($ex)/softmax/softmax.json", run: "\($night)/kernels/softmax", builds: 0,
+		 slurm: {array_task_id: 1, state: "CANCELLED", exit_code: "0:0"}},
+		{nightly: "task", spec: "nowhere.json", run: null, builds: 0,
+		 slurm: {array_task_id: 2, state: "CANCELLED", exit_code: "0:0"}},
+		{nightly: "end", failed: 2, regraph: {file: "\($night)/regraph.json", rows: 3, kernels: 1}, regraph_status: 0}')" ]
+	[ "$(jq -c 'select(.nightly == "task") | [.slurm.job_id, .slurm.array_job_id]' "$log.jsonl" | tr -d '\n')" = '[41,40][40,40][40,40]' ]
+	[ "$(jq -c 'select(.update.child != null)' "$log.jsonl" | wc -l)" -eq 3 ]
+	[ "$(tail -n 3 "$log.log")" = "$(printf '%s\n' "kg-nightly: task 0 (job 41): COMPLETED, 3 builds: $ex/vector_add/vector_add.json" \
+		"kg-nightly: task 1 (job 40): CANCELLED, 0 builds: $ex/softmax/softmax.json" "kg-nightly: task 2 (job 40): CANCELLED, 0 builds: nowhere.json")" ]
+	[ ! -e "$night/task-0.jsonl" ] && [ ! -e "$night/task-0.out" ]
+}
+
+@test "kg-select --update appends to OUTDIR's ReGraph dataset under its flock: an append another holds it for (a Slurm task on another node) is waited for, none lost" {
+	run_tool 0 kg-init -q --replay "$KG_ROOT/examples/vector_add/vector_add_H100_T4.json" --select-opt '--budget-builds 10' "$KG_ROOT/examples/vector_add/vector_add.json" out
+	touch out/regraph_dataset.jsonl
+	flock out/regraph_dataset.jsonl sleep 2 >/dev/null 2>&1 &
+	sleep 0.3
+	SECONDS=0
+	run_tool 0 kg-iterate --rules --replay "$KG_ROOT/examples/vector_add/vector_add_H100_T4.json" out/kernels/vector_add
+	[ "$SECONDS" -ge 1 ]
+	wait
+	[ "$(wc -l <out/regraph_dataset.jsonl)" -eq "$(evaluated out/kernels/vector_add | wc -l)" ]
+	[ "$(wc -l <out/regraph_dataset.jsonl)" -gt 0 ]
+	jq -e . out/regraph_dataset.jsonl >/dev/null
 }
 
 @test "kg-report: trace.md summary kept current, plots, the search graph, the HTML page, the T4 export, the table" {
