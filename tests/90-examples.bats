@@ -123,6 +123,60 @@ setup() {
 	done
 }
 
+@test "the matmul examples' ready patches tma_after_wgmma and ws_after_tma apply in turn after wgmma, compile for sm_90a and issue TMA copies and mbarrier waits, the producer warpgroup's setmaxnreg only in the last" {
+	for name in matmul fused_matmul_act; do
+		spec=$KG_ROOT/examples/$name/$name.json
+		mkdir "$name"
+		jq '.KernelSpecification.KernelFile = "matmul.cu"' "$spec" >"$name/spec.json"
+		cp "$KG_ROOT/examples/matmul/matmul.cu" "$name/"
+		entry() { jq -c --arg n "$1" '.KernelGraph.Patches[] | select(.Name == $n)' "$spec"; }
+		# step NODE NAME: the entry NAME applied at NODE in its Config, built for sm_90a
+		step() {
+			run_tool 0 kg-build --arch sm_90a < <(jq -cn --arg r "$name" --arg b "$1" --arg id "$2" \
+				--rawfile p "$(dirname "$spec")/$(entry "$2" | jq -r .PatchFile)" --argjson c "$(entry "$2" | jq -c .Config)" \
+				'{run: $r, node: $b, candidate: {id: $id, patch: $p, config: $c}}')
+		}
+		kg-propose -x -s "$spec" | jq -c '.candidate.config' | jq -cS . >space
+		for n in tma_after_wgmma ws_after_tma; do
+			[ "$(entry $n | jq -r .Method)" = enable_async_pipeline ]
+			grep -qxF "$(entry $n | jq -cS .Config)" space
+		done
+		[ "$(entry tma_after_wgmma | jq -r .After)" = wgmma ]
+		[ "$(entry ws_after_tma | jq -r .After)" = tma_after_wgmma ]
+		base=$(echo '{"run": "'"$name"'", "candidate": {"id": "baseline"}}' | kg-build --arch sm_90a | jq -r .build.state)
+		step "$base" wgmma
+		wgmma=$(jq -r .build.state <<<"$output")
+		step "$wgmma" tma_after_wgmma
+		jq -e '.build | .status == "ok" and .materialized == "patch" and .arch == "sm_90a" and (.patch.fuzz | all(. == 0))' <<<"$output"
+		tma=$(jq -r .build.state <<<"$output")
+		ptx=$name/variants/$tma/kernel.ptx
+		# the tensor maps as parameters after the six arguments; TMA copies completing on the
+		# slots' mbarriers; the wgmma kernel's m64n128k16 products, one group left in flight;
+		# no cp.async left, and no producer warpgroup yet (no setmaxnreg)
+		[ "$(grep -cE '\.param \.align 64 \.b8 matmul_param_[67]\[128\]' "$ptx")" -eq 2 ]
+		grep -q 'cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes' "$ptx"
+		grep -q 'wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16' "$ptx"
+		for op in mbarrier.init.shared::cta.b64 mbarrier.arrive.expect_tx.shared::cta.b64 mbarrier.try_wait.parity.shared::cta.b64 \
+			mbarrier.arrive.shared::cta.b64 'wgmma.wait_group.sync.aligned 1'; do
+			grep -qF "$op" "$ptx"
+		done
+		[ "$(grep -c 'mma.sync.aligned\|cp.async.cg\|setmaxnreg' "$ptx")" -eq 0 ]
+		grep -q ' 0 bytes spill stores, 0 bytes spill loads' "$name/variants/$tma/build.log"
+		step "$tma" ws_after_tma
+		jq -e '.build | .status == "ok" and .materialized == "patch" and .arch == "sm_90a" and (.patch.fuzz | all(. == 0))' <<<"$output"
+		ptx=$name/variants/$(jq -r .build.state <<<"$output")/kernel.ptx
+		grep -q 'wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16' "$ptx"
+		for op in cp.async.bulk.tensor.2d 'setmaxnreg.dec.sync.aligned.u32 40' 'setmaxnreg.inc.sync.aligned.u32 232'; do
+			grep -qF "$op" "$ptx"
+		done
+		# each applies to the kernel it names only: not to the wgmma kernel, nor to the spec's
+		step "$wgmma" ws_after_tma
+		jq -e '.build.status == "patch_failed"' <<<"$output"
+		step "$base" tma_after_wgmma
+		jq -e '.build.status == "patch_failed"' <<<"$output"
+	done
+}
+
 @test "the wmma kernel refuses a warp count it cannot lay out (12: the warp-specialized patch's) at compile time" {
 	mkdir matmul
 	cp "$KG_ROOT/examples/matmul/matmul.json" matmul/spec.json
@@ -132,11 +186,11 @@ setup() {
 	grep -q 'no split of num_warps gives every warp whole 16x16 fragments' matmul/variants/*/build.log
 }
 
-@test "the matmul's ready patches compose: wgmma then tma_ws_after_wgmma builds the very variant wgmma_tma_ws builds" {
+@test "the matmul's ready patches compose: wgmma then tma_ws_after_wgmma, and wgmma, tma_after_wgmma, ws_after_tma, build the very variant wgmma_tma_ws builds" {
 	spec=$KG_ROOT/examples/matmul/matmul.json
 	mkdir matmul
 	cp "$spec" matmul/spec.json
-	cp "$KG_ROOT"/examples/matmul/{matmul.cu,wgmma.diff,wgmma_tma_ws.diff,wgmma_to_tma_ws.diff} matmul/
+	cp "$KG_ROOT"/examples/matmul/{matmul.cu,wgmma.diff,wgmma_tma_ws.diff,wgmma_to_tma_ws.diff,wgmma_to_tma.diff,tma_to_ws.diff} matmul/
 	entry() { jq -c --arg n "$1" '.KernelGraph.Patches[] | select(.Name == $n)' "$spec"; }
 	# build NODE NAME: the entry NAME applied at NODE in its Config; prints the build record
 	build() {
@@ -152,6 +206,12 @@ setup() {
 	jq -e '.build | .status == "ok" and .materialized == "patch" and (.patch.fuzz | all(. == 0))' <<<"$chained"
 	# the same source and configuration: one state, so the graph merges the two paths
 	[ "$(jq -r .build.state <<<"$chained")" = "$(jq -r .build.state <<<"$direct")" ]
+	# the third route, through the TMA kernel without a producer warpgroup: the same source
+	tma=$(build "$(jq -r .build.state <<<"$wgmma")" tma_after_wgmma)
+	jq -e '.build.status == "ok"' <<<"$tma"
+	stepped=$(build "$(jq -r .build.state <<<"$tma")" ws_after_tma)
+	jq -e '.build | .status == "ok" and .materialized == "patch" and (.patch.fuzz | all(. == 0))' <<<"$stepped"
+	[ "$(jq -r .build.state <<<"$stepped")" = "$(jq -r .build.state <<<"$direct")" ]
 	# on the spec's own kernel it does not apply, and kg-build says so
 	jq -e '.build.status == "patch_failed"' <<<"$(build "$base" tma_ws_after_wgmma)"
 }

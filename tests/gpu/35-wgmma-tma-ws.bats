@@ -1,9 +1,10 @@
 #!/usr/bin/env bats
 # 35-wgmma-tma-ws.bats (GPU): the matmul examples' ready patch wgmma_tma_ws (TMA copies through
-# the spec's KernelGraph.TensorMaps, an mbarrier ring, warp-specialized wgmma, sm_90a) passes
-# kg-bench's check against the spec's own wmma kernel at the example's size and at ragged ones
-# (partial tiles, whose out-of-range elements TMA fills with zeros); a wrong descriptor or a
-# wrong tensor map does not pass, and a map kg-bench cannot encode is an error naming its field.
+# the spec's KernelGraph.TensorMaps, an mbarrier ring, warp-specialized wgmma, sm_90a), and the
+# steps wgmma → tma_after_wgmma → ws_after_tma that reach the same kernel, pass kg-bench's check
+# against the spec's own wmma kernel at the example's size and at ragged ones (partial tiles,
+# whose out-of-range elements TMA fills with zeros); a wrong descriptor or a wrong tensor map
+# does not pass, and a map kg-bench cannot encode is an error naming its field.
 
 load ../test_helper
 
@@ -42,6 +43,31 @@ bench_ws() {
 		max_abs_err: .bench.check.max_abs_err, speedup: .bench.speedup, error: .bench.error}' "$name.jsonl" >&3
 }
 
+# bench_chain NAME CONFIG ENTRY...: the baseline built and benched, then the spec's ready patches
+# ENTRY... applied in turn, each at the state the one before built, each in its entry's Config but
+# the last in CONFIG (empty: its Config too); the last benched as candidate "ws". Writes NAME.jsonl.
+bench_chain() {
+	local name=$1 config=$2 node entry c
+	shift 2
+	echo '{"run": "'"$name"'", "candidate": {"id": "baseline"}}' | timeout 120 kg-build |
+		timeout 300 kg-bench --budget 0.3 >"$name.jsonl"
+	node=$(jq -r .build.state "$name.jsonl")
+	while [ $# -gt 0 ]; do
+		entry=$(jq -c --arg n "$1" '.KernelGraph.Patches[] | select(.Name == $n)' "$KG_ROOT/examples/$name/$name.json")
+		c=$(jq -c .Config <<<"$entry")
+		[ $# -gt 1 ] || [ -z "$config" ] || c=$config
+		jq -cn --arg r "$name" --arg b "$node" --arg id "$([ $# -gt 1 ] && echo "$1" || echo ws)" \
+			--rawfile p "$KG_ROOT/examples/$name/$(jq -r .PatchFile <<<"$entry")" --argjson c "$c" \
+			'{run: $r, node: $b, candidate: {id: $id, patch: $p, config: $c}}' | timeout 120 kg-build >"$name.build"
+		jq -e '.build.status == "ok"' "$name.build"
+		node=$(jq -r .build.state "$name.build")
+		shift
+	done
+	timeout 300 kg-bench --budget 0.3 <"$name.build" >>"$name.jsonl"
+	jq -c '{id: .candidate.id, status: .bench.status, median_ms: .bench.median_ms, tflops: .bench.tflops,
+		max_abs_err: .bench.check.max_abs_err, speedup: .bench.speedup, error: .bench.error}' "$name.jsonl" >&3
+}
+
 # passed NAME: both records passed the check, the patched one built for sm_90a with HGMMA in its cubin.
 passed() {
 	[ "$(jq -r .bench.status "$1.jsonl" | paste -sd' ')" = 'ok ok' ]
@@ -76,6 +102,39 @@ passed() {
 	new_run matmul 2048 2048 2048
 	bench_ws matmul "$KG_ROOT/examples/matmul/wgmma_tma_ws.diff" \
 		'{"block_m": 256, "block_n": 128, "block_k": 64, "num_warps": 12, "num_stages": 3, "group_m": 4}'
+	passed matmul
+}
+
+@test "matmul and fused_matmul_act: wgmma then tma_after_wgmma (TMA, swizzle, mbarrier ring, no producer warpgroup) is correct at 4096^3" {
+	for name in matmul fused_matmul_act; do
+		new_run $name
+		bench_chain $name '' wgmma tma_after_wgmma
+		passed $name
+		jq -e 'select(.candidate.id == "ws") | .bench.speedup > 2' $name.jsonl
+	done
+}
+
+@test "matmul: tma_after_wgmma is correct on ragged sizes and in 4-warp and 2-stage configurations" {
+	for shape in "1100 1016 1048:" "2048 2048 2048:{\"block_m\": 64, \"block_n\": 128, \"block_k\": 64, \"num_warps\": 4, \"num_stages\": 3, \"group_m\": 1}" \
+		"1100 1016 1048:{\"block_m\": 128, \"block_n\": 128, \"block_k\": 64, \"num_warps\": 8, \"num_stages\": 2, \"group_m\": 4}"; do
+		new_run matmul ${shape%%:*}
+		bench_chain matmul "${shape#*:}" wgmma tma_after_wgmma
+		passed matmul
+		rm -r matmul matmul.jsonl
+	done
+}
+
+@test "matmul: wgmma, tma_after_wgmma, ws_after_tma is correct at 4096^3 and on ragged sizes, the state wgmma_tma_ws builds" {
+	new_run matmul
+	bench_chain matmul '' wgmma tma_after_wgmma ws_after_tma
+	passed matmul
+	jq -e 'select(.candidate.id == "ws") | .bench.speedup > 2' matmul.jsonl
+	chained=$(jq -r 'select(.candidate.id == "ws") | .build.state' matmul.jsonl)
+	bench_ws matmul "$KG_ROOT/examples/matmul/wgmma_tma_ws.diff"
+	[ "$(jq -r 'select(.candidate.id == "ws") | .build.state' matmul.jsonl)" = "$chained" ]
+	rm -r matmul matmul.jsonl
+	new_run matmul 1100 1016 1048
+	bench_chain matmul '' wgmma tma_after_wgmma ws_after_tma
 	passed matmul
 }
 
