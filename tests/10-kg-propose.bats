@@ -363,6 +363,27 @@ measure() {
 	[[ "$stderr" == *"node $root: rules:library: ldg: tried elsewhere in the run; offered again only at the incumbent"* ]]
 }
 
+@test "--rules offers a ready patch only where GNU patch applies it to the node's kernel" {
+	fresh_run
+	patch=$'--- a/scale.cu\n+++ b/scale.cu\n@@ -9 +9 @@\n-\t\t\ty[i] = scale_op(x[i]);\n+\t\t\ty[i] = scale_op(__ldg(&x[i]));\n'
+	# a diff of another kernel: the line it changes is not in this one
+	stale=${patch//scale_op(x/twice(x}
+	jq --arg p "$patch" --arg s "$stale" '. + {KernelGraph: {Patches: [{Name: "ldg", Method: "read_only_cache", Patch: $p},
+		{Name: "stale", Method: "read_only_cache", Patch: $s}]}}' "$RUN/spec.json" > s && mv s "$RUN/spec.json"
+	expansion > pick.jsonl
+	run_tool 0 kg-propose -v --rules --model-picks 0 --rules-random 0 pick.jsonl
+	[ "$(jq -r 'select(.candidate.library) | .candidate.library' <<<"$output")" = ldg ]
+	[[ "$stderr" == *"rules:library: stale: does not apply to the node's kernel: Hunk #1 FAILED at 9."* ]]
+	# nothing is left behind in TMPDIR
+	mkdir tmp
+	TMPDIR=$PWD/tmp run_tool 0 kg-propose --rules --model-picks 0 --rules-random 0 pick.jsonl
+	[ -z "$(ls -A tmp)" ]
+	# where it cannot be tried (no directory to try it in), it is offered, saying so
+	TMPDIR=$PWD/missing run_tool 0 kg-propose -v --rules --model-picks 0 --rules-random 0 pick.jsonl
+	[ "$(jq -r 'select(.candidate.library) | .candidate.library' <<<"$output" | paste -sd' ')" = "ldg stale" ]
+	[[ "$stderr" == *"rules:library: stale: not tried on the node's kernel, offered: cannot make a directory to try it in (No such file or directory)"* ]]
+}
+
 @test "--rules keeps each node's proposals to the configurations its kernel takes: KernelGraph.Conditions, a ready patch's Conditions" {
 	fresh_run
 	patch=$'--- a/scale.cu\n+++ b/scale.cu\n@@ -9 +9 @@\n-\t\t\ty[i] = scale_op(x[i]);\n+\t\t\ty[i] = scale_op(__ldg(&x[i]));\n'

@@ -2,14 +2,17 @@
  * each parameter, the spec's library of ready patches, and random configurations for diversity. */
 #include "common.h"
 
+#include <errno.h>
 #include <libgen.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fileio.h"
 #include "fnv1a.h"
 #include "jsonl.h"
 #include "log.h"
+#include "materialize.h"
 #include "model.h"
 #include "moves.h"
 #include "rng.h"
@@ -107,6 +110,38 @@ static int tried_anywhere(const struct run_info *run, const char *name)
 	return 0;
 }
 
+/* Whether the ready patch applies to node's kernel, tried by GNU patch as kg-build will try
+ * it, on a copy in a directory of its own under $TMPDIR: a patch of another kernel (wgmma's
+ * diff at the warp-specialized node) is a build that can only fail. Returns 1, or 0 with why
+ * set; -1 (why set) when it could not be tried: then it is offered, and kg-build says. */
+static int patch_applies(const struct run_info *run, const struct node_info *node, const char *patch,
+			 struct strbuf *why)
+{
+	const char *tmp = getenv("TMPDIR"), *kernel = strrchr(run->run.spec->kernel_path, '/');
+	char *dir = xasprintf("%s/kg-propose.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	int applies = -1;
+	if (!mkdtemp(dir)) {
+		strbuf_addf(why, "cannot make a directory to try it in (%s)", strerror(errno));
+		free(dir);
+		return -1;
+	}
+	char *path = xasprintf("%s/kernel.cu", dir);
+	if (file_write(path, node->source, strlen(node->source)) != 0) {
+		strbuf_addf(why, "cannot write '%s': %s", path, strerror(errno));
+	} else {
+		struct patch_report r;
+		patch_apply(dir, "kernel.cu", kernel ? kernel + 1 : run->run.spec->kernel_path, patch, &r);
+		applies = r.outcome == PATCH_APPLIED ? 1 : r.outcome == PATCH_REJECTED ? 0 : -1;
+		if (r.message)
+			strbuf_addstr(why, r.message);
+		patch_report_release(&r);
+	}
+	dir_remove_tree(dir);
+	free(path);
+	free(dir);
+	return applies;
+}
+
 /* KernelGraph.Patches: [{"Name", "Patch" or "PatchFile", "Method", "Detail", "Config", "Prior",
  * "Conditions", "After"}]; one with After (another entry's Name) is a diff of that entry's
  * kernel, offered only where that entry is on the path.
@@ -158,6 +193,19 @@ static void library(struct run_info *run, const struct node_info *node, struct p
 			free(path);
 			if (!patch)
 				continue;
+		}
+		struct strbuf why;
+		strbuf_init(&why);
+		int applies = patch_applies(run, node, patch ? patch : text, &why);
+		if (applies <= 0)
+			log_info("%s: node %s: rules:library: %s: %s: %s", run->run.dir, node->state, name,
+				 applies ? "not tried on the node's kernel, offered" : "does not apply to the node's kernel",
+				 why.buf);
+		strbuf_release(&why);
+		if (applies == 0) {
+			free(patch);
+			(*dropped)++;
+			continue;
 		}
 		const char *method = json_string(entry, "Method"), *detail = json_string(entry, "Detail");
 		struct proposal p = {.proposer = xstrdup("rules:library"), .method = xstrdup(method ? method : name),

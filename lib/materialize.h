@@ -1,7 +1,9 @@
 /* materialize.h: the source of a variant, from its parent's source and a candidate's diff.
- * Diffs are applied by GNU patch to one file only, whatever file names the diff carries. */
-#ifndef KG_BUILD_MATERIALIZE_H
-#define KG_BUILD_MATERIALIZE_H
+ * Diffs are applied by GNU patch to one file only, whatever file names the diff carries.
+ * kg-build materializes variants with it; kg-propose tries a ready patch on a node's kernel
+ * with it before offering the patch there. */
+#ifndef KG_MATERIALIZE_H
+#define KG_MATERIALIZE_H
 
 #include "common.h"
 
