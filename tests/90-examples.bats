@@ -13,6 +13,33 @@ setup() {
 	cd "$BATS_TEST_TMPDIR"
 }
 
+# example_run NAME: a run directory NAME of the example NAME (its spec, the matmul's kernel as
+# matmul.cu); sets $spec, the example's spec.
+example_run() {
+	spec=$KG_ROOT/examples/$1/$1.json
+	mkdir "$1"
+	jq '.KernelSpecification.KernelFile = "matmul.cu"' "$spec" >"$1/spec.json"
+	cp "$KG_ROOT/examples/matmul/matmul.cu" "$1/"
+}
+
+# entry NAME: $spec's KernelGraph.Patches entry NAME.
+entry() {
+	jq -c --arg n "$1" '.KernelGraph.Patches[] | select(.Name == $n)' "$spec"
+}
+
+# baseline RUN: the state of the kernel of RUN in the default configuration, built for sm_90a.
+baseline() {
+	jq -cn --arg r "$1" '{run: $r, candidate: {id: "baseline"}}' | kg-build --arch sm_90a | jq -r .build.state
+}
+
+# apply RUN NODE NAME: the entry NAME applied at NODE in its Config, built for sm_90a; prints
+# the build record.
+apply() {
+	jq -cn --arg r "$1" --arg b "$2" --arg id "$3" --rawfile p "$(dirname "$spec")/$(entry "$3" | jq -r .PatchFile)" \
+		--argjson c "$(entry "$3" | jq -c .Config)" '{run: $r, node: $b, candidate: {id: $id, patch: $p, config: $c}}' |
+		kg-build --arch sm_90a
+}
+
 @test "every example's spec loads, has a non-empty space and a README" {
 	for spec in "$KG_ROOT"/examples/*/*.json; do
 		case $spec in *_T4.json) continue ;; esac
@@ -64,19 +91,13 @@ setup() {
 
 @test "the matmul examples' ready patch wgmma applies to their kernel, compiles for sm_90a and issues wgmma.mma_async" {
 	for name in matmul fused_matmul_act; do
-		spec=$KG_ROOT/examples/$name/$name.json
-		mkdir "$name"
-		jq '.KernelSpecification.KernelFile = "matmul.cu"' "$spec" >"$name/spec.json"
-		cp "$KG_ROOT/examples/matmul/matmul.cu" "$name/"
-		entry=$(jq -c '.KernelGraph.Patches[] | select(.Name == "wgmma")' "$spec")
-		[ "$(jq -r '.Method' <<<"$entry")" = switch_to_mma_or_wgmma ]
+		example_run "$name"
+		[ "$(entry wgmma | jq -r .Method)" = switch_to_mma_or_wgmma ]
 		# the patch's configuration is one of the space
 		kg-propose -x -s "$spec" | jq -c '.candidate.config' | jq -cS . >space
-		grep -qxF "$(jq -cS '.Config' <<<"$entry")" space
-		base=$(echo '{"run": "'"$name"'", "candidate": {"id": "baseline"}}' | kg-build --arch sm_90a | jq -r .build.state)
-		run_tool 0 kg-build --arch sm_90a < <(jq -cn --arg r "$name" --arg b "$base" \
-			--rawfile p "$(dirname "$spec")/$(jq -r .PatchFile <<<"$entry")" --argjson c "$(jq -c .Config <<<"$entry")" \
-			'{run: $r, node: $b, candidate: {id: "wgmma", patch: $p, config: $c}}')
+		grep -qxF "$(entry wgmma | jq -cS .Config)" space
+		base=$(baseline "$name")
+		output=$(apply "$name" "$base" wgmma)
 		jq -e '.build | .status == "ok" and .materialized == "patch" and .arch == "sm_90a" and .patch.fuzz == [0, 0, 0, 0]' <<<"$output"
 		dir=$name/variants/$(jq -r .build.state <<<"$output")
 		# the wmma baseline issues mma.sync and no wgmma; the patched kernel the reverse, with the
@@ -94,18 +115,11 @@ setup() {
 
 @test "the matmul examples' ready patch wgmma_tma_ws applies, compiles for sm_90a and issues TMA copies, mbarrier waits and wgmma m64n256k16" {
 	for name in matmul fused_matmul_act; do
-		spec=$KG_ROOT/examples/$name/$name.json
-		mkdir "$name"
-		jq '.KernelSpecification.KernelFile = "matmul.cu"' "$spec" >"$name/spec.json"
-		cp "$KG_ROOT/examples/matmul/matmul.cu" "$name/"
-		entry=$(jq -c '.KernelGraph.Patches[] | select(.Name == "wgmma_tma_ws")' "$spec")
-		[ "$(jq -r '.Method' <<<"$entry")" = enable_async_pipeline ]
+		example_run "$name"
+		[ "$(entry wgmma_tma_ws | jq -r .Method)" = enable_async_pipeline ]
 		kg-propose -x -s "$spec" | jq -c '.candidate.config' | jq -cS . >space
-		grep -qxF "$(jq -cS '.Config' <<<"$entry")" space
-		base=$(echo '{"run": "'"$name"'", "candidate": {"id": "baseline"}}' | kg-build --arch sm_90a | jq -r .build.state)
-		run_tool 0 kg-build --arch sm_90a < <(jq -cn --arg r "$name" --arg b "$base" \
-			--rawfile p "$(dirname "$spec")/$(jq -r .PatchFile <<<"$entry")" --argjson c "$(jq -c .Config <<<"$entry")" \
-			'{run: $r, node: $b, candidate: {id: "ws", patch: $p, config: $c}}')
+		grep -qxF "$(entry wgmma_tma_ws | jq -cS .Config)" space
+		output=$(apply "$name" "$(baseline "$name")" wgmma_tma_ws)
 		jq -e '.build | .status == "ok" and .materialized == "patch" and .arch == "sm_90a" and (.patch.fuzz | all(. == 0))' <<<"$output"
 		ptx=$name/variants/$(jq -r .build.state <<<"$output")/kernel.ptx
 		# the tensor maps arrive as two 128-byte, 64-aligned parameters after the six arguments
@@ -125,17 +139,9 @@ setup() {
 
 @test "the matmul examples' ready patches tma_after_wgmma and ws_after_tma apply in turn after wgmma, compile for sm_90a and issue TMA copies and mbarrier waits, the producer warpgroup's setmaxnreg only in the last" {
 	for name in matmul fused_matmul_act; do
-		spec=$KG_ROOT/examples/$name/$name.json
-		mkdir "$name"
-		jq '.KernelSpecification.KernelFile = "matmul.cu"' "$spec" >"$name/spec.json"
-		cp "$KG_ROOT/examples/matmul/matmul.cu" "$name/"
-		entry() { jq -c --arg n "$1" '.KernelGraph.Patches[] | select(.Name == $n)' "$spec"; }
-		# step NODE NAME: the entry NAME applied at NODE in its Config, built for sm_90a
-		step() {
-			run_tool 0 kg-build --arch sm_90a < <(jq -cn --arg r "$name" --arg b "$1" --arg id "$2" \
-				--rawfile p "$(dirname "$spec")/$(entry "$2" | jq -r .PatchFile)" --argjson c "$(entry "$2" | jq -c .Config)" \
-				'{run: $r, node: $b, candidate: {id: $id, patch: $p, config: $c}}')
-		}
+		example_run "$name"
+		# step NODE NAME: the entry NAME applied at NODE, its build record in $output
+		step() { output=$(apply "$name" "$1" "$2"); }
 		kg-propose -x -s "$spec" | jq -c '.candidate.config' | jq -cS . >space
 		for n in tma_after_wgmma ws_after_tma; do
 			[ "$(entry $n | jq -r .Method)" = enable_async_pipeline ]
@@ -143,7 +149,7 @@ setup() {
 		done
 		[ "$(entry tma_after_wgmma | jq -r .After)" = wgmma ]
 		[ "$(entry ws_after_tma | jq -r .After)" = tma_after_wgmma ]
-		base=$(echo '{"run": "'"$name"'", "candidate": {"id": "baseline"}}' | kg-build --arch sm_90a | jq -r .build.state)
+		base=$(baseline "$name")
 		step "$base" wgmma
 		wgmma=$(jq -r .build.state <<<"$output")
 		step "$wgmma" tma_after_wgmma
@@ -187,18 +193,10 @@ setup() {
 }
 
 @test "the matmul's ready patches compose: wgmma then tma_ws_after_wgmma, and wgmma, tma_after_wgmma, ws_after_tma, build the very variant wgmma_tma_ws builds" {
-	spec=$KG_ROOT/examples/matmul/matmul.json
-	mkdir matmul
-	cp "$spec" matmul/spec.json
-	cp "$KG_ROOT"/examples/matmul/{matmul.cu,wgmma.diff,wgmma_tma_ws.diff,wgmma_to_tma_ws.diff,wgmma_to_tma.diff,tma_to_ws.diff} matmul/
-	entry() { jq -c --arg n "$1" '.KernelGraph.Patches[] | select(.Name == $n)' "$spec"; }
-	# build NODE NAME: the entry NAME applied at NODE in its Config; prints the build record
-	build() {
-		jq -cn --arg b "$1" --arg id "$2" --rawfile p "matmul/$(entry "$2" | jq -r .PatchFile)" --argjson c "$(entry "$2" | jq -c .Config)" \
-			'{run: "matmul", node: $b, candidate: {id: $id, patch: $p, config: $c}}' | kg-build --arch sm_90a
-	}
+	example_run matmul
+	build() { apply matmul "$@"; }
 	[ "$(entry tma_ws_after_wgmma | jq -r .After)" = wgmma ]
-	base=$(echo '{"run": "matmul", "candidate": {"id": "baseline"}}' | kg-build --arch sm_90a | jq -r .build.state)
+	base=$(baseline matmul)
 	direct=$(build "$base" wgmma_tma_ws)
 	wgmma=$(build "$base" wgmma)
 	jq -e '.build.status == "ok"' <<<"$wgmma"
