@@ -28,21 +28,26 @@
  * draw never repeats and a small space is sampled exhaustively. */
 #define LISTED_MAX 200000
 
-/* Checks p at once, so that the random draws that follow never take a neighbour's place. */
-static void offer(struct run_info *run, const struct node_info *node, struct proposal *p, struct proposal **list,
-		  size_t *n, size_t *dropped)
+/* Whether p may go out (context_accept); a refused p is reported, counted and released. Checked
+ * at once, so that the random draws that follow never take a neighbour's place. */
+static int accepted(struct run_info *run, const struct node_info *node, struct proposal *p, size_t *dropped)
 {
 	struct strbuf why;
 	strbuf_init(&why);
-	if (context_accept(run, node, p, &why) == 0) {
-		*list = xreallocarray(*list, *n + 1, sizeof(**list));
-		(*list)[(*n)++] = *p;
-	} else {
+	int ok = context_accept(run, node, p, &why) == 0;
+	if (!ok) {
 		log_info("%s: node %s: %s: %s: dropped: %s", run->run.dir, node->state, p->proposer, p->detail, why.buf);
 		proposal_release(p);
 		(*dropped)++;
 	}
 	strbuf_release(&why);
+	return ok;
+}
+
+static void append(struct proposal *p, struct proposal **list, size_t *n)
+{
+	*list = xreallocarray(*list, *n + 1, sizeof(**list));
+	(*list)[(*n)++] = *p;
 }
 
 int config_valid(const struct t1_spec *spec, const size_t *indices)
@@ -80,7 +85,8 @@ static void neighbours(struct run_info *run, const struct node_info *node, struc
 				p.detail = xasprintf("%s %s -> %s", param->name, param->values_json[at[k]], param->values_json[j]);
 				p.config = json_object();
 				json_add(p.config, param->name, cJSON_Parse(param->values_json[j]));
-				offer(run, node, &p, list, n, dropped);
+				if (accepted(run, node, &p, dropped))
+					append(&p, list, n);
 				break;
 			}
 		}
@@ -194,25 +200,28 @@ static void library(struct run_info *run, const struct node_info *node, struct p
 			if (!patch)
 				continue;
 		}
+		const char *method = json_string(entry, "Method"), *detail = json_string(entry, "Detail");
+		struct proposal p = {.proposer = xstrdup("rules:library"), .method = xstrdup(method ? method : name),
+				     .detail = xstrdup(detail ? detail : name), .patch = patch ? patch : xstrdup(text),
+				     .library = xstrdup(name), .prior = json_number(entry, "Prior", PRIOR_PATCH)};
+		p.config = config ? cJSON_Duplicate(config, 1) : NULL;
+		/* GNU patch runs only for what the cheap checks let through */
+		if (!accepted(run, node, &p, dropped))
+			continue;
 		struct strbuf why;
 		strbuf_init(&why);
-		int applies = patch_applies(run, node, patch ? patch : text, &why);
+		int applies = patch_applies(run, node, p.patch, &why);
 		if (applies <= 0)
 			log_info("%s: node %s: rules:library: %s: %s: %s", run->run.dir, node->state, name,
 				 applies ? "not tried on the node's kernel, offered" : "does not apply to the node's kernel",
 				 why.buf);
 		strbuf_release(&why);
 		if (applies == 0) {
-			free(patch);
+			proposal_release(&p);
 			(*dropped)++;
-			continue;
+		} else {
+			append(&p, list, n);
 		}
-		const char *method = json_string(entry, "Method"), *detail = json_string(entry, "Detail");
-		struct proposal p = {.proposer = xstrdup("rules:library"), .method = xstrdup(method ? method : name),
-				     .detail = xstrdup(detail ? detail : name), .patch = patch ? patch : xstrdup(text),
-				     .library = xstrdup(name), .prior = json_number(entry, "Prior", PRIOR_PATCH)};
-		p.config = config ? cJSON_Duplicate(config, 1) : NULL;
-		offer(run, node, &p, list, n, dropped);
 	}
 }
 
