@@ -12,11 +12,15 @@ INSTALL    ?= install
 PKG_CONFIG ?= pkg-config
 BATS       ?= bats
 FUZZ_CC    ?= clang
+SAN_CC     ?= clang
 
 # SANITIZE=1 builds with AddressSanitizer and UndefinedBehaviorSanitizer into build/san/,
 # so a sanitized build never overwrites the tools in bin/; SANITIZE=fuzz (clang) builds the
-# libFuzzer harnesses of tests/fuzz/ into build/fuzz/.
+# libFuzzer harnesses of tests/fuzz/ into build/fuzz/. The sanitized build uses clang
+# (SAN_CC), so that `make check` builds and tests the tree with both compilers: the plain
+# suite with cc (gcc on Debian), the sanitized one with clang; build/san never mixes them.
 ifeq ($(SANITIZE),1)
+CC         := $(SAN_CC)
 BUILD      := build/san
 BINOUT     := build/san/bin
 SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -162,11 +166,8 @@ cuda-check:
 test: all $(TEST_DRIVER)
 	KG_BIN_DIR=$(CURDIR)/$(BINOUT) KG_TEST_DRIVER=$(CURDIR)/$(TEST_DRIVER) $(BATS) tests
 
-# The sanitized suite is built with clang (SAN_CC), so that `make check` builds and tests
-# the tree with both compilers: the plain suite with cc (gcc on Debian), this one with clang.
-SAN_CC ?= clang
 test-sanitize:
-	$(MAKE) SANITIZE=1 CC=$(SAN_CC) test
+	$(MAKE) SANITIZE=1 test
 
 check: lint test test-sanitize fuzz-smoke
 
