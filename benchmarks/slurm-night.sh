@@ -45,9 +45,10 @@ jq -r 'select(.nightly == "task") | "\(.slurm.array_task_id) \(.slurm.state) \(.
 jq -c 'select(.nightly == "end") | del(.t)' "$log"
 twice=0 evaluated=0
 for run in "$out"/slurm/kernels/*/; do
-	n=$(jq -r 'select(.update.child != null and (.update.root | not)) | .build.state' "$run/events.jsonl" | sort | uniq -d | wc -l)
-	twice=$((twice + n))
-	evaluated=$((evaluated + $(jq -r 'select(.update.child != null and (.update.root | not)) | .build.state' "$run/events.jsonl" | wc -l)))
+	states=$(jq -r 'select(.update.child != null and (.update.root | not)) | .build.state' "$run/events.jsonl")
+	[ -n "$states" ] || continue
+	twice=$((twice + $(sort <<<"$states" | uniq -d | wc -l)))
+	evaluated=$((evaluated + $(wc -l <<<"$states")))
 done
 printf '\n| step | wall s | result |\n|---|---|---|\n'
 printf '| kg-nightly --slurm (submission) | %s | %s |\n' "$t_submit" "${line%%;*}"
