@@ -17,11 +17,8 @@ spec=examples/$name/$name.json
 for size in "$@"; do
 	start=$(date +%s)
 	# The kernel file is named by its absolute path: kg-init copies it into the run.
-	jq --argjson n "$size" --arg scalars "$scalars" --arg dir "$PWD/$(dirname "$spec")" '
-		.KernelSpecification.ProblemSize |= map($n) |
-		.KernelSpecification.KernelFile |= "\($dir)/\(.)" |
-		.KernelSpecification.Arguments |= map(if (.Name | IN($scalars | split(" ")[])) then .FillValue = $n else . end)
-	' "$spec" > "$specs/${name}_$size.json"
+	jq --argjson n "$size" --arg scalars "$scalars" -f benchmarks/resize.jq "$spec" |
+		jq --arg dir "$PWD/$(dirname "$spec")" '.KernelSpecification.KernelFile |= "\($dir)/\(.)"' > "$specs/${name}_$size.json"
 	printf '%s %s: ' "$name" "$size"
 	# shellcheck disable=SC2086
 	benchmarks/sweep.sh "$specs/${name}_$size.json" "$out/${name}_${size}_T4.json" "$sample" ${KG_BENCH_OPTS:-} ||

@@ -27,9 +27,8 @@ echo "|---|---|---|---|---|---|---|---|" >>"$out/steps.md"
 for size in "$@"; do
 	d=$work/$size
 	mkdir -p "$d/matmul"
-	jq --argjson s "$size" '.KernelSpecification.KernelFile = "matmul.cu" | .KernelSpecification.ProblemSize = [$s, $s, $s]
-		| .KernelSpecification.Arguments |= map(if (.Name == "M" or .Name == "N" or .Name == "K") then .FillValue = $s else . end)' \
-		"$spec" >"$d/matmul/spec.json"
+	jq --argjson n "$size" --arg scalars "M N K" -f "$root/benchmarks/resize.jq" "$spec" |
+		jq '.KernelSpecification.KernelFile = "matmul.cu"' >"$d/matmul/spec.json"
 	cp "$root/examples/matmul/matmul.cu" "$d/matmul/"
 	cd "$d" || exit 1
 	echo '{"run": "matmul", "candidate": {"id": "baseline"}}' | "$root/bin/kg-build" >base.b

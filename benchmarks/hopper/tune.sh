@@ -22,9 +22,7 @@ echo "|---|---|---|---|---|---|---|---|---|---|---|---|" >>"$out/tune.md"
 for size in "$@"; do
 	for name in ${NAMES:-matmul fused_matmul_act}; do
 		spec=examples/$name/${name}_$size.json # beside the original: KernelFile and PatchFile resolve
-		jq --argjson s "$size" '.KernelSpecification.ProblemSize = [$s, $s, $s]
-			| .KernelSpecification.Arguments |= map(if (.Name == "M" or .Name == "N" or .Name == "K") then .FillValue = $s else . end)' \
-			"examples/$name/$name.json" >"$spec"
+		jq --argjson n "$size" --arg scalars "M N K" -f benchmarks/resize.jq "examples/$name/$name.json" >"$spec"
 		t0=$(date +%s)
 		bin/kg-tune -q --no-llm --budget-builds "$budget" --outdir "$work/runs-$size" "$spec" >>"$out/summaries.txt" 2>&1
 		echo "$name $size: kg-tune exit $? in $(($(date +%s) - t0)) s"
