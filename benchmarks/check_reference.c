@@ -145,6 +145,52 @@ static void gemm(cublasHandle_t h, const void *A, const void *B, void *C, cudaDa
 			       C, c_type, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+struct operands {
+	cublasHandle_t h;
+	void *A, *B, *C32, *C16;
+	int M, N, K;
+	size_t c_elems;
+};
+
+/* What is timed: cuBLAS's GEMM into C16, or the memory pass an activation applied after it
+ * costs (a copy that reads and writes C once). */
+enum op { OP_GEMM, OP_PASS };
+
+static void run_op(const struct operands *o, enum op op)
+{
+	if (op == OP_GEMM)
+		gemm(o->h, o->A, o->B, o->C16, CUDA_R_16F, o->M, o->N, o->K);
+	else
+		CUDA_OK(cudaMemcpyAsync(o->C32, o->C16, o->c_elems * 2, cudaMemcpyDeviceToDevice, 0));
+}
+
+struct timing {
+	void *flush;
+	size_t flush_bytes;
+	int samples;
+	cudaEvent_t start, stop;
+};
+
+/* The median of t->samples runs of op timed by CUDA events, each after the L2 is flushed. */
+static double cold_median_ms(const struct timing *t, const struct operands *o, enum op op)
+{
+	double *ms = xcalloc((size_t)t->samples, sizeof(*ms));
+	for (int i = 0; i < t->samples; i++) {
+		float elapsed;
+		CUDA_OK(cudaMemsetAsync(t->flush, i & 0xff, t->flush_bytes, 0));
+		CUDA_OK(cudaEventRecord(t->start, 0));
+		run_op(o, op);
+		CUDA_OK(cudaEventRecord(t->stop, 0));
+		CUDA_OK(cudaEventSynchronize(t->stop));
+		CUDA_OK(cudaEventElapsedTime(&elapsed, t->start, t->stop));
+		ms[i] = elapsed;
+	}
+	struct summary summary;
+	summarize(ms, (size_t)t->samples, &summary);
+	free(ms);
+	return summary.median;
+}
+
 /* EPILOGUE as examples/matmul/matmul.cu applies it: 0 none, 1 ReLU, 2 LeakyReLU (slope 0.01).
  * Returns cuBLAS's median ms; with an epilogue, *pass_ms gets the median of a cold-L2
  * device-to-device copy of C, the memory pass an activation applied after cuBLAS would cost
@@ -181,48 +227,21 @@ static double matmul(const struct problem *p, int epilogue, int samples, double 
 	free(c);
 
 	/* Timed as kg-bench times kernels: warmed up, each sample after the L2 is flushed. */
-	cudaEvent_t start, stop;
-	CUDA_OK(cudaEventCreate(&start));
-	CUDA_OK(cudaEventCreate(&stop));
+	struct timing t = {.flush = flush, .flush_bytes = 2 * (size_t)l2, .samples = samples};
+	struct operands o = {h, A, B, C32, C16, M, N, K, c_elems};
+	CUDA_OK(cudaEventCreate(&t.start));
+	CUDA_OK(cudaEventCreate(&t.stop));
 	for (int i = 0; i < 5; i++)
-		gemm(h, A, B, C16, CUDA_R_16F, M, N, K);
-	double *ms = xcalloc((size_t)samples, sizeof(*ms));
-	for (int i = 0; i < samples; i++) {
-		float t;
-		CUDA_OK(cudaMemsetAsync(flush, i & 0xff, 2 * (size_t)l2, 0));
-		CUDA_OK(cudaEventRecord(start, 0));
-		gemm(h, A, B, C16, CUDA_R_16F, M, N, K);
-		CUDA_OK(cudaEventRecord(stop, 0));
-		CUDA_OK(cudaEventSynchronize(stop));
-		CUDA_OK(cudaEventElapsedTime(&t, start, stop));
-		ms[i] = t;
-	}
-	struct summary summary;
-	summarize(ms, (size_t)samples, &summary);
-	*pass_ms = NAN;
-	if (epilogue) {
-		for (int i = 0; i < samples; i++) {
-			float t;
-			CUDA_OK(cudaMemsetAsync(flush, i & 0xff, 2 * (size_t)l2, 0));
-			CUDA_OK(cudaEventRecord(start, 0));
-			CUDA_OK(cudaMemcpyAsync(C32, C16, c_elems * 2, cudaMemcpyDeviceToDevice, 0));
-			CUDA_OK(cudaEventRecord(stop, 0));
-			CUDA_OK(cudaEventSynchronize(stop));
-			CUDA_OK(cudaEventElapsedTime(&t, start, stop));
-			ms[i] = t;
-		}
-		struct summary pass;
-		summarize(ms, (size_t)samples, &pass);
-		*pass_ms = pass.median;
-	}
-	free(ms);
+		run_op(&o, OP_GEMM);
+	double gemm_ms = cold_median_ms(&t, &o, OP_GEMM);
+	*pass_ms = epilogue ? cold_median_ms(&t, &o, OP_PASS) : NAN;
 	cublasDestroy(h);
 	cudaFree(A);
 	cudaFree(B);
 	cudaFree(C32);
 	cudaFree(C16);
 	cudaFree(flush);
-	return summary.median;
+	return gemm_ms;
 }
 
 static void load_problem(struct problem *p, const char *run)
