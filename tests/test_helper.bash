@@ -33,3 +33,16 @@ assert_stderr() {
 assert_stderr_empty() {
 	assert_stderr ""
 }
+
+# patched_hgmma NAME ID STATUSES: the records of NAME.jsonl have STATUSES ('ok ok'), and
+# ID's, a ready patch's variant built for sm_90a, passed it with a time and issues HGMMA in its
+# cubin (where cuobjdump is there to say). For the GPU suites of the Hopper patches.
+patched_hgmma() {
+	[ "$(jq -r .bench.status "$1.jsonl" | paste -sd' ')" = "$3" ]
+	jq -e --arg id "$2" 'select(.candidate.id == $id) | .build.materialized == "patch" and .build.arch == "sm_90a"
+		and .bench.check.passed and .bench.median_ms > 0' "$1.jsonl"
+	if command -v cuobjdump >/dev/null; then
+		cuobjdump -sass "$1/variants/$(jq -r --arg id "$2" 'select(.candidate.id == $id) | .build.state' "$1.jsonl")/kernel.cubin" |
+			grep -q HGMMA
+	fi
+}

@@ -36,25 +36,14 @@ setup() {
 	cd "$BATS_TEST_TMPDIR"
 }
 
-# check_wgmma NAME: the three passed the check; the wgmma variant's cubin issues HGMMA.
-check_wgmma() {
-	[ "$(jq -r .bench.status "$1.jsonl" | paste -sd' ')" = 'ok ok ok' ]
-	jq -e 'select(.candidate.id == "wgmma") | .build.materialized == "patch" and .build.arch == "sm_90a"
-		and .bench.check.passed and .bench.median_ms > 0' "$1.jsonl"
-	if command -v cuobjdump >/dev/null; then
-		cuobjdump -sass "$1/variants/$(jq -r 'select(.candidate.id == "wgmma") | .build.state' "$1.jsonl")/kernel.cubin" |
-			grep -q HGMMA
-	fi
-}
-
 @test "matmul: the wgmma patch is correct at 4096^3, timed against wmma" {
 	bench_patch matmul
-	check_wgmma matmul
+	patched_hgmma matmul wgmma 'ok ok ok'
 }
 
 @test "fused_matmul_act: the wgmma patch is correct at 4096^3 with its LeakyReLU, timed against wmma" {
 	bench_patch fused_matmul_act
-	check_wgmma fused_matmul_act
+	patched_hgmma fused_matmul_act wgmma 'ok ok ok'
 }
 
 @test "a wrong descriptor does not pass: the wgmma patch with B's LBO and SBO swapped is incorrect or crashes" {

@@ -68,48 +68,37 @@ bench_chain() {
 		max_abs_err: .bench.check.max_abs_err, speedup: .bench.speedup, error: .bench.error}' "$name.jsonl" >&3
 }
 
-# passed NAME: both records passed the check, the patched one built for sm_90a with HGMMA in its cubin.
-passed() {
-	[ "$(jq -r .bench.status "$1.jsonl" | paste -sd' ')" = 'ok ok' ]
-	jq -e 'select(.candidate.id == "ws") | .build.materialized == "patch" and .build.arch == "sm_90a"
-		and .bench.check.passed and .bench.median_ms > 0' "$1.jsonl"
-	if command -v cuobjdump >/dev/null; then
-		cuobjdump -sass "$1/variants/$(jq -r 'select(.candidate.id == "ws") | .build.state' "$1.jsonl")/kernel.cubin" |
-			grep -q HGMMA
-	fi
-}
-
 @test "matmul: the wgmma_tma_ws patch is correct at 4096^3 and faster than the wmma baseline" {
 	new_run matmul
 	bench_ws matmul "$KG_ROOT/examples/matmul/wgmma_tma_ws.diff"
-	passed matmul
+	patched_hgmma matmul ws 'ok ok'
 	jq -e 'select(.candidate.id == "ws") | .bench.speedup > 2' matmul.jsonl
 }
 
 @test "fused_matmul_act: the wgmma_tma_ws patch is correct at 4096^3 with its LeakyReLU in the epilogue" {
 	new_run fused_matmul_act
 	bench_ws fused_matmul_act "$KG_ROOT/examples/matmul/wgmma_tma_ws.diff"
-	passed fused_matmul_act
+	patched_hgmma fused_matmul_act ws 'ok ok'
 }
 
 @test "matmul: the wgmma_tma_ws patch is correct on ragged sizes (partial tiles in M, N and K) and in other shapes" {
 	new_run matmul 1100 1016 1048
 	bench_ws matmul "$KG_ROOT/examples/matmul/wgmma_tma_ws.diff"
-	passed matmul
+	patched_hgmma matmul ws 'ok ok'
 	mv matmul.jsonl ragged.jsonl
 	rm -r matmul
 	# 256 x 128 tiles (two m64n128 tiles a consumer), 3 stages, at 2048^3
 	new_run matmul 2048 2048 2048
 	bench_ws matmul "$KG_ROOT/examples/matmul/wgmma_tma_ws.diff" \
 		'{"block_m": 256, "block_n": 128, "block_k": 64, "num_warps": 12, "num_stages": 3, "group_m": 4}'
-	passed matmul
+	patched_hgmma matmul ws 'ok ok'
 }
 
 @test "matmul and fused_matmul_act: wgmma then tma_after_wgmma (TMA, swizzle, mbarrier ring, no producer warpgroup) is correct at 4096^3" {
 	for name in matmul fused_matmul_act; do
 		new_run $name
 		bench_chain $name '' wgmma tma_after_wgmma
-		passed $name
+		patched_hgmma $name ws 'ok ok'
 		jq -e 'select(.candidate.id == "ws") | .bench.speedup > 2' $name.jsonl
 	done
 }
@@ -119,7 +108,7 @@ passed() {
 		"1100 1016 1048:{\"block_m\": 128, \"block_n\": 128, \"block_k\": 64, \"num_warps\": 8, \"num_stages\": 2, \"group_m\": 4}"; do
 		new_run matmul ${shape%%:*}
 		bench_chain matmul "${shape#*:}" wgmma tma_after_wgmma
-		passed matmul
+		patched_hgmma matmul ws 'ok ok'
 		rm -r matmul matmul.jsonl
 	done
 }
@@ -127,7 +116,7 @@ passed() {
 @test "matmul: wgmma, tma_after_wgmma, ws_after_tma is correct at 4096^3 and on ragged sizes, the state wgmma_tma_ws builds" {
 	new_run matmul
 	bench_chain matmul '' wgmma tma_after_wgmma ws_after_tma
-	passed matmul
+	patched_hgmma matmul ws 'ok ok'
 	jq -e 'select(.candidate.id == "ws") | .bench.speedup > 2' matmul.jsonl
 	chained=$(jq -r 'select(.candidate.id == "ws") | .build.state' matmul.jsonl)
 	bench_ws matmul "$KG_ROOT/examples/matmul/wgmma_tma_ws.diff"
@@ -135,7 +124,7 @@ passed() {
 	rm -r matmul matmul.jsonl
 	new_run matmul 1100 1016 1048
 	bench_chain matmul '' wgmma tma_after_wgmma ws_after_tma
-	passed matmul
+	patched_hgmma matmul ws 'ok ok'
 }
 
 @test "a wrong descriptor does not pass: the wgmma_tma_ws patch with B's LBO and SBO swapped is incorrect" {
