@@ -322,6 +322,15 @@ measure() {
 	expansion > pick.jsonl
 	run_tool 0 kg-propose --rules --model-picks 0 --rules-random 0 pick.jsonl
 	[[ "$stderr" == *"kg-propose: warning: $RUN/spec.json: KernelGraph.Patches[2].PatchFile: cannot read '$RUN/gone.diff': No such file or directory"* ]]
+	# an After that names no other entry, or is not a string
+	jq '.KernelGraph.Patches += [{Name: "orphan", Patch: .KernelGraph.Patches[0].Patch, After: "nothing"},
+		{Name: "self", Patch: .KernelGraph.Patches[0].Patch, After: "self"}, {Name: "typed", Patch: .KernelGraph.Patches[0].Patch, After: 3}]' \
+		"$RUN/spec.json" > s && mv s "$RUN/spec.json"
+	run_tool 0 kg-propose --rules --model-picks 0 --rules-random 0 pick.jsonl
+	for k in 3 4 5; do
+		[[ "$stderr" == *"kg-propose: warning: $RUN/spec.json: KernelGraph.Patches[$k].After: must be the Name of another entry; ignored"* ]]
+	done
+	[ "$(jq -r 'select(.candidate.library) | .candidate.library' <<<"$output")" = ldg ]
 	jq '.KernelGraph.Patches = {}' "$RUN/spec.json" > s && mv s "$RUN/spec.json"
 	run_tool 0 kg-propose --rules --model-picks 0 --rules-random 0 pick.jsonl
 	assert_stderr "kg-propose: warning: $RUN/spec.json: KernelGraph.Patches: must be an array of patches; ignored"

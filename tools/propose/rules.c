@@ -155,6 +155,18 @@ static int patch_applies(const struct run_info *run, const struct node_info *nod
  * the patched variant's own configuration moves explore the patched space from there, and
  * offering it at every other node spent a build a node on the same edit (11 of 40 on an H100
  * matmul); the incumbent's configuration with the patch is the composition worth a build. */
+/* Whether an entry of patches other than self is named name. */
+static int patch_named(const cJSON *patches, const char *name, const cJSON *self)
+{
+	const cJSON *entry;
+	cJSON_ArrayForEach(entry, patches) {
+		const char *other = json_string(entry, "Name");
+		if (entry != self && other && strcmp(other, name) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 static void library(struct run_info *run, const struct node_info *node, struct proposal **list, size_t *n,
 		    size_t *dropped)
 {
@@ -175,10 +187,16 @@ static void library(struct run_info *run, const struct node_info *node, struct p
 				 "(if any) an object; ignored", run->run.dir, i);
 			continue;
 		}
+		/* a patch of another patch's kernel: only below that one */
+		const cJSON *after_item = cJSON_GetObjectItemCaseSensitive(entry, "After");
+		const char *after = json_string(entry, "After");
+		if (after_item && (!after || !patch_named(patches, after, entry))) {
+			log_warn("%s/spec.json: KernelGraph.Patches[%d].After: must be the Name of another entry; ignored",
+				 run->run.dir, i);
+			continue;
+		}
 		if (applied(node, name))
 			continue;
-		/* a patch of another patch's kernel: only below that one */
-		const char *after = json_string(entry, "After");
 		if (after && !applied(node, after)) {
 			log_info("%s: node %s: rules:library: %s: applies after %s, which is not on the path", run->run.dir,
 				 node->state, name, after);
