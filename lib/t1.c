@@ -1213,6 +1213,28 @@ void t1_bind(const struct t1_spec *s, const size_t *indices, struct pyval *value
 	values[s->nparams] = s->problem_size;
 }
 
+int t1_config_indices(const struct t1_spec *s, const cJSON *config, size_t *indices, size_t *missing)
+{
+	for (size_t k = 0; k < s->nparams; k++) {
+		if (t1_value_index(s, k, cJSON_GetObjectItemCaseSensitive(config, s->params[k].name), &indices[k]) != 0) {
+			if (missing)
+				*missing = k;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int t1_bind_config(const struct t1_spec *s, const cJSON *config, struct pyval *values, size_t *missing)
+{
+	size_t *indices = xcalloc(s->nparams + 1, sizeof(*indices));
+	int rc = t1_config_indices(s, config, indices, missing);
+	if (rc == 0)
+		t1_bind(s, indices, values);
+	free(indices);
+	return rc;
+}
+
 int t1_check_conditions(const struct t1_spec *s, const struct pyval *values, struct strbuf *why)
 {
 	struct pyarena *scratch = pyarena_new();

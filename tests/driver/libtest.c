@@ -858,17 +858,11 @@ static int cmd_tensor_maps(const char *path, const char *config_text)
 	cJSON *config = cJSON_Parse(config_text);
 	struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
 	int status = cJSON_IsObject(config) ? KG_EXIT_OK : KG_EXIT_USAGE;
-	for (size_t k = 0; status == KG_EXIT_OK && k < spec->nparams; k++) {
-		size_t index;
-		const cJSON *v = cJSON_GetObjectItemCaseSensitive(config, spec->params[k].name);
-		if (!v || t1_value_index(spec, k, v, &index)) {
-			log_error("CONFIG-JSON: no value of %s in its list", spec->params[k].name);
-			status = KG_EXIT_USAGE;
-		} else {
-			values[k] = spec->params[k].values[index];
-		}
+	size_t missing;
+	if (status == KG_EXIT_OK && t1_bind_config(spec, config, values, &missing) != 0) {
+		log_error("CONFIG-JSON: no value of %s in its list", spec->params[missing].name);
+		status = KG_EXIT_USAGE;
 	}
-	values[spec->nparams] = spec->problem_size;
 	struct strbuf why;
 	strbuf_init(&why);
 	for (size_t m = 0; status == KG_EXIT_OK && m < spec->ntensor_maps; m++) {
