@@ -88,6 +88,7 @@ static struct {
 	char pci_bus_id[64];
 	size_t l2_bytes;
 	int smem_optin;		/* the most shared memory a block may opt in to */
+	int tensor_maps;	/* compute capability 9.0 or later, or unknown: tensor maps are encoded */
 	CUdeviceptr flush;	/* twice the L2, written before each cold sample */
 	size_t flush_bytes;
 	struct harness harness;
@@ -137,6 +138,11 @@ static int open_device(const struct bench_settings *settings, struct strbuf *why
 		strbuf_addstr(why, f.what);
 		return -1;
 	}
+	/* Asked once here, not at each kernel load; a failed query (major unknown) leaves the
+	 * maps encoded, as encode_tensor_maps always did. */
+	int major = 0;
+	CUresult asked = cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, gpu.dev);
+	gpu.tensor_maps = asked != CUDA_SUCCESS || major >= 9;
 	gpu.l2_bytes = (size_t)l2;
 	gpu.flush_bytes = 2 * gpu.l2_bytes;
 	if (check_cuda(&f, cu.cuMemAlloc(&gpu.flush, gpu.flush_bytes), "cuMemAlloc (L2 flush buffer)") ||
@@ -696,10 +702,7 @@ static int encode_tensor_maps(const struct wrun *r, const cJSON *build, struct k
 	/* Tensor maps exist from compute capability 9.0 on; before it, no kernel that reads
 	 * one compiles for the GPU (kg-build builds for its architecture), and the others,
 	 * the wmma baseline of the matmul say, run without. */
-	int major = 0;
-	if (spec->ntensor_maps == 0 ||
-	    (cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, gpu.dev) == CUDA_SUCCESS &&
-	     major < 9))
+	if (spec->ntensor_maps == 0 || !gpu.tensor_maps)
 		return 0;
 	struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
 	struct strbuf why;
