@@ -1310,9 +1310,6 @@ static int cmd_ptx_lines(const char *path, const char *first, const char *last)
 	return rc;
 }
 
-/* Prints the bottleneck class, its evidence and the method priors of the metrics at
- * metrics_path (a file that does not exist: none) and of the build record at build_path (a
- * whole record, whose "build" is read, or a build object such as build.json). */
 /* Prints each name's terms, as kg-relabel's matcher compares them, one line per name. */
 static int cmd_method_terms(int argc, char **argv)
 {
@@ -1324,6 +1321,9 @@ static int cmd_method_terms(int argc, char **argv)
 	return KG_EXIT_OK;
 }
 
+/* Prints the bottleneck class, its evidence and the method priors of the metrics at
+ * metrics_path (a file that does not exist: none) and of the build record at build_path (a
+ * whole record, whose "build" is read, or a build object such as build.json). */
 static int cmd_bottleneck(const char *metrics_path, const char *build_path)
 {
 	struct bottleneck_metrics m;
