@@ -36,7 +36,8 @@ char *run_variant_path(const char *run, const char *state, const char *file)
 	return xasprintf("%s%s%s/%s%s%s", run ? run : "", run ? "/" : "", variants, state, file ? "/" : "", file ? file : "");
 }
 
-char *run_outdir(const char *run)
+/* OUTDIR of the run: the folder two levels above it. */
+static char *run_outdir(const char *run)
 {
 	/* dirname may change its argument and return a pointer into it or to static storage:
 	 * each call gets its own copy. */

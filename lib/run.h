@@ -51,9 +51,6 @@ char *run_path(const char *run, enum run_file file);
  * path relative to the run, as records and the best link give it. */
 char *run_variant_path(const char *run, const char *state, const char *file);
 
-/* OUTDIR of the run. */
-char *run_outdir(const char *run);
-
 /* OUTDIR/FILE of the run. */
 char *run_outdir_path(const char *run, enum outdir_file file);
 

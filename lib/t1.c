@@ -724,6 +724,8 @@ static int load_kernel_conditions(struct loader *L, const cJSON *list, const cha
 	size_t k = 0;
 	cJSON_ArrayForEach(obj, list) {
 		char f[300], g[320];
+		/* Parameters is fetched only to be type-checked (a spec with "Parameters": 3 fails to
+		 * load); nothing reads it, since the compiled Expression knows the names it reads. */
 		if (object_item(L, obj, field, k++, f, sizeof(f)) ||
 		    member(L, obj, f, "Parameters", OPTIONAL, is_array, "an array", &params) ||
 		    member(L, obj, f, "Expression", REQUIRED, is_string, "a string", &expression))
@@ -1032,24 +1034,24 @@ static void describe_inputs(struct strbuf *sb, const struct t1_spec *s, const st
 		strbuf_addch(sb, ')');
 }
 
-/* Evaluates condition c; returns 1 if it holds, 0 if not, -1 with *err filled. */
-static int condition_holds(const struct t1_spec *s, size_t c, const struct pyval *values, struct pyarena *scratch,
+/* Evaluates a condition; returns 1 if it holds, 0 if not, -1 with *err filled. */
+static int condition_holds(const struct t1_condition *cond, const struct pyval *values, struct pyarena *scratch,
 			   struct pyexpr_error *err)
 {
 	struct pyval result;
-	if (pyexpr_eval(s->conditions[c].expr, values, scratch, &result, err))
+	if (pyexpr_eval(cond->expr, values, scratch, &result, err))
 		return -1;
 	int holds = pyval_truthy(&result);
 	pyarena_reset(scratch);
 	return holds;
 }
 
-static void condition_error(struct strbuf *sb, const struct t1_spec *s, size_t c, const struct pyval *values,
-			    const struct pyexpr_error *err)
+static void condition_error(struct strbuf *sb, const struct t1_spec *s, const struct t1_condition *cond,
+			    const struct pyval *values, const struct pyexpr_error *err)
 {
-	const struct pyexpr *e = s->conditions[c].expr;
-	strbuf_addf(sb, "%s: column %zu: %s in \"%s\"", s->conditions[c].field,
-		    pyexpr_error_column(pyexpr_source(e), err), err->message, pyexpr_source(e));
+	const struct pyexpr *e = cond->expr;
+	strbuf_addf(sb, "%s: column %zu: %s in \"%s\"", cond->field, pyexpr_error_column(pyexpr_source(e), err),
+		    err->message, pyexpr_source(e));
 	describe_inputs(sb, s, e, values);
 }
 
@@ -1059,11 +1061,12 @@ static int conditions_hold(struct walk *w, const size_t *conds, size_t n)
 {
 	for (size_t k = 0; k < n; k++) {
 		struct pyexpr_error err;
-		int holds = condition_holds(w->spec, conds[k], w->values, w->scratch, &err);
+		const struct t1_condition *cond = &w->spec->conditions[conds[k]];
+		int holds = condition_holds(cond, w->values, w->scratch, &err);
 		if (holds < 0) {
 			struct strbuf msg;
 			strbuf_init(&msg);
-			condition_error(&msg, w->spec, conds[k], w->values, &err);
+			condition_error(&msg, w->spec, cond, w->values, &err);
 			log_error("%s: %s", w->spec->path, msg.buf);
 			strbuf_release(&msg);
 			return -1;
@@ -1213,25 +1216,54 @@ void t1_bind(const struct t1_spec *s, const size_t *indices, struct pyval *value
 	values[s->nparams] = s->problem_size;
 }
 
-int t1_check_conditions(const struct t1_spec *s, const struct pyval *values, struct strbuf *why)
+int t1_config_indices(const struct t1_spec *s, const cJSON *config, size_t *indices, size_t *missing)
+{
+	for (size_t k = 0; k < s->nparams; k++) {
+		if (t1_value_index(s, k, cJSON_GetObjectItemCaseSensitive(config, s->params[k].name), &indices[k]) != 0) {
+			if (missing)
+				*missing = k;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int t1_bind_config(const struct t1_spec *s, const cJSON *config, struct pyval *values, size_t *missing)
+{
+	size_t *indices = xcalloc(s->nparams + 1, sizeof(*indices));
+	int rc = t1_config_indices(s, config, indices, missing);
+	if (rc == 0)
+		t1_bind(s, indices, values);
+	free(indices);
+	return rc;
+}
+
+/* Checks conds[0..n) against values, as t1_check_conditions does (t1.h has the contract):
+ * the spec's and a kernel's conditions read the same and fail with the same messages. */
+static int check_list(const struct t1_spec *s, const struct t1_condition *conds, size_t n, const struct pyval *values,
+		      struct strbuf *why)
 {
 	struct pyarena *scratch = pyarena_new();
 	int rc = 0;
-	for (size_t c = 0; c < s->nconditions && rc == 0; c++) {
+	for (size_t c = 0; c < n && rc == 0; c++) {
 		struct pyexpr_error err;
-		int holds = condition_holds(s, c, values, scratch, &err);
+		int holds = condition_holds(&conds[c], values, scratch, &err);
 		if (holds < 0) {
-			condition_error(why, s, c, values, &err);
+			condition_error(why, s, &conds[c], values, &err);
 			rc = 1;
 		} else if (!holds) {
-			strbuf_addf(why, "%s does not hold: \"%s\"", s->conditions[c].field,
-				    pyexpr_source(s->conditions[c].expr));
-			describe_inputs(why, s, s->conditions[c].expr, values);
+			strbuf_addf(why, "%s does not hold: \"%s\"", conds[c].field, pyexpr_source(conds[c].expr));
+			describe_inputs(why, s, conds[c].expr, values);
 			rc = 1;
 		}
 	}
 	pyarena_free(scratch);
 	return rc;
+}
+
+int t1_check_conditions(const struct t1_spec *s, const struct pyval *values, struct strbuf *why)
+{
+	return check_list(s, s->conditions, s->nconditions, values, why);
 }
 
 int t1_check_kernel_conditions(const struct t1_spec *s, const char *const *applied, size_t napplied,
@@ -1246,26 +1278,7 @@ int t1_check_kernel_conditions(const struct t1_spec *s, const char *const *appli
 	for (size_t k = 0; k < s->nkernel_conditions && !kc; k++)
 		if (!s->kernel_conditions[k].name)
 			kc = &s->kernel_conditions[k];
-	struct pyarena *scratch = pyarena_new();
-	int rc = 0;
-	for (size_t c = 0; kc && c < kc->n && rc == 0; c++) {
-		const struct t1_condition *cond = &kc->conditions[c];
-		struct pyexpr_error err;
-		struct pyval result;
-		if (pyexpr_eval(cond->expr, values, scratch, &result, &err)) {
-			strbuf_addf(why, "%s: column %zu: %s in \"%s\"", cond->field,
-				    pyexpr_error_column(pyexpr_source(cond->expr), &err), err.message, pyexpr_source(cond->expr));
-			rc = 1;
-		} else if (!pyval_truthy(&result)) {
-			strbuf_addf(why, "%s does not hold: \"%s\"", cond->field, pyexpr_source(cond->expr));
-			rc = 1;
-		}
-		if (rc)
-			describe_inputs(why, s, cond->expr, values);
-		pyarena_reset(scratch);
-	}
-	pyarena_free(scratch);
-	return rc;
+	return kc ? check_list(s, kc->conditions, kc->n, values, why) : 0;
 }
 
 struct first_config {

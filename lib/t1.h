@@ -140,6 +140,18 @@ int t1_value_index(const struct t1_spec *spec, size_t k, const cJSON *value, siz
 /* Fills values[0..nnames-1] for the configuration given by indices, as t1_config_fn gets it. */
 void t1_bind(const struct t1_spec *spec, const size_t *indices, struct pyval *values);
 
+/* Finds the configuration config (a JSON object {name: value}, as builds and events carry it)
+ * among the Values: indices[k] gets the position of config's value of params[k], compared as
+ * t1_value_index compares. Returns 0, or -1 at the first parameter that config lacks or gives
+ * a value not among its Values, with *missing (unless NULL) set to that parameter's index;
+ * indices[0..*missing) are set then, the rest not. Members that are not parameters are
+ * ignored. */
+int t1_config_indices(const struct t1_spec *spec, const cJSON *config, size_t *indices, size_t *missing);
+
+/* t1_config_indices, then t1_bind: fills values[0..nnames-1] for config. Returns 0, or -1 as
+ * t1_config_indices does (values then unspecified). */
+int t1_bind_config(const struct t1_spec *spec, const cJSON *config, struct pyval *values, size_t *missing);
+
 /* Checks every condition against values (from t1_bind). Returns 0 when all hold; otherwise
  * 1 with why set to the first condition that does not hold or cannot be evaluated:
  *   ConfigurationSpace.Conditions[0] does not hold: "a * b <= 64" (with a=32, b=4) */

@@ -858,17 +858,11 @@ static int cmd_tensor_maps(const char *path, const char *config_text)
 	cJSON *config = cJSON_Parse(config_text);
 	struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
 	int status = cJSON_IsObject(config) ? KG_EXIT_OK : KG_EXIT_USAGE;
-	for (size_t k = 0; status == KG_EXIT_OK && k < spec->nparams; k++) {
-		size_t index;
-		const cJSON *v = cJSON_GetObjectItemCaseSensitive(config, spec->params[k].name);
-		if (!v || t1_value_index(spec, k, v, &index)) {
-			log_error("CONFIG-JSON: no value of %s in its list", spec->params[k].name);
-			status = KG_EXIT_USAGE;
-		} else {
-			values[k] = spec->params[k].values[index];
-		}
+	size_t missing;
+	if (status == KG_EXIT_OK && t1_bind_config(spec, config, values, &missing) != 0) {
+		log_error("CONFIG-JSON: no value of %s in its list", spec->params[missing].name);
+		status = KG_EXIT_USAGE;
 	}
-	values[spec->nparams] = spec->problem_size;
 	struct strbuf why;
 	strbuf_init(&why);
 	for (size_t m = 0; status == KG_EXIT_OK && m < spec->ntensor_maps; m++) {
@@ -1316,9 +1310,6 @@ static int cmd_ptx_lines(const char *path, const char *first, const char *last)
 	return rc;
 }
 
-/* Prints the bottleneck class, its evidence and the method priors of the metrics at
- * metrics_path (a file that does not exist: none) and of the build record at build_path (a
- * whole record, whose "build" is read, or a build object such as build.json). */
 /* Prints each name's terms, as kg-relabel's matcher compares them, one line per name. */
 static int cmd_method_terms(int argc, char **argv)
 {
@@ -1330,6 +1321,9 @@ static int cmd_method_terms(int argc, char **argv)
 	return KG_EXIT_OK;
 }
 
+/* Prints the bottleneck class, its evidence and the method priors of the metrics at
+ * metrics_path (a file that does not exist: none) and of the build record at build_path (a
+ * whole record, whose "build" is read, or a build object such as build.json). */
 static int cmd_bottleneck(const char *metrics_path, const char *build_path)
 {
 	struct bottleneck_metrics m;

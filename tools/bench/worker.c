@@ -88,6 +88,7 @@ static struct {
 	char pci_bus_id[64];
 	size_t l2_bytes;
 	int smem_optin;		/* the most shared memory a block may opt in to */
+	int tensor_maps;	/* compute capability 9.0 or later, or unknown: tensor maps are encoded */
 	CUdeviceptr flush;	/* twice the L2, written before each cold sample */
 	size_t flush_bytes;
 	struct harness harness;
@@ -137,6 +138,11 @@ static int open_device(const struct bench_settings *settings, struct strbuf *why
 		strbuf_addstr(why, f.what);
 		return -1;
 	}
+	/* Asked once here, not at each kernel load; a failed query (major unknown) leaves the
+	 * maps encoded, as encode_tensor_maps always did. */
+	int major = 0;
+	CUresult asked = cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, gpu.dev);
+	gpu.tensor_maps = asked != CUDA_SUCCESS || major >= 9;
 	gpu.l2_bytes = (size_t)l2;
 	gpu.flush_bytes = 2 * gpu.l2_bytes;
 	if (check_cuda(&f, cu.cuMemAlloc(&gpu.flush, gpu.flush_bytes), "cuMemAlloc (L2 flush buffer)") ||
@@ -658,22 +664,6 @@ static struct wrun *find_run(const char *dir, struct failure *f)
 	return r;
 }
 
-/* The values expressions see for a build's configuration (the parameters as t1_bind orders
- * them, then ProblemSize). Returns 0, or -1 when config lacks a parameter or holds a value
- * not in its list. */
-static int config_values(const struct t1_spec *spec, const cJSON *config, struct pyval *values)
-{
-	for (size_t k = 0; k < spec->nparams; k++) {
-		size_t index;
-		const cJSON *value = cJSON_GetObjectItemCaseSensitive(config, spec->params[k].name);
-		if (!value || t1_value_index(spec, k, value, &index) != 0)
-			return -1;
-		values[k] = spec->params[k].values[index];
-	}
-	values[spec->nparams] = spec->problem_size;
-	return 0;
-}
-
 /* The tensor map element type of an argument's lanes; -1 for a type it has none of. */
 static int tensor_map_type(enum karg_base base)
 {
@@ -712,16 +702,13 @@ static int encode_tensor_maps(const struct wrun *r, const cJSON *build, struct k
 	/* Tensor maps exist from compute capability 9.0 on; before it, no kernel that reads
 	 * one compiles for the GPU (kg-build builds for its architecture), and the others,
 	 * the wmma baseline of the matmul say, run without. */
-	int major = 0;
-	if (spec->ntensor_maps == 0 ||
-	    (cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, gpu.dev) == CUDA_SUCCESS &&
-	     major < 9))
+	if (spec->ntensor_maps == 0 || !gpu.tensor_maps)
 		return 0;
 	struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
 	struct strbuf why;
 	strbuf_init(&why);
 	int rc = 0;
-	if (config_values(spec, cJSON_GetObjectItemCaseSensitive(build, "config"), values) != 0)
+	if (t1_bind_config(spec, cJSON_GetObjectItemCaseSensitive(build, "config"), values, NULL) != 0)
 		rc = fail_with(f, "error", "build.config: not a configuration of %s/spec.json, so its "
 				     "KernelGraph.TensorMaps cannot be encoded", r->run.dir);
 	if (rc == 0 && !(k->maps = aligned_alloc(64, spec->ntensor_maps * sizeof(*k->maps))))
@@ -1585,7 +1572,7 @@ static double kernelgraph_figure(const struct wrun *r, const cJSON *config, cons
 	struct pyarena *arena = pyarena_new();
 	struct pyval *values = xcalloc(r->run.spec->nnames, sizeof(*values)), v;
 	double out = NAN;
-	int complete = config_values(r->run.spec, config, values) == 0;
+	int complete = t1_bind_config(r->run.spec, config, values, NULL) == 0;
 	if (e && complete && pyexpr_eval(e, values, arena, &v, &err) == 0)
 		out = v.kind == PY_FLOAT ? v.u.f : v.kind == PY_INT ? (double)v.u.i : NAN;
 	else

@@ -9,7 +9,6 @@
 
 #include "run.h"
 #include "sha256.h"
-#include "t1.h"
 
 #define RUN_DEFAULT_ARCH "sm_90"
 

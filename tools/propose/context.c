@@ -45,10 +45,7 @@ static char *config_key_text(const struct t1_spec *spec, const size_t *indices)
 
 int config_indices(const struct t1_spec *spec, const cJSON *config, size_t *indices)
 {
-	for (size_t k = 0; k < spec->nparams; k++)
-		if (t1_value_index(spec, k, cJSON_GetObjectItemCaseSensitive(config, spec->params[k].name), &indices[k]) != 0)
-			return -1;
-	return 0;
+	return t1_config_indices(spec, config, indices, NULL);
 }
 
 cJSON *config_object(const struct t1_spec *spec, const size_t *indices)

@@ -122,7 +122,7 @@ int kernel_takes(const struct t1_spec *spec, const struct node_info *node, const
 /* Whether the configuration at indices is one run->within measured (always, without it). */
 int context_within(const struct run_info *run, const size_t *indices);
 
-/* A complete configuration as value indices into the spec's values; -1 when a parameter is
+/* A complete configuration as value indices into the spec's values (t1_config_indices); -1 when a parameter is
  * missing or a value is not one of its Values. */
 int config_indices(const struct t1_spec *spec, const cJSON *config, size_t *indices);
 
