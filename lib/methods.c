@@ -333,42 +333,72 @@ static int has_term(const struct terms *t, const char *term)
 	return t->n && bsearch(&term, t->term, t->n, sizeof(*t->term), compare_strings) != NULL;
 }
 
+/* Sorts t and drops the copies of a term, so that has_term can bsearch it. */
+static void terms_sort_unique(struct terms *t)
+{
+	size_t kept = 0;
+	if (t->n)
+		qsort(t->term, t->n, sizeof(*t->term), compare_strings);
+	for (size_t i = 0; i < t->n; i++)
+		if (kept && strcmp(t->term[kept - 1], t->term[i]) == 0)
+			free(t->term[i]);
+		else
+			t->term[kept++] = t->term[i];
+	t->n = kept;
+}
+
+/* stop_words and both sides of each synonyms entry, stemmed as names are: built on first use
+ * and kept for the life of the process, since every name's terms need them and stemming the
+ * tables again for each was nearly all of the matcher's time. The tools are single-threaded. */
+static struct {
+	int built;
+	struct terms stops; /* sorted, no two alike */
+	struct terms from[ARRAY_SIZE(synonyms)], to[ARRAY_SIZE(synonyms)]; /* in the words' order */
+} stemmed_tables;
+
+static void build_stemmed_tables(void)
+{
+	if (stemmed_tables.built)
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(stop_words); i++)
+		stemmed_words(stop_words[i], &stemmed_tables.stops);
+	terms_sort_unique(&stemmed_tables.stops);
+	for (size_t k = 0; k < ARRAY_SIZE(synonyms); k++) {
+		stemmed_words(synonyms[k][0], &stemmed_tables.from[k]);
+		stemmed_words(synonyms[k][1], &stemmed_tables.to[k]);
+	}
+	stemmed_tables.built = 1;
+}
+
 /* name's terms into out (empty first). */
 static void terms_of(const char *name, struct terms *out)
 {
-	struct terms words = {0}, stops = {0};
+	struct terms words = {0};
+	build_stemmed_tables();
 	stemmed_words(name, &words);
-	for (size_t i = 0; i < ARRAY_SIZE(stop_words); i++)
-		stemmed_words(stop_words[i], &stops);
-	qsort(stops.term, stops.n, sizeof(*stops.term), compare_strings);
 	*out = (struct terms){0};
 	for (size_t at = 0; at < words.n;) {
-		struct terms from = {0}, to = {0};
+		/* The first synonym whose phrase begins here stands for it, else the word itself. */
+		struct terms self = {.term = &words.term[at], .n = 1};
+		const struct terms *to = &self;
 		size_t k = 0;
-		for (; k < ARRAY_SIZE(synonyms); k++) {
-			stemmed_words(synonyms[k][0], &from);
-			if (begins_with(&words, at, &from))
-				break;
-			terms_release(&from);
-		}
+		while (k < ARRAY_SIZE(synonyms) && !begins_with(&words, at, &stemmed_tables.from[k]))
+			k++;
 		if (k < ARRAY_SIZE(synonyms)) {
-			stemmed_words(synonyms[k][1], &to);
-			at += from.n;
+			to = &stemmed_tables.to[k];
+			at += stemmed_tables.from[k].n;
 		} else {
-			terms_push(&to, xstrdup(words.term[at++]));
+			at++;
 		}
-		for (size_t i = 0; i < to.n; i++) {
-			const char *w = to.term[i];
-			if (!w[1] || isdigit((unsigned char)w[0]) || has_term(&stops, w) || has_term(out, w))
+		for (size_t i = 0; i < to->n; i++) {
+			const char *w = to->term[i];
+			if (!w[1] || isdigit((unsigned char)w[0]) || has_term(&stemmed_tables.stops, w))
 				continue;
 			terms_push(out, xstrdup(w));
-			qsort(out->term, out->n, sizeof(*out->term), compare_strings);
 		}
-		terms_release(&from);
-		terms_release(&to);
 	}
+	terms_sort_unique(out);
 	terms_release(&words);
-	terms_release(&stops);
 }
 
 char *method_terms(const char *name)
@@ -410,13 +440,12 @@ static double term_weight(const struct method_index *ix, const char *term)
 	return log(((double)ix->n + 1) / (users + 0.5));
 }
 
+/* Adds phrase's terms to vocabulary, leaving it unsorted: the caller sorts it once after the
+ * last phrase (terms_sort_unique). */
 static void add_vocabulary(struct terms *vocabulary, const struct terms *phrase)
 {
 	for (size_t i = 0; i < phrase->n; i++)
-		if (!has_term(vocabulary, phrase->term[i])) {
-			terms_push(vocabulary, xstrdup(phrase->term[i]));
-			qsort(vocabulary->term, vocabulary->n, sizeof(*vocabulary->term), compare_strings);
-		}
+		terms_push(vocabulary, xstrdup(phrase->term[i]));
 }
 
 static void index_catalog(const cJSON *catalog, struct method_index *ix)
@@ -437,6 +466,7 @@ static void index_catalog(const cJSON *catalog, struct method_index *ix)
 				terms_of(alias->valuestring, &im->phrase[im->nphrase++]);
 		for (size_t p = 0; p < im->nphrase; p++)
 			add_vocabulary(&im->vocabulary, &im->phrase[p]);
+		terms_sort_unique(&im->vocabulary);
 		if (json_string(m, "description"))
 			terms_of(json_string(m, "description"), &im->described);
 	}
@@ -506,9 +536,9 @@ static double method_score(const struct indexed_method *im, const struct weighte
  * names: descriptions are prose, and tell less. */
 #define DESCRIBED_SHARE 0.5
 
-/* The index of the method other than skip that best accounts for the label, or -1 when there
- * is none; *score gets its coverage. */
-static long best_method(const struct method_index *ix, const struct terms *label, size_t skip, double *score)
+/* The index of the method that best accounts for the label, or -1 when there is none; *score
+ * gets its coverage. */
+static long best_method(const struct method_index *ix, const struct terms *label, double *score)
 {
 	struct weighted_label l;
 	long best = -1;
@@ -516,8 +546,6 @@ static long best_method(const struct method_index *ix, const struct terms *label
 	weigh_label(ix, label, &l);
 	*score = 0;
 	for (size_t i = 0; i < ix->n; i++) {
-		if (i == skip)
-			continue;
 		s = method_score(&ix->m[i], &l, DESCRIBED_SHARE, &closeness);
 		if (best < 0 || s > *score + 1e-9 || (s > *score - 1e-9 && closeness > best_closeness + 1e-9)) {
 			best = (long)i;
@@ -558,7 +586,7 @@ const cJSON *methods_match(const cJSON *catalog, const char *label, double thres
 	struct terms t;
 	index_catalog(catalog, &ix);
 	terms_of(label, &t);
-	long best = best_method(&ix, &t, (size_t)-1, score);
+	long best = best_method(&ix, &t, score);
 	if (best >= 0 && *score >= threshold) {
 		*how = "fuzzy";
 		found = ix.m[best].method;

@@ -130,6 +130,12 @@ static int by_promise(const void *a, const void *b)
 	return px > py ? -1 : px < py ? 1 : strcmp(x->to, y->to);
 }
 
+void regraph_sort(struct regraph_transition *list, size_t n)
+{
+	if (n)
+		qsort(list, n, sizeof(*list), by_promise);
+}
+
 size_t regraph_seen_from(const cJSON *doc, const char *from, size_t top, struct regraph_transition **list)
 {
 	const cJSON *edges = cJSON_GetObjectItemCaseSensitive(doc, "edges"), *e;
@@ -142,7 +148,6 @@ size_t regraph_seen_from(const cJSON *doc, const char *from, size_t top, struct 
 		*list = xreallocarray(*list, n + 1, sizeof(**list));
 		seen_transition(doc, e, &(*list)[n++]);
 	}
-	if (n)
-		qsort(*list, n, sizeof(**list), by_promise);
+	regraph_sort(*list, n);
 	return n < top ? n : top;
 }

@@ -39,9 +39,16 @@ struct regraph_transition {
  * transition (its frequency is 0), so that nothing can be said of it. */
 int regraph_transition(const cJSON *doc, const char *from, const char *to, struct regraph_transition *t);
 
-/* The transitions out of from that doc has seen, most promising first (probability x
- * success, then by name), at most top of them, into *list (the caller frees it; its strings
- * are doc's). Returns how many; 0 with *list NULL when there are none. */
+/* Sorts list[0..n) most promising first: by probability x success, highest first, ties by
+ * the target's name in strcmp order. The one ranking of transitions, so that kg-propose's
+ * view of the ReGraph (regraph_seen_from) and kg-regraph neighbors cannot come to disagree.
+ * A NaN product (only an overflowing number in a hand-written file, 1e400 x 0) compares
+ * equal to every other, so where it lands is unspecified. */
+void regraph_sort(struct regraph_transition *list, size_t n);
+
+/* The transitions out of from that doc has seen, most promising first (regraph_sort), at most
+ * top of them, into *list (the caller frees it; its strings are doc's). Returns how many; 0
+ * with *list NULL when there are none. */
 size_t regraph_seen_from(const cJSON *doc, const char *from, size_t top, struct regraph_transition **list);
 
 #endif

@@ -339,19 +339,6 @@ static int build(const struct options *opt)
 
 /* ---------------------------------------------------------------- neighbors */
 
-struct neighbour {
-	const char *to;
-	double prior, probability, success, count, mean_reward;
-};
-
-static int by_prior(const void *a, const void *b)
-{
-	const struct neighbour *x = a, *y = b;
-	if (x->prior != y->prior)
-		return x->prior > y->prior ? -1 : 1;
-	return strcmp(x->to, y->to);
-}
-
 static int neighbors(const struct options *opt)
 {
 	int status;
@@ -359,26 +346,23 @@ static int neighbors(const struct options *opt)
 	if (!doc)
 		return status;
 	const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(doc, "nodes"), *node;
-	struct neighbour *list = xcalloc((size_t)cJSON_GetArraySize(nodes) + 1, sizeof(*list));
+	struct regraph_transition *list = xcalloc((size_t)cJSON_GetArraySize(nodes) + 1, sizeof(*list));
 	size_t n = 0;
 	double total = 0;
 	cJSON_ArrayForEach(node, nodes) {
-		struct regraph_transition t;
-		const char *to = json_string(node, "method");
-		if (regraph_transition(doc, opt->from, to, &t) != 0)
+		struct regraph_transition *t = &list[n];
+		if (regraph_transition(doc, opt->from, json_string(node, "method"), t) != 0)
 			continue; /* never a target */
-		struct neighbour *nb = &list[n++];
-		*nb = (struct neighbour){.to = to, .probability = t.probability, .success = t.success, .count = t.count,
-					 .mean_reward = t.mean_reward, .prior = t.probability * t.success};
-		total += nb->prior;
+		total += t->probability * t->success;
+		n++;
 	}
-	qsort(list, n, sizeof(*list), by_prior);
+	regraph_sort(list, n);
 	status = KG_EXIT_OK;
 	for (size_t i = 0; i < n && (long)i < opt->top && status == KG_EXIT_OK; i++) {
 		cJSON *line = json_object();
 		json_add_string(line, "from", opt->from);
 		json_add_string(line, "to", list[i].to);
-		json_add_number(line, "prior", total > 0 ? list[i].prior / total : 0);
+		json_add_number(line, "prior", total > 0 ? list[i].probability * list[i].success / total : 0);
 		json_add_number(line, "probability", list[i].probability);
 		json_add_number(line, "success_mean", list[i].success);
 		json_add_number(line, "count", list[i].count);
