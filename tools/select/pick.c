@@ -344,24 +344,12 @@ struct pending {
 	int rollout;	 /* a rollout step is among them: the rollout waits for its result */
 };
 
-/* The edges of a pending record's path_edges, checked to lead from the root to node; returns
- * how many, or -1 when they do not. *edges is the caller's to free. */
-static long pending_path(const struct graph *g, const cJSON *record, size_t node, size_t **edges)
+/* Reports why (node_problem's, edge_problem's) at path:line and frees it. Returns -1. */
+static int report_problem(const char *path, long line, char *why)
 {
-	const cJSON *list = cJSON_GetObjectItemCaseSensitive(record, "path_edges"), *item;
-	size_t n = 0, at = 0;
-	*edges = xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(**edges));
-	if (!cJSON_IsArray(list))
-		return -1;
-	cJSON_ArrayForEach(item, list) {
-		double e = cJSON_IsNumber(item) ? item->valuedouble : -1;
-		if (e < 0 || e >= (double)g->g.nedges || floor(e) != e || g->g.edges[(size_t)e].from != at ||
-		    g->g.edges[(size_t)e].to == MCGS_NONE)
-			return -1;
-		(*edges)[n++] = (size_t)e;
-		at = g->g.edges[(size_t)e].to;
-	}
-	return at == node ? (long)n : -1;
+	log_at(path, line, "%s", why);
+	free(why);
+	return -1;
 }
 
 /* One pending record: a pick like those of this batch. Its node (expand) or edge (evaluate)
@@ -381,25 +369,21 @@ static int pending_record(struct graph *g, const cJSON *record, const char *path
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(record, "node_id");
 	if (!cJSON_IsNumber(id))
 		return log_at(path, line, "node_id: missing (a pick names its node)");
-	if (id->valuedouble < 0 || id->valuedouble >= (double)g->g.nnodes || floor(id->valuedouble) != id->valuedouble)
-		return log_at(path, line, "node_id: %g is not a node of the graph", id->valuedouble);
-	size_t node = (size_t)id->valuedouble;
-	if (state && strcmp(graph_node_state(g, node), state) != 0)
-		return log_at(path, line, "node: %s is not the state of node %zu", state, node);
-	size_t e = MCGS_NONE;
+	size_t node, e = MCGS_NONE;
+	char *why = node_problem(g, id->valuedouble, state, &node);
+	if (why)
+		return report_problem(path, line, why);
 	if (!expand) {
 		const cJSON *edge = cJSON_GetObjectItemCaseSensitive(record, "edge");
 		if (!cJSON_IsNumber(edge))
 			return log_at(path, line, "edge: missing (an evaluate pick names its edge)");
-		if (edge->valuedouble < 0 || edge->valuedouble >= (double)g->g.nedges ||
-		    floor(edge->valuedouble) != edge->valuedouble || g->g.edges[(size_t)edge->valuedouble].from != node)
-			return log_at(path, line, "edge: %g is not an edge out of node %zu", edge->valuedouble, node);
-		e = (size_t)edge->valuedouble;
+		if ((why = edge_problem(g, edge->valuedouble, node, 1, &e)))
+			return report_problem(path, line, why);
 		if (g->g.edges[e].to != MCGS_NONE)
 			return log_at(path, line, "edge %zu was evaluated already: it is not pending", e);
 	}
 	size_t *edges;
-	long len = pending_path(g, record, node, &edges);
+	long len = path_edges(g, record, node, 1, &edges);
 	if (len < 0) {
 		free(edges);
 		return log_at(path, line, "path_edges: not a path of the graph from the root to node %zu", node);

@@ -36,4 +36,18 @@ void end_rollout(struct graph *g, const char *why, int catching_up);
  * "empty"}): the learner marks its node exhausted, the picker counts it as nothing in flight. */
 int is_empty_expansion(const cJSON *record);
 
+/* The checks of where a record says it is, which the picker (--pending) and the learner make
+ * alike; each reports what they return its own way. integral: an id with a fraction is
+ * wrong (the picker's; the learner takes its integer part, as it always has). */
+/* node_id id (a number), checked to be a node of g whose state is state (when given). Returns
+ * NULL with *node set, or what is wrong with the record, the caller's to free. */
+char *node_problem(const struct graph *g, double id, const char *state, size_t *node);
+/* edge id (a number), checked to be an edge of g out of from. Returns NULL with *edge set, or
+ * what is wrong with the record, the caller's to free. */
+char *edge_problem(const struct graph *g, double id, size_t from, int integral, size_t *edge);
+/* The edges of record's path_edges, walked from the root along evaluated edges; returns how
+ * many when they lead to node, else -1. integral also asks for an array of integers (the
+ * learner walks any list it is given). *edges is the caller's to free either way. */
+long path_edges(const struct graph *g, const cJSON *record, size_t node, int integral, size_t **edges);
+
 #endif

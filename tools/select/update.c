@@ -42,6 +42,14 @@ struct updater {
 /* Reports a record that cannot be handled; it is passed on unchanged. */
 #define record_error(u, line, ...) report_record(&(u)->status, (u)->input_name, (line), __VA_ARGS__)
 
+/* record_error for what node_problem or edge_problem found; frees why. Returns -1. */
+static int report_problem(struct updater *u, long line, char *why)
+{
+	record_error(u, line, "%s", why);
+	free(why);
+	return -1;
+}
+
 static int append_line(const struct updater *u, const char *path, const cJSON *obj)
 {
 	if (u->catching_up)
@@ -124,15 +132,13 @@ static size_t parent_of(struct updater *u, const cJSON *record, long line)
 	double id = json_number(record, "node_id", NAN);
 	const char *state = json_string(record, "node");
 	if (!isnan(id)) {
-		if (id < 0 || id >= (double)g->g.nnodes || floor(id) != id) {
-			record_error(u, line, "node_id: %g is not a node of the graph", id);
+		size_t node;
+		char *why = node_problem(g, id, state, &node);
+		if (why) {
+			report_problem(u, line, why);
 			return MCGS_NONE;
 		}
-		if (state && strcmp(graph_node_state(g, (size_t)id), state) != 0) {
-			record_error(u, line, "node: %s is not the state of node %g", state, id);
-			return MCGS_NONE;
-		}
-		return (size_t)id;
+		return node;
 	}
 	if (!state) /* a candidate from the root (kg-propose --exhaustive, say) */
 		return 0;
@@ -146,26 +152,13 @@ static size_t parent_of(struct updater *u, const cJSON *record, long line)
  * there is replaced by the first one found (a record written by hand, say). */
 static size_t path_to(const struct graph *g, const cJSON *record, size_t parent, size_t **edges)
 {
-	const cJSON *list = cJSON_GetObjectItemCaseSensitive(record, "path_edges"), *item;
-	size_t n = 0, at = 0;
-	*edges = xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(**edges));
-	int ok = 1;
-	cJSON_ArrayForEach(item, list) {
-		double e = cJSON_IsNumber(item) ? item->valuedouble : -1;
-		if (e < 0 || e >= (double)g->g.nedges || g->g.edges[(size_t)e].from != at || g->g.edges[(size_t)e].to == MCGS_NONE) {
-			ok = 0;
-			break;
-		}
-		(*edges)[n++] = (size_t)e;
-		at = g->g.edges[(size_t)e].to;
-	}
-	if (ok && at == parent)
-		return n;
+	long walked = path_edges(g, record, parent, 0, edges);
+	if (walked >= 0)
+		return (size_t)walked;
 	/* Walk back from parent along any in-edge: ranks decrease, so this ends at the root. */
-	size_t depth = (size_t)g->g.nodes[parent].rank, node = parent;
+	size_t depth = (size_t)g->g.nodes[parent].rank, node = parent, n = 0;
 	free(*edges);
 	*edges = xcalloc(depth + 1, sizeof(**edges));
-	n = 0;
 	while (node != 0 && n <= depth) {
 		size_t found = MCGS_NONE;
 		for (size_t e = 0; e < g->g.nedges && found == MCGS_NONE; e++)
@@ -272,9 +265,9 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	double edge_id = json_number(record, "edge", NAN);
 	size_t e;
 	if (!isnan(edge_id)) {
-		if (edge_id < 0 || edge_id >= (double)g->g.nedges || g->g.edges[(size_t)edge_id].from != parent)
-			return record_error(u, line, "edge: %g is not an edge out of node %zu", edge_id, parent);
-		e = (size_t)edge_id;
+		char *why = edge_problem(g, edge_id, parent, 0, &e);
+		if (why)
+			return report_problem(u, line, why);
 	} else {
 		/* The proposer's prior (a rule's, the model's predicted gain, an LLM's) weighed by what
 		 * the ReGraph learned of the move; either alone when the other is missing; then by
