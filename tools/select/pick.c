@@ -344,18 +344,19 @@ struct pending {
 	int rollout;	 /* a rollout step is among them: the rollout waits for its result */
 };
 
-/* Reports why (node_problem's, edge_problem's) at path:line and frees it. Returns -1. */
-static int report_problem(const char *path, long line, char *why)
+/* Reports why (node_problem's, edge_problem's) for the record of s and frees it. Returns -1. */
+static int report_problem(struct stream *s, char *why)
 {
-	log_at(path, line, "%s", why);
+	stream_error(s, s->in.line, "%s", why);
 	free(why);
 	return -1;
 }
 
 /* One pending record: a pick like those of this batch. Its node (expand) or edge (evaluate)
  * is marked picked and its path gets a virtual visit, once per pick however many candidate
- * records it became. Returns 0, or -1 after reporting what is wrong at path:line. */
-static int pending_record(struct graph *g, const cJSON *record, const char *path, long line, struct picks *pk,
+ * records it became. Returns 0, or -1 after reporting what is wrong (stream_error: at
+ * FILE:LINE, ranked KG_EXIT_INPUT). */
+static int pending_record(struct stream *s, struct graph *g, const cJSON *record, struct picks *pk,
 			  struct pending *pd)
 {
 	const char *op = json_string(record, "op"), *state = json_string(record, "node");
@@ -363,30 +364,30 @@ static int pending_record(struct graph *g, const cJSON *record, const char *path
 		return 0; /* the end of an earlier pick's output: nothing in flight */
 	int expand = op && strcmp(op, "expand") == 0;
 	if (!op)
-		return log_at(path, line, "op: missing (a pending record is a pick: expand or evaluate)");
+		return stream_error(s, s->in.line, "op: missing (a pending record is a pick: expand or evaluate)");
 	if (!expand && strcmp(op, "evaluate") != 0)
-		return log_at(path, line, "op: '%s' is not a pick (expand or evaluate)", op);
+		return stream_error(s, s->in.line, "op: '%s' is not a pick (expand or evaluate)", op);
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(record, "node_id");
 	if (!cJSON_IsNumber(id))
-		return log_at(path, line, "node_id: missing (a pick names its node)");
+		return stream_error(s, s->in.line, "node_id: missing (a pick names its node)");
 	size_t node, e = MCGS_NONE;
 	char *why = node_problem(g, id->valuedouble, state, &node);
 	if (why)
-		return report_problem(path, line, why);
+		return report_problem(s, why);
 	if (!expand) {
 		const cJSON *edge = cJSON_GetObjectItemCaseSensitive(record, "edge");
 		if (!cJSON_IsNumber(edge))
-			return log_at(path, line, "edge: missing (an evaluate pick names its edge)");
+			return stream_error(s, s->in.line, "edge: missing (an evaluate pick names its edge)");
 		if ((why = edge_problem(g, edge->valuedouble, node, 1, &e)))
-			return report_problem(path, line, why);
+			return report_problem(s, why);
 		if (g->g.edges[e].to != MCGS_NONE)
-			return log_at(path, line, "edge %zu was evaluated already: it is not pending", e);
+			return stream_error(s, s->in.line, "edge %zu was evaluated already: it is not pending", e);
 	}
 	size_t *edges;
 	long len = path_edges(g, record, node, 1, &edges);
 	if (len < 0) {
 		free(edges);
-		return log_at(path, line, "path_edges: not a path of the graph from the root to node %zu", node);
+		return stream_error(s, s->in.line, "path_edges: not a path of the graph from the root to node %zu", node);
 	}
 	const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(record, "candidate");
 	if (cJSON_IsObject(candidate)) {
@@ -425,8 +426,7 @@ struct pending_reader {
 static enum stream_action take_pending(struct stream *s, cJSON *record, void *ctx)
 {
 	struct pending_reader *r = ctx;
-	if (pending_record(r->g, record, s->in.name, s->in.line, r->pk, r->pd) != 0)
-		stream_fail(s, KG_EXIT_INPUT);
+	pending_record(s, r->g, record, r->pk, r->pd);
 	cJSON_Delete(record);
 	return STREAM_TAKEN;
 }
