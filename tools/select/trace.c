@@ -13,6 +13,7 @@
 #include "jsonl.h"
 #include "log.h"
 #include "run.h"
+#include "stream.h"
 #include "trace.h"
 #include "xalloc.h"
 
@@ -616,26 +617,37 @@ static void add_best(struct strbuf *sb, const struct graph *g, const cJSON *reco
 			  "`best.json`.\n");
 }
 
+/* What story_record adds each record of the log to. */
+struct story_reader {
+	struct run_story *st;
+	const struct graph *g;
+};
+
+static enum stream_action story_record(struct stream *s, cJSON *record, void *ctx)
+{
+	(void)s;
+	struct story_reader *r = ctx;
+	story_add(r->st, r->g, record);
+	cJSON_Delete(record);
+	return STREAM_TAKEN;
+}
+
 int trace_summary(const struct graph *g, const char *stopped)
 {
 	char *events = run_path(g->run, RUN_EVENTS);
 	struct run_story st = {0};
 	strbuf_init(&st.moves);
-	struct jsonl_reader reader;
-	int rc = jsonl_reader_open(&reader, events);
+	struct stream s;
+	int rc = stream_open(&s, events, NULL);
 	free(events);
 	if (rc != 0)
 		goto out;
-	cJSON *record;
-	enum jsonl_status status;
-	while ((status = jsonl_next(&reader, &record)) != JSONL_EOF && status != JSONL_IO_ERROR) {
-		if (status == JSONL_RECORD) {
-			story_add(&st, g, record);
-			cJSON_Delete(record);
-		}
-	}
-	jsonl_reader_release(&reader);
-	if (status == JSONL_IO_ERROR) {
+	/* A bad line of the log is reported by the reader and left out of the story: only a
+	 * failed read, after which the story would be a part of the run's, leaves it unwritten. */
+	struct story_reader r = {.st = &st, .g = g};
+	stream_each(&s, story_record, &r);
+	stream_release(&s);
+	if (s.broken) {
 		rc = -1;
 		goto out;
 	}
