@@ -37,6 +37,8 @@ struct updater {
 	/* Set while the graph learns again what its log holds beyond it: what those records wrote
 	 * then (events, trace, dataset rows) is written already. */
 	int catching_up;
+	/* RUN's ReGraph dataset (OUTDIR_REGRAPH_DATASET), made once rather than per record */
+	char *dataset;
 };
 
 /* Reports a record that cannot be handled; it is passed on unchanged. */
@@ -348,29 +350,30 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	json_add_number(upd, "learned_iter", (double)g->iter);
 	json_add(record, "update", upd);
 
-	/* One row per evaluated transition, for kg-regraph. */
-	char t[40];
-	utc_now(t, sizeof(t), 1);
-	cJSON *row = json_object();
-	json_add_string(row, "t", t);
-	json_add_string(row, "kernel", g->kernel);
-	json_add_string(row, "arch", json_string(build, "arch") ? json_string(build, "arch") : "");
-	json_add_string(row, "from_method", last_method(g, parent));
-	json_add_string(row, "to_method", graph_edge_method(g, e)[0] ? graph_edge_method(g, e) : "unknown");
-	json_add(row, "ok", cJSON_CreateBool(ok));
-	json_add_number(row, "median_ms", median);
-	json_add_number(row, "baseline_ms", g->baseline_ms);
-	json_add_number(row, "speedup", ok ? speedup : NAN);
-	json_add_number(row, "reward", reward);
-	json_add_string(row, "candidate_id", json_string(candidate, "id") ? json_string(candidate, "id") : "");
-	json_add_string(row, "variant_dir", json_string(build, "dir") ? json_string(build, "dir") : "");
-	char *dataset = run_outdir_path(u->g->run, OUTDIR_REGRAPH_DATASET);
-	/* A measured transition the dataset lacks would be missing from every ReGraph built
-	 * from it: an I/O error, as a failed write of the log is. */
-	if (append_line(u, dataset, row) != 0)
-		u->status = exit_status_merge(u->status, KG_EXIT_IO);
-	free(dataset);
-	cJSON_Delete(row);
+	/* One row per evaluated transition, for kg-regraph; a record learned again while catching
+	 * up wrote its row then. */
+	if (!u->catching_up) {
+		char t[40];
+		utc_now(t, sizeof(t), 1);
+		cJSON *row = json_object();
+		json_add_string(row, "t", t);
+		json_add_string(row, "kernel", g->kernel);
+		json_add_string(row, "arch", json_string(build, "arch") ? json_string(build, "arch") : "");
+		json_add_string(row, "from_method", last_method(g, parent));
+		json_add_string(row, "to_method", graph_edge_method(g, e)[0] ? graph_edge_method(g, e) : "unknown");
+		json_add(row, "ok", cJSON_CreateBool(ok));
+		json_add_number(row, "median_ms", median);
+		json_add_number(row, "baseline_ms", g->baseline_ms);
+		json_add_number(row, "speedup", ok ? speedup : NAN);
+		json_add_number(row, "reward", reward);
+		json_add_string(row, "candidate_id", json_string(candidate, "id") ? json_string(candidate, "id") : "");
+		json_add_string(row, "variant_dir", json_string(build, "dir") ? json_string(build, "dir") : "");
+		/* A measured transition the dataset lacks would be missing from every ReGraph built
+		 * from it: an I/O error, as a failed write of the log is. */
+		if (append_line(u, u->dataset, row) != 0)
+			u->status = exit_status_merge(u->status, KG_EXIT_IO);
+		cJSON_Delete(row);
+	}
 
 	if (!u->catching_up) {
 		struct trace_step step = {.record = record, .method = graph_edge_method(g, e), .parent = parent,
@@ -436,7 +439,7 @@ static int apply_record(struct updater *u, cJSON *record, long line)
 static void catch_up_with_log(struct updater *u, const char *events)
 {
 	struct graph *g = u->g;
-	uint64_t size = events_size(g->run);
+	uint64_t size = events_size_at(events);
 	if (!u->exists || size == g->events_len)
 		return;
 	if (size < g->events_len) {
@@ -485,12 +488,14 @@ static void catch_up_with_log(struct updater *u, const char *events)
 static void updater_init(struct updater *u, struct step *step, int exists, const char *input_name)
 {
 	struct graph *g = step->g;
-	*u = (struct updater){.step = step, .g = g, .exists = exists, .input_name = input_name, .bottleneck_node = MCGS_NONE};
+	*u = (struct updater){.step = step, .g = g, .exists = exists, .input_name = input_name, .bottleneck_node = MCGS_NONE,
+			      .dataset = run_outdir_path(g->run, OUTDIR_REGRAPH_DATASET)};
 }
 
 static void updater_release(struct updater *u)
 {
 	cJSON_Delete(u->regraph_doc);
+	free(u->dataset);
 }
 
 /* Before a pick: learns what the log holds beyond the graph (catch_up_with_log). Returns
@@ -539,7 +544,7 @@ static enum stream_action update_record(struct stream *s, cJSON *record, void *c
 	}
 	cJSON_Delete(logged);
 	if (us->learning) {
-		step->g->events_len = events_size(step->g->run);
+		step->g->events_len = events_size_at(us->events);
 		if (step_save(step) != 0)
 			stream_fail(s, KG_EXIT_IO);
 	}
