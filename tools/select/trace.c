@@ -127,12 +127,17 @@ static void add_line(struct strbuf *sb, const char *text, int code)
 static void add_variant(struct strbuf *sb, const struct graph *g, size_t node)
 {
 	const char *state = graph_node_state(g, node);
-	if (strncmp(state, "failed:", 7) == 0)
+	if (strncmp(state, "failed:", 7) == 0) {
 		strbuf_addstr(sb, "no variant");
-	else if (node == 0)
-		strbuf_addf(sb, "[baseline](variants/%s/)", state);
+		return;
+	}
+	/* relative to the run, where trace.md is; lib/run names the directory */
+	char *dir = run_variant_path(NULL, state, NULL);
+	if (node == 0)
+		strbuf_addf(sb, "[baseline](%s/)", dir);
 	else
-		strbuf_addf(sb, "[%.*s](variants/%s/)", SHORT_STATE, state, state);
+		strbuf_addf(sb, "[%.*s](%s/)", SHORT_STATE, state, dir);
+	free(dir);
 }
 
 /* A configuration as "block_m 64, block_n 128", in a code span. */
