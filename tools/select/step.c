@@ -47,6 +47,16 @@ void end_rollout(struct graph *g, const char *why, int catching_up)
 	memset(r, 0, sizeof(*r));
 }
 
+const char *method_of(const cJSON *record)
+{
+	const cJSON *method = cJSON_GetObjectItemCaseSensitive(record, "method");
+	const char *canonical = json_string(method, "canonical");
+	if (canonical)
+		return canonical;
+	const char *named = json_string(cJSON_GetObjectItemCaseSensitive(record, "candidate"), "method");
+	return named ? named : "";
+}
+
 int is_empty_expansion(const cJSON *record)
 {
 	const char *op = json_string(record, "op");

@@ -32,6 +32,10 @@ const char *last_method(const struct graph *g, size_t node);
  * root, and trace.md notes it unless catching_up (the graph learns again what its log holds:
  * the note is written already). */
 void end_rollout(struct graph *g, const char *why, int catching_up);
+/* The method of a candidate record: its canonical name (kg-relabel's "method": {"canonical"}),
+ * else the one its proposer named, else "". The learner names its edge by it, trace.md tallies
+ * it ("unknown" for ""). The string belongs to record. */
+const char *method_of(const cJSON *record);
 /* Whether record is an expansion kg-propose found nothing new for ("propose": {"status":
  * "empty"}): the learner marks its node exhausted, the picker counts it as nothing in flight. */
 int is_empty_expansion(const cJSON *record);

@@ -13,6 +13,7 @@
 #include "jsonl.h"
 #include "log.h"
 #include "run.h"
+#include "step.h"
 #include "stream.h"
 #include "trace.h"
 #include "xalloc.h"
@@ -531,16 +532,14 @@ static void story_add(struct run_story *st, const struct graph *g, cJSON *record
 		return; /* registered, exhausted, the baseline */
 	const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(record, "candidate");
 	const cJSON *bench = cJSON_GetObjectItemCaseSensitive(record, "bench");
-	const char *method = json_string(cJSON_GetObjectItemCaseSensitive(record, "method"), "canonical");
+	const char *method = method_of(record);
 	const char *proposer = json_string(candidate, "proposer"), *failed = failed_status(record);
 	double speedup = json_number(bench, "speedup", NAN);
 	if (isnan(speedup))
 		speedup = g->baseline_ms / json_number(bench, "median_ms", NAN);
-	if (!method)
-		method = nonempty(json_string(candidate, "method"));
 	st->tried++;
 	st->failed += failed != NULL;
-	tally_add(&st->methods, method ? method : "unknown", failed != NULL, speedup);
+	tally_add(&st->methods, method[0] ? method : "unknown", failed != NULL, speedup);
 	tally_add(&st->proposers, proposer ? proposer : "unknown", failed != NULL, speedup);
 	if (failed)
 		tally_add(&st->failures, failure_words(failed), 1, NAN);

@@ -179,16 +179,6 @@ static size_t path_to(const struct graph *g, const cJSON *record, size_t parent,
 	return n;
 }
 
-static const char *method_of(const cJSON *record)
-{
-	const cJSON *method = cJSON_GetObjectItemCaseSensitive(record, "method");
-	const char *canonical = json_string(method, "canonical");
-	if (canonical)
-		return canonical;
-	const char *named = json_string(cJSON_GetObjectItemCaseSensitive(record, "candidate"), "method");
-	return named ? named : "";
-}
-
 /* Max backup: a node's value is the best of its own and its children's. */
 static void back_up_max(struct graph *g, const size_t *path, size_t len)
 {
