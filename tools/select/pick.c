@@ -295,13 +295,18 @@ static cJSON *rollout_pick(struct graph *g)
 	return record;
 }
 
+/* Writes record on stdout and frees it. Returns 0, or -1 when the write failed: not reported
+ * here, as lib/stream's contract has it: cli_finish reports the error of standard output,
+ * with the system's reason, once. */
 static int write_record(cJSON *record)
 {
 	int rc = jsonl_write(stdout, record);
 	cJSON_Delete(record);
-	if (rc)
-		return log_error("cannot write the output:");
-	return 0;
+	/* A record that could not be printed at all leaves no error on stdout for cli_finish to
+	 * report: only memory can be short then (as stream_write has it). */
+	if (rc && !ferror(stdout))
+		xalloc_die();
+	return rc;
 }
 
 int stop_reason(const struct graph *g, const char **reason)
