@@ -10,7 +10,6 @@
 
 #include "bottleneck.h"
 #include "clock.h"
-#include "fileio.h"
 #include "graph.h"
 #include "jsonl.h"
 #include "log.h"
