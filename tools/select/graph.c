@@ -203,7 +203,7 @@ void graph_reserve(struct graph *g, size_t nodes, size_t edges)
 
 const char *graph_blob_text(const struct graph *g, struct blob b)
 {
-	if (b.off == BLOB_NONE || b.off >= g->blobs_len || b.len >= g->blobs_len - b.off)
+	if (b.off == BLOB_NONE || !blob_inside(b, g->blobs_len))
 		return NULL;
 	return g->blobs + b.off;
 }

@@ -51,6 +51,13 @@ struct blob {
 };
 #define BLOB_NONE UINT64_MAX
 
+/* Whether b (stored) lies inside blobs of len bytes with room for its NUL: the one range check
+ * of a reference, made when graph.bin is loaded (snapshot.c) and when a blob is read. */
+static inline int blob_inside(struct blob b, size_t len)
+{
+	return b.off < len && b.len < len - b.off;
+}
+
 /* What a node is besides its MCGS numbers. Plain data, stored as it is in graph.bin; the
  * strings and JSON values live in graph.blobs and are read through the accessors below. */
 struct gnode {
