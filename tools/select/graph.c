@@ -203,7 +203,7 @@ void graph_reserve(struct graph *g, size_t nodes, size_t edges)
 
 const char *graph_blob_text(const struct graph *g, struct blob b)
 {
-	if (b.off == BLOB_NONE || b.off >= g->blobs_len || b.len >= g->blobs_len - b.off)
+	if (b.off == BLOB_NONE || !blob_inside(b, g->blobs_len))
 		return NULL;
 	return g->blobs + b.off;
 }
@@ -547,10 +547,15 @@ static int load_edges(struct graph *g, const cJSON *edges, const char *path)
 uint64_t events_size(const char *run)
 {
 	char *path = run_path(run, RUN_EVENTS);
-	struct stat st;
-	uint64_t size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+	uint64_t size = events_size_at(path);
 	free(path);
 	return size;
+}
+
+uint64_t events_size_at(const char *events)
+{
+	struct stat st;
+	return stat(events, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
 /* A graph.json (version 1, graph_export's form), for graphs made elsewhere. */

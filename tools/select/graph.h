@@ -51,6 +51,13 @@ struct blob {
 };
 #define BLOB_NONE UINT64_MAX
 
+/* Whether b (stored) lies inside blobs of len bytes with room for its NUL: the one range check
+ * of a reference, made when graph.bin is loaded (snapshot.c) and when a blob is read. */
+static inline int blob_inside(struct blob b, size_t len)
+{
+	return b.off < len && b.len < len - b.off;
+}
+
 /* What a node is besides its MCGS numbers. Plain data, stored as it is in graph.bin; the
  * strings and JSON values live in graph.blobs and are read through the accessors below. */
 struct gnode {
@@ -130,6 +137,9 @@ struct graph {
 int graph_import(struct graph *g, const char *run);
 /* The size of RUN/events.jsonl in bytes; 0 when there is none. */
 uint64_t events_size(const char *run);
+/* The same of the log at events (run_path(RUN, RUN_EVENTS)), for a caller that holds the path
+ * already: the learner asks after every record. */
+uint64_t events_size_at(const char *events);
 /* Checks what a loaded graph holds before anything uses it: out-edge chains that match each
  * node's nout and end, edges between nodes with the rank rule, finite values, counters in
  * [0, GRAPH_COUNT_MAX] that agree (builds = the edges' evaluations), an incumbent and a

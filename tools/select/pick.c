@@ -295,13 +295,18 @@ static cJSON *rollout_pick(struct graph *g)
 	return record;
 }
 
+/* Writes record on stdout and frees it. Returns 0, or -1 when the write failed: not reported
+ * here, as lib/stream's contract has it: cli_finish reports the error of standard output,
+ * with the system's reason, once. */
 static int write_record(cJSON *record)
 {
 	int rc = jsonl_write(stdout, record);
 	cJSON_Delete(record);
-	if (rc)
-		return log_error("cannot write the output:");
-	return 0;
+	/* A record that could not be printed at all leaves no error on stdout for cli_finish to
+	 * report: only memory can be short then (as stream_write has it). */
+	if (rc && !ferror(stdout))
+		xalloc_die();
+	return rc;
 }
 
 int stop_reason(const struct graph *g, const char **reason)
@@ -344,30 +349,19 @@ struct pending {
 	int rollout;	 /* a rollout step is among them: the rollout waits for its result */
 };
 
-/* The edges of a pending record's path_edges, checked to lead from the root to node; returns
- * how many, or -1 when they do not. *edges is the caller's to free. */
-static long pending_path(const struct graph *g, const cJSON *record, size_t node, size_t **edges)
+/* Reports why (node_problem's, edge_problem's) for the record of s and frees it. Returns -1. */
+static int report_problem(struct stream *s, char *why)
 {
-	const cJSON *list = cJSON_GetObjectItemCaseSensitive(record, "path_edges"), *item;
-	size_t n = 0, at = 0;
-	*edges = xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(**edges));
-	if (!cJSON_IsArray(list))
-		return -1;
-	cJSON_ArrayForEach(item, list) {
-		double e = cJSON_IsNumber(item) ? item->valuedouble : -1;
-		if (e < 0 || e >= (double)g->g.nedges || floor(e) != e || g->g.edges[(size_t)e].from != at ||
-		    g->g.edges[(size_t)e].to == MCGS_NONE)
-			return -1;
-		(*edges)[n++] = (size_t)e;
-		at = g->g.edges[(size_t)e].to;
-	}
-	return at == node ? (long)n : -1;
+	stream_error(s, s->in.line, "%s", why);
+	free(why);
+	return -1;
 }
 
 /* One pending record: a pick like those of this batch. Its node (expand) or edge (evaluate)
  * is marked picked and its path gets a virtual visit, once per pick however many candidate
- * records it became. Returns 0, or -1 after reporting what is wrong at path:line. */
-static int pending_record(struct graph *g, const cJSON *record, const char *path, long line, struct picks *pk,
+ * records it became. Returns 0, or -1 after reporting what is wrong (stream_error: at
+ * FILE:LINE, ranked KG_EXIT_INPUT). */
+static int pending_record(struct stream *s, struct graph *g, const cJSON *record, struct picks *pk,
 			  struct pending *pd)
 {
 	const char *op = json_string(record, "op"), *state = json_string(record, "node");
@@ -375,34 +369,30 @@ static int pending_record(struct graph *g, const cJSON *record, const char *path
 		return 0; /* the end of an earlier pick's output: nothing in flight */
 	int expand = op && strcmp(op, "expand") == 0;
 	if (!op)
-		return log_at(path, line, "op: missing (a pending record is a pick: expand or evaluate)");
+		return stream_error(s, s->in.line, "op: missing (a pending record is a pick: expand or evaluate)");
 	if (!expand && strcmp(op, "evaluate") != 0)
-		return log_at(path, line, "op: '%s' is not a pick (expand or evaluate)", op);
+		return stream_error(s, s->in.line, "op: '%s' is not a pick (expand or evaluate)", op);
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(record, "node_id");
 	if (!cJSON_IsNumber(id))
-		return log_at(path, line, "node_id: missing (a pick names its node)");
-	if (id->valuedouble < 0 || id->valuedouble >= (double)g->g.nnodes || floor(id->valuedouble) != id->valuedouble)
-		return log_at(path, line, "node_id: %g is not a node of the graph", id->valuedouble);
-	size_t node = (size_t)id->valuedouble;
-	if (state && strcmp(graph_node_state(g, node), state) != 0)
-		return log_at(path, line, "node: %s is not the state of node %zu", state, node);
-	size_t e = MCGS_NONE;
+		return stream_error(s, s->in.line, "node_id: missing (a pick names its node)");
+	size_t node, e = MCGS_NONE;
+	char *why = node_problem(g, id->valuedouble, state, &node);
+	if (why)
+		return report_problem(s, why);
 	if (!expand) {
 		const cJSON *edge = cJSON_GetObjectItemCaseSensitive(record, "edge");
 		if (!cJSON_IsNumber(edge))
-			return log_at(path, line, "edge: missing (an evaluate pick names its edge)");
-		if (edge->valuedouble < 0 || edge->valuedouble >= (double)g->g.nedges ||
-		    floor(edge->valuedouble) != edge->valuedouble || g->g.edges[(size_t)edge->valuedouble].from != node)
-			return log_at(path, line, "edge: %g is not an edge out of node %zu", edge->valuedouble, node);
-		e = (size_t)edge->valuedouble;
+			return stream_error(s, s->in.line, "edge: missing (an evaluate pick names its edge)");
+		if ((why = edge_problem(g, edge->valuedouble, node, 1, &e)))
+			return report_problem(s, why);
 		if (g->g.edges[e].to != MCGS_NONE)
-			return log_at(path, line, "edge %zu was evaluated already: it is not pending", e);
+			return stream_error(s, s->in.line, "edge %zu was evaluated already: it is not pending", e);
 	}
 	size_t *edges;
-	long len = pending_path(g, record, node, &edges);
+	long len = path_edges(g, record, node, 1, &edges);
 	if (len < 0) {
 		free(edges);
-		return log_at(path, line, "path_edges: not a path of the graph from the root to node %zu", node);
+		return stream_error(s, s->in.line, "path_edges: not a path of the graph from the root to node %zu", node);
 	}
 	const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(record, "candidate");
 	if (cJSON_IsObject(candidate)) {
@@ -441,8 +431,7 @@ struct pending_reader {
 static enum stream_action take_pending(struct stream *s, cJSON *record, void *ctx)
 {
 	struct pending_reader *r = ctx;
-	if (pending_record(r->g, record, s->in.name, s->in.line, r->pk, r->pd) != 0)
-		stream_fail(s, KG_EXIT_INPUT);
+	pending_record(s, r->g, record, r->pk, r->pd);
 	cJSON_Delete(record);
 	return STREAM_TAKEN;
 }

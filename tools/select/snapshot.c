@@ -87,7 +87,7 @@ static int blob_valid(const struct snapshot *s, struct blob b, int optional, uin
 {
 	if (b.off == BLOB_NONE)
 		return optional;
-	if (b.off >= s->blobs_mapped || b.len >= s->blobs_mapped - b.off)
+	if (!blob_inside(b, s->blobs_mapped))
 		return 0;
 	if (b.off + b.len > *end)
 		*end = b.off + b.len;

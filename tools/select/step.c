@@ -47,9 +47,55 @@ void end_rollout(struct graph *g, const char *why, int catching_up)
 	memset(r, 0, sizeof(*r));
 }
 
+const char *method_of(const cJSON *record)
+{
+	const cJSON *method = cJSON_GetObjectItemCaseSensitive(record, "method");
+	const char *canonical = json_string(method, "canonical");
+	if (canonical)
+		return canonical;
+	const char *named = json_string(cJSON_GetObjectItemCaseSensitive(record, "candidate"), "method");
+	return named ? named : "";
+}
+
 int is_empty_expansion(const cJSON *record)
 {
 	const char *op = json_string(record, "op");
 	const char *status = json_string(cJSON_GetObjectItemCaseSensitive(record, "propose"), "status");
 	return op && strcmp(op, "expand") == 0 && status && strcmp(status, "empty") == 0;
+}
+
+char *node_problem(const struct graph *g, double id, const char *state, size_t *node)
+{
+	if (id < 0 || id >= (double)g->g.nnodes || floor(id) != id)
+		return xasprintf("node_id: %g is not a node of the graph", id);
+	*node = (size_t)id;
+	if (state && strcmp(graph_node_state(g, *node), state) != 0)
+		return xasprintf("node: %s is not the state of node %zu", state, *node);
+	return NULL;
+}
+
+char *edge_problem(const struct graph *g, double id, size_t from, int integral, size_t *edge)
+{
+	if (id < 0 || id >= (double)g->g.nedges || (integral && floor(id) != id) || g->g.edges[(size_t)id].from != from)
+		return xasprintf("edge: %g is not an edge out of node %zu", id, from);
+	*edge = (size_t)id;
+	return NULL;
+}
+
+long path_edges(const struct graph *g, const cJSON *record, size_t node, int integral, size_t **edges)
+{
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(record, "path_edges"), *item;
+	size_t n = 0, at = 0;
+	*edges = xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(**edges));
+	if (integral && !cJSON_IsArray(list))
+		return -1;
+	cJSON_ArrayForEach(item, list) {
+		double e = cJSON_IsNumber(item) ? item->valuedouble : -1;
+		if (e < 0 || e >= (double)g->g.nedges || (integral && floor(e) != e) || g->g.edges[(size_t)e].from != at ||
+		    g->g.edges[(size_t)e].to == MCGS_NONE)
+			return -1;
+		(*edges)[n++] = (size_t)e;
+		at = g->g.edges[(size_t)e].to;
+	}
+	return at == node ? (long)n : -1;
 }

@@ -32,8 +32,26 @@ const char *last_method(const struct graph *g, size_t node);
  * root, and trace.md notes it unless catching_up (the graph learns again what its log holds:
  * the note is written already). */
 void end_rollout(struct graph *g, const char *why, int catching_up);
+/* The method of a candidate record: its canonical name (kg-relabel's "method": {"canonical"}),
+ * else the one its proposer named, else "". The learner names its edge by it, trace.md tallies
+ * it ("unknown" for ""). The string belongs to record. */
+const char *method_of(const cJSON *record);
 /* Whether record is an expansion kg-propose found nothing new for ("propose": {"status":
  * "empty"}): the learner marks its node exhausted, the picker counts it as nothing in flight. */
 int is_empty_expansion(const cJSON *record);
+
+/* The checks of where a record says it is, which the picker (--pending) and the learner make
+ * alike; each reports what they return its own way. integral: an id with a fraction is
+ * wrong (the picker's; the learner takes its integer part, as it always has). */
+/* node_id id (a number), checked to be a node of g whose state is state (when given). Returns
+ * NULL with *node set, or what is wrong with the record, the caller's to free. */
+char *node_problem(const struct graph *g, double id, const char *state, size_t *node);
+/* edge id (a number), checked to be an edge of g out of from. Returns NULL with *edge set, or
+ * what is wrong with the record, the caller's to free. */
+char *edge_problem(const struct graph *g, double id, size_t from, int integral, size_t *edge);
+/* The edges of record's path_edges, walked from the root along evaluated edges; returns how
+ * many when they lead to node, else -1. integral also asks for an array of integers (the
+ * learner walks any list it is given). *edges is the caller's to free either way. */
+long path_edges(const struct graph *g, const cJSON *record, size_t node, int integral, size_t **edges);
 
 #endif

@@ -13,6 +13,8 @@
 #include "jsonl.h"
 #include "log.h"
 #include "run.h"
+#include "step.h"
+#include "stream.h"
 #include "trace.h"
 #include "xalloc.h"
 
@@ -126,12 +128,17 @@ static void add_line(struct strbuf *sb, const char *text, int code)
 static void add_variant(struct strbuf *sb, const struct graph *g, size_t node)
 {
 	const char *state = graph_node_state(g, node);
-	if (strncmp(state, "failed:", 7) == 0)
+	if (strncmp(state, "failed:", 7) == 0) {
 		strbuf_addstr(sb, "no variant");
-	else if (node == 0)
-		strbuf_addf(sb, "[baseline](variants/%s/)", state);
+		return;
+	}
+	/* relative to the run, where trace.md is; lib/run names the directory */
+	char *dir = run_variant_path(NULL, state, NULL);
+	if (node == 0)
+		strbuf_addf(sb, "[baseline](%s/)", dir);
 	else
-		strbuf_addf(sb, "[%.*s](variants/%s/)", SHORT_STATE, state, state);
+		strbuf_addf(sb, "[%.*s](%s/)", SHORT_STATE, state, dir);
+	free(dir);
 }
 
 /* A configuration as "block_m 64, block_n 128", in a code span. */
@@ -525,16 +532,14 @@ static void story_add(struct run_story *st, const struct graph *g, cJSON *record
 		return; /* registered, exhausted, the baseline */
 	const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(record, "candidate");
 	const cJSON *bench = cJSON_GetObjectItemCaseSensitive(record, "bench");
-	const char *method = json_string(cJSON_GetObjectItemCaseSensitive(record, "method"), "canonical");
+	const char *method = method_of(record);
 	const char *proposer = json_string(candidate, "proposer"), *failed = failed_status(record);
 	double speedup = json_number(bench, "speedup", NAN);
 	if (isnan(speedup))
 		speedup = g->baseline_ms / json_number(bench, "median_ms", NAN);
-	if (!method)
-		method = nonempty(json_string(candidate, "method"));
 	st->tried++;
 	st->failed += failed != NULL;
-	tally_add(&st->methods, method ? method : "unknown", failed != NULL, speedup);
+	tally_add(&st->methods, method[0] ? method : "unknown", failed != NULL, speedup);
 	tally_add(&st->proposers, proposer ? proposer : "unknown", failed != NULL, speedup);
 	if (failed)
 		tally_add(&st->failures, failure_words(failed), 1, NAN);
@@ -616,26 +621,37 @@ static void add_best(struct strbuf *sb, const struct graph *g, const cJSON *reco
 			  "`best.json`.\n");
 }
 
+/* What story_record adds each record of the log to. */
+struct story_reader {
+	struct run_story *st;
+	const struct graph *g;
+};
+
+static enum stream_action story_record(struct stream *s, cJSON *record, void *ctx)
+{
+	(void)s;
+	struct story_reader *r = ctx;
+	story_add(r->st, r->g, record);
+	cJSON_Delete(record);
+	return STREAM_TAKEN;
+}
+
 int trace_summary(const struct graph *g, const char *stopped)
 {
 	char *events = run_path(g->run, RUN_EVENTS);
 	struct run_story st = {0};
 	strbuf_init(&st.moves);
-	struct jsonl_reader reader;
-	int rc = jsonl_reader_open(&reader, events);
+	struct stream s;
+	int rc = stream_open(&s, events, NULL);
 	free(events);
 	if (rc != 0)
 		goto out;
-	cJSON *record;
-	enum jsonl_status status;
-	while ((status = jsonl_next(&reader, &record)) != JSONL_EOF && status != JSONL_IO_ERROR) {
-		if (status == JSONL_RECORD) {
-			story_add(&st, g, record);
-			cJSON_Delete(record);
-		}
-	}
-	jsonl_reader_release(&reader);
-	if (status == JSONL_IO_ERROR) {
+	/* A bad line of the log is reported by the reader and left out of the story: only a
+	 * failed read, after which the story would be a part of the run's, leaves it unwritten. */
+	struct story_reader r = {.st = &st, .g = g};
+	stream_each(&s, story_record, &r);
+	stream_release(&s);
+	if (s.broken) {
 		rc = -1;
 		goto out;
 	}

@@ -10,7 +10,6 @@
 
 #include "bottleneck.h"
 #include "clock.h"
-#include "fileio.h"
 #include "graph.h"
 #include "jsonl.h"
 #include "log.h"
@@ -37,10 +36,20 @@ struct updater {
 	/* Set while the graph learns again what its log holds beyond it: what those records wrote
 	 * then (events, trace, dataset rows) is written already. */
 	int catching_up;
+	/* RUN's ReGraph dataset (OUTDIR_REGRAPH_DATASET), made once rather than per record */
+	char *dataset;
 };
 
 /* Reports a record that cannot be handled; it is passed on unchanged. */
 #define record_error(u, line, ...) report_record(&(u)->status, (u)->input_name, (line), __VA_ARGS__)
+
+/* record_error for what node_problem or edge_problem found; frees why. Returns -1. */
+static int report_problem(struct updater *u, long line, char *why)
+{
+	record_error(u, line, "%s", why);
+	free(why);
+	return -1;
+}
 
 static int append_line(const struct updater *u, const char *path, const cJSON *obj)
 {
@@ -124,15 +133,13 @@ static size_t parent_of(struct updater *u, const cJSON *record, long line)
 	double id = json_number(record, "node_id", NAN);
 	const char *state = json_string(record, "node");
 	if (!isnan(id)) {
-		if (id < 0 || id >= (double)g->g.nnodes || floor(id) != id) {
-			record_error(u, line, "node_id: %g is not a node of the graph", id);
+		size_t node;
+		char *why = node_problem(g, id, state, &node);
+		if (why) {
+			report_problem(u, line, why);
 			return MCGS_NONE;
 		}
-		if (state && strcmp(graph_node_state(g, (size_t)id), state) != 0) {
-			record_error(u, line, "node: %s is not the state of node %g", state, id);
-			return MCGS_NONE;
-		}
-		return (size_t)id;
+		return node;
 	}
 	if (!state) /* a candidate from the root (kg-propose --exhaustive, say) */
 		return 0;
@@ -146,26 +153,13 @@ static size_t parent_of(struct updater *u, const cJSON *record, long line)
  * there is replaced by the first one found (a record written by hand, say). */
 static size_t path_to(const struct graph *g, const cJSON *record, size_t parent, size_t **edges)
 {
-	const cJSON *list = cJSON_GetObjectItemCaseSensitive(record, "path_edges"), *item;
-	size_t n = 0, at = 0;
-	*edges = xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(**edges));
-	int ok = 1;
-	cJSON_ArrayForEach(item, list) {
-		double e = cJSON_IsNumber(item) ? item->valuedouble : -1;
-		if (e < 0 || e >= (double)g->g.nedges || g->g.edges[(size_t)e].from != at || g->g.edges[(size_t)e].to == MCGS_NONE) {
-			ok = 0;
-			break;
-		}
-		(*edges)[n++] = (size_t)e;
-		at = g->g.edges[(size_t)e].to;
-	}
-	if (ok && at == parent)
-		return n;
+	long walked = path_edges(g, record, parent, 0, edges);
+	if (walked >= 0)
+		return (size_t)walked;
 	/* Walk back from parent along any in-edge: ranks decrease, so this ends at the root. */
-	size_t depth = (size_t)g->g.nodes[parent].rank, node = parent;
+	size_t depth = (size_t)g->g.nodes[parent].rank, node = parent, n = 0;
 	free(*edges);
 	*edges = xcalloc(depth + 1, sizeof(**edges));
-	n = 0;
 	while (node != 0 && n <= depth) {
 		size_t found = MCGS_NONE;
 		for (size_t e = 0; e < g->g.nedges && found == MCGS_NONE; e++)
@@ -182,16 +176,6 @@ static size_t path_to(const struct graph *g, const cJSON *record, size_t parent,
 		(*edges)[n - 1 - i] = t;
 	}
 	return n;
-}
-
-static const char *method_of(const cJSON *record)
-{
-	const cJSON *method = cJSON_GetObjectItemCaseSensitive(record, "method");
-	const char *canonical = json_string(method, "canonical");
-	if (canonical)
-		return canonical;
-	const char *named = json_string(cJSON_GetObjectItemCaseSensitive(record, "candidate"), "method");
-	return named ? named : "";
 }
 
 /* Max backup: a node's value is the best of its own and its children's. */
@@ -272,9 +256,9 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	double edge_id = json_number(record, "edge", NAN);
 	size_t e;
 	if (!isnan(edge_id)) {
-		if (edge_id < 0 || edge_id >= (double)g->g.nedges || g->g.edges[(size_t)edge_id].from != parent)
-			return record_error(u, line, "edge: %g is not an edge out of node %zu", edge_id, parent);
-		e = (size_t)edge_id;
+		char *why = edge_problem(g, edge_id, parent, 0, &e);
+		if (why)
+			return report_problem(u, line, why);
 	} else {
 		/* The proposer's prior (a rule's, the model's predicted gain, an LLM's) weighed by what
 		 * the ReGraph learned of the move; either alone when the other is missing; then by
@@ -355,29 +339,30 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	json_add_number(upd, "learned_iter", (double)g->iter);
 	json_add(record, "update", upd);
 
-	/* One row per evaluated transition, for kg-regraph. */
-	char t[40];
-	utc_now(t, sizeof(t), 1);
-	cJSON *row = json_object();
-	json_add_string(row, "t", t);
-	json_add_string(row, "kernel", g->kernel);
-	json_add_string(row, "arch", json_string(build, "arch") ? json_string(build, "arch") : "");
-	json_add_string(row, "from_method", last_method(g, parent));
-	json_add_string(row, "to_method", graph_edge_method(g, e)[0] ? graph_edge_method(g, e) : "unknown");
-	json_add(row, "ok", cJSON_CreateBool(ok));
-	json_add_number(row, "median_ms", median);
-	json_add_number(row, "baseline_ms", g->baseline_ms);
-	json_add_number(row, "speedup", ok ? speedup : NAN);
-	json_add_number(row, "reward", reward);
-	json_add_string(row, "candidate_id", json_string(candidate, "id") ? json_string(candidate, "id") : "");
-	json_add_string(row, "variant_dir", json_string(build, "dir") ? json_string(build, "dir") : "");
-	char *dataset = run_outdir_path(u->g->run, OUTDIR_REGRAPH_DATASET);
-	/* A measured transition the dataset lacks would be missing from every ReGraph built
-	 * from it: an I/O error, as a failed write of the log is. */
-	if (append_line(u, dataset, row) != 0)
-		u->status = exit_status_merge(u->status, KG_EXIT_IO);
-	free(dataset);
-	cJSON_Delete(row);
+	/* One row per evaluated transition, for kg-regraph; a record learned again while catching
+	 * up wrote its row then. */
+	if (!u->catching_up) {
+		char t[40];
+		utc_now(t, sizeof(t), 1);
+		cJSON *row = json_object();
+		json_add_string(row, "t", t);
+		json_add_string(row, "kernel", g->kernel);
+		json_add_string(row, "arch", json_string(build, "arch") ? json_string(build, "arch") : "");
+		json_add_string(row, "from_method", last_method(g, parent));
+		json_add_string(row, "to_method", graph_edge_method(g, e)[0] ? graph_edge_method(g, e) : "unknown");
+		json_add(row, "ok", cJSON_CreateBool(ok));
+		json_add_number(row, "median_ms", median);
+		json_add_number(row, "baseline_ms", g->baseline_ms);
+		json_add_number(row, "speedup", ok ? speedup : NAN);
+		json_add_number(row, "reward", reward);
+		json_add_string(row, "candidate_id", json_string(candidate, "id") ? json_string(candidate, "id") : "");
+		json_add_string(row, "variant_dir", json_string(build, "dir") ? json_string(build, "dir") : "");
+		/* A measured transition the dataset lacks would be missing from every ReGraph built
+		 * from it: an I/O error, as a failed write of the log is. */
+		if (append_line(u, u->dataset, row) != 0)
+			u->status = exit_status_merge(u->status, KG_EXIT_IO);
+		cJSON_Delete(row);
+	}
 
 	if (!u->catching_up) {
 		struct trace_step step = {.record = record, .method = graph_edge_method(g, e), .parent = parent,
@@ -443,7 +428,7 @@ static int apply_record(struct updater *u, cJSON *record, long line)
 static void catch_up_with_log(struct updater *u, const char *events)
 {
 	struct graph *g = u->g;
-	uint64_t size = events_size(g->run);
+	uint64_t size = events_size_at(events);
 	if (!u->exists || size == g->events_len)
 		return;
 	if (size < g->events_len) {
@@ -492,12 +477,14 @@ static void catch_up_with_log(struct updater *u, const char *events)
 static void updater_init(struct updater *u, struct step *step, int exists, const char *input_name)
 {
 	struct graph *g = step->g;
-	*u = (struct updater){.step = step, .g = g, .exists = exists, .input_name = input_name, .bottleneck_node = MCGS_NONE};
+	*u = (struct updater){.step = step, .g = g, .exists = exists, .input_name = input_name, .bottleneck_node = MCGS_NONE,
+			      .dataset = run_outdir_path(g->run, OUTDIR_REGRAPH_DATASET)};
 }
 
 static void updater_release(struct updater *u)
 {
 	cJSON_Delete(u->regraph_doc);
+	free(u->dataset);
 }
 
 /* Before a pick: learns what the log holds beyond the graph (catch_up_with_log). Returns
@@ -546,7 +533,7 @@ static enum stream_action update_record(struct stream *s, cJSON *record, void *c
 	}
 	cJSON_Delete(logged);
 	if (us->learning) {
-		step->g->events_len = events_size(step->g->run);
+		step->g->events_len = events_size_at(us->events);
 		if (step_save(step) != 0)
 			stream_fail(s, KG_EXIT_IO);
 	}
