@@ -8,8 +8,14 @@ mode on the table converted to a Kernel Tuner cache, and random sampling compute
 Its score is optimum / best: the fastest correct configuration in the table over the fastest
 correct one the search measured (0 when it measured none). Each run is kept in the work folder
 under a key of what decides its result, so a rerun computes only what is missing.
+
+kg-tune also runs with history (--history): "others", each table tuned with the other tables of
+the same kernel (the same kernel name and tuning parameters: other GPUs, other sizes) as
+history, leaving itself out; "misleading", with one of those tables (itself when it has none)
+whose times are shuffled among its configurations, a history that ranks at random.
 """
 import argparse
+import gzip
 import hashlib
 import json
 import math
@@ -24,6 +30,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The fully measured spaces of ../shared/data (README there), or SHARED_DATA.
+SHARED = os.environ.get("SHARED_DATA") or os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 # One BLAS thread per run, set before NumPy loads, so that bayes_opt's Gaussian process fits
 # round the same on machines with more cores (a last-bit difference can change its path).
@@ -48,7 +56,18 @@ SPACES = [
      "benchmarks/data/matmul_H100/matmul_4096_H100_T4.json"),
     ("fused_matmul_act_4096", "examples/fused_matmul_act/fused_matmul_act.json",
      "benchmarks/data/matmul_H100/fused_matmul_act_4096_H100_T4.json"),
+    ("convolution_MI250X", "benchmarks/data/convolution_A4000/convolution_milo.json",
+     "$SHARED/convolution_more/MI250X_T4.json.gz"),
+    ("convolution_W6600", "benchmarks/data/convolution_A4000/convolution_milo.json",
+     "$SHARED/convolution_more/W6600_T4.json.gz"),
+    ("convolution_W7800", "benchmarks/data/convolution_A4000/convolution_milo.json",
+     "$SHARED/convolution_more/W7800_T4.json.gz"),
+    ("dedispersion_A4000", "$SHARED/dedispersion/dedispersion_milo.json", "$SHARED/dedispersion/A4000_T4.json.gz"),
+    ("dedispersion_MI250X", "$SHARED/dedispersion/dedispersion_milo.json", "$SHARED/dedispersion/MI250X_T4.json.gz"),
+    ("dedispersion_W6600", "$SHARED/dedispersion/dedispersion_milo.json", "$SHARED/dedispersion/W6600_T4.json.gz"),
+    ("dedispersion_W7800", "$SHARED/dedispersion/dedispersion_milo.json", "$SHARED/dedispersion/W7800_T4.json.gz"),
 ]
+HISTORY_MODES = ["none", "others", "misleading"]
 
 # Kernel Tuner 1.5's single-objective strategies that need nothing beyond its own dependencies
 # (brute_force is the converter's check; skopt and pyatf_strategies need other packages).
@@ -63,6 +82,9 @@ STRATEGIES = ["random_sample", "genetic_algorithm", "bayes_opt", "simulated_anne
 STRATEGY_OPTIONS = {"bayes_opt": {"method": "multi-fast"}}
 
 KG, RANDOM = "kg-tune", "uniform random"
+# kg-tune's rows with history, by mode (none is KG itself).
+KG_WITH = {"others": "kg-tune + history", "misleading": "kg-tune + misleading history"}
+KG_TOOLS = [KG] + list(KG_WITH.values())
 WITHIN = 1.05  # "within 5 %": best <= 1.05 * optimum
 
 
@@ -99,12 +121,27 @@ def digest(*paths):
     return h.hexdigest()[:12]
 
 
+def resolve(path, work):
+    """A path of SPACES: from the repository root, $SHARED the shared data; a gzipped table is
+    decompressed into WORK/tables/ once (kg-tune --replay reads a file)."""
+    path = path.replace("$SHARED", SHARED) if path.startswith("$SHARED") else os.path.join(ROOT, path)
+    if not path.endswith(".gz"):
+        return path
+    out = os.path.join(work, "tables", "%s-%s" % (digest(path), os.path.basename(path)[:-3]))
+    if not os.path.exists(out):
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with gzip.open(path, "rb") as f, open(out + ".tmp", "wb") as g:
+            g.write(f.read())
+        os.replace(out + ".tmp", out)
+    return out
+
+
 def prepare_space(name, spec_path, table_path, work):
     """Reads a space and writes what every run of it needs into WORK/spaces/NAME-DIGEST/:
     space.json (parameters, restrictions, each valid configuration's time) and kt_cache.json (the
     table in Kernel Tuner's cache format). Returns the space, with "skipped" set when the table
     lacks valid configurations."""
-    spec_path, table_path = os.path.join(ROOT, spec_path), os.path.join(ROOT, table_path)
+    spec_path, table_path = resolve(spec_path, work), resolve(table_path, work)
     fp = digest(spec_path, table_path)
     folder = os.path.join(work, "spaces", "%s-%s" % (name, fp))
     if os.path.exists(os.path.join(folder, "space.json")):
@@ -140,6 +177,7 @@ def prepare_space(name, spec_path, table_path, work):
     times = {k: table[k]["time"] for k in valid if k in table}
     correct = [t for t in times.values() if t is not None]
     space = {"name": name, "spec": os.path.relpath(spec_path, ROOT), "table": os.path.relpath(table_path, ROOT),
+             "family": hashlib.sha256(json.dumps([ks["KernelName"], params]).encode()).hexdigest()[:12],
              "digest": fp, "folder": folder, "kernel": ks["KernelName"], "problem_size": ks.get("ProblemSize", []),
              "params": params, "restrictions": restrictions, "table_results": len(results),
              "table_configurations": len(table), "valid": len(valid), "correct": len(correct),
@@ -249,6 +287,38 @@ def run_kt(space, strategy, budget, seed):
     return {"trace": trace, "evaluations": len(results), "wall_s": wall}
 
 
+def misleading_table(space, source, work):
+    """A history that ranks at random: source's table (a space of the same kernel) with its
+    measurements shuffled among its configurations, the same shuffle every time. Returns its
+    path."""
+    out = os.path.join(work, "tables", "shuffled-%s-%s.json" % (source["name"], source["digest"]))
+    if not os.path.exists(out):
+        with open(os.path.join(ROOT, source["table"])) as f:
+            doc = json.load(f)
+        results = doc["results"]
+        measured = [{k: r[k] for k in ("times", "invalidity") if k in r} for r in results]
+        random.Random(source["name"]).shuffle(measured)
+        for r, m in zip(results, measured):
+            r.pop("times", None)
+            r.update(m)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out + ".tmp", "w") as f:
+            json.dump(doc, f)
+        os.replace(out + ".tmp", out)
+    return out
+
+
+def history_of(space, mode, family, work):
+    """The --history tables of a space's runs in a mode: none; the other tables of its kernel;
+    one of them (itself when it has none) shuffled."""
+    others = sorted((s for s in family if s["name"] != space["name"]), key=lambda s: s["name"])
+    if mode == "others":
+        return [os.path.join(ROOT, s["table"]) for s in others]
+    if mode == "misleading":
+        return [misleading_table(space, (others or [space])[0], work)]
+    return []
+
+
 def run_kg(space, budget, seed, opts, cache_dir, tmp_root):
     """A kg-tune run: its trace (baseline first) from events.jsonl, checked against best.json."""
     names = list(space["params"])
@@ -305,7 +375,7 @@ def job(task):
         with open(space_file) as f:
             _spaces[space_file] = json.load(f)
     space = _spaces[space_file]
-    if tool == KG:
+    if tool in KG_TOOLS:
         result = run_kg(space, budget, seed, extra["opts"], extra["cache_dir"], extra["tmp"])
     else:
         try:
@@ -342,9 +412,9 @@ def summarize(space, tool, budget, runs):
          "mean": sum(x["ratio"] for x in scores) / len(scores),
          "within": sum(x["within"] for x in scores) / len(scores),
          "distinct": sum(x["distinct"] for x in scores) / len(scores),
-         "measured": sum(r["evaluations"] if tool == KG else len(r["trace"]) for r in runs) / len(runs),
+         "measured": sum(r["evaluations"] if tool in KG_TOOLS else len(r["trace"]) for r in runs) / len(runs),
          "wall_s": sum(r["wall_s"] for r in runs) / len(runs)}
-    if tool == KG:  # the best of events.jsonl and best.json's must agree
+    if tool in KG_TOOLS:  # the best of events.jsonl and best.json's must agree
         s["best_json_disagrees"] = sum(r["best_json_ms"] != x["best_ms"] for r, x in zip(runs, scores))
         # and kg-tune must see each configuration as the table has it (to the 15 digits cJSON
         # prints; a failure where the table has a time is kg-build's: replay still compiles)
@@ -354,22 +424,23 @@ def summarize(space, tool, budget, runs):
 
 
 def table(space, rows, budgets, seeds):
-    """The Markdown table of one space: a row per tool, a column per budget."""
+    """The Markdown table of one space: a row per tool, a column per budget, then the targets."""
     lines = ["### %s: %d valid configurations (%d correct), optimum %.6g ms; %d seeds" % (
         space["name"], space["valid"], space["correct"], space["optimum_ms"], seeds), "",
         "| search | " + " | ".join("%d builds" % b for b in budgets) + " |", "|---" * (len(budgets) + 1) + "|"]
     best_kt = {}
     for b in budgets:
-        kt = [s for s in rows if s["budget"] == b and s["tool"] not in (KG, RANDOM)]
+        kt = [s for s in rows if s["budget"] == b and s["tool"] not in KG_TOOLS + [RANDOM]]
         best_kt[b] = max(kt, key=lambda s: s["mean"])["tool"] if kt else None
-    tools = [KG, RANDOM] + sorted({s["tool"] for s in rows} - {KG, RANDOM})
+    tools = [t for t in KG_TOOLS if any(s["tool"] == t for s in rows)] + [RANDOM] + sorted(
+        {s["tool"] for s in rows} - set(KG_TOOLS) - {RANDOM})
     for tool in tools:
         cells = []
         for b in budgets:
             s = next((s for s in rows if s["tool"] == tool and s["budget"] == b), None)
             cell = "-" if s is None else "%.3f (%.2f)" % (s["mean"], s["within"])
             cells.append("**%s**" % cell if best_kt[b] == tool else cell)
-        label = tool if tool in (KG, RANDOM) else "KT " + tool
+        label = tool if tool in KG_TOOLS + [RANDOM] else "KT " + tool
         lines.append("| %s | %s |" % (label, " | ".join(cells)))
     lines.append("")
     lines.append("Cells: mean optimum / best over the seeds (fraction of seeds within 5 %%); bold: the best "
@@ -377,30 +448,40 @@ def table(space, rows, budgets, seeds):
     # kg-tune measures its baseline on top of its budget; a search may end early (converged,
     # nothing left to try) or, as some of Kernel Tuner's do, stop short of max_fevals.
     short = ["%s at %d: %.1f" % (s["tool"], s["budget"], s["measured"]) for s in rows
-             if s["tool"] != RANDOM and s["measured"] < min(s["budget"], space["valid"] - (s["tool"] == KG)) - 0.05]
+             if s["tool"] != RANDOM and s["measured"] < min(s["budget"], space["valid"] - (s["tool"] in KG_TOOLS)) - 0.05]
     if short:
         lines.append("Configurations measured (mean; kg-tune's after its baseline) where fewer than the budget: "
                      + "; ".join(short) + ".")
-    kg = [s for s in rows if s["tool"] == KG]
-    if kg:
-        lines.append("kg-tune wall time per search, mean: " + ", ".join(
-            "%.1f s at %d (%.0f %% of builds from the compile cache)" % (s["wall_s"], s["budget"], 100 * s["cached_builds"])
-            for s in kg) + ".")
+    for tool in KG_TOOLS:
+        kg = [s for s in rows if s["tool"] == tool]
+        if not kg:
+            continue
+        lines.append("%s, wall time per search, mean: " % tool + ", ".join(
+            "%.1f s at %d (%.0f ms a build)" % (s["wall_s"], s["budget"], 1000 * s["wall_s"] / s["budget"]) for s in kg) + ".")
         for field, what in (("best_json_disagrees", "runs whose best.json disagrees with events.jsonl"),
                             ("replay_mismatches", "configurations measured otherwise than the table has them")):
             if sum(s[field] for s in kg):
-                lines.append("WARNING: kg-tune: %d %s." % (sum(s[field] for s in kg), what))
+                lines.append("WARNING: %s: %d %s." % (tool, sum(s[field] for s in kg), what))
+    g = {(s["tool"], s["budget"]): s["mean"] for s in rows}
+    verdicts = []
     for b in budgets:
-        if b not in (40, 80) or not best_kt.get(b):
-            continue
-        g = {s["tool"]: s["mean"] for s in rows if s["budget"] == b}
-        if KG not in g:
-            continue
-        verdict = "met" if g[KG] >= g[best_kt[b]] else "missed"
-        line = "Target at %d: kg-tune %.3f vs best KT (%s) %.3f: %s" % (b, g[KG], best_kt[b], g[best_kt[b]], verdict)
-        if space["name"].startswith("convolution"):
-            line += "; vs random + 0.10 = %.3f: %s" % (g[RANDOM] + 0.10, "met" if g[KG] >= g[RANDOM] + 0.10 else "missed")
-        lines.append(line + ".")
+        if b <= 160 and best_kt.get(b) and (KG, b) in g:
+            verdicts.append("at %d %.3f vs %.3f (%s): %s" % (b, g[KG, b], g[best_kt[b], b], best_kt[b],
+                                                            "met" if g[KG, b] >= g[best_kt[b], b] else "missed"))
+    if verdicts:
+        lines.append("Target, without history at least the best KT strategy: " + "; ".join(verdicts) + ".")
+    h, m = KG_WITH["others"], KG_WITH["misleading"]
+    verdicts = ["at %d %+.3f" % (b, g[h, b] - g[KG, b]) + ("" if g[h, b] >= g[KG, b] - 0.01 else " (missed)")
+                for b in budgets if (h, b) in g and (KG, b) in g]
+    if verdicts:
+        lines.append("Target, history never below no history by more than 0.01: " + "; ".join(verdicts) + ".")
+    if (h, 20) in g and 160 in best_kt and best_kt[160]:
+        kt160 = g[best_kt[160], 160]
+        lines.append("Where history ranks well, 20 builds with it against the best KT at 160: %.3f vs %.3f (%s)." % (
+            g[h, 20], kt160, "reached" if g[h, 20] >= kt160 else "not reached"))
+    if (m, 40) in g and (KG, 40) in g:
+        lines.append("Target, a misleading history costs at most 0.02 at 40: %+.3f (%s)." % (
+            g[m, 40] - g[KG, 40], "met" if g[m, 40] >= g[KG, 40] - 0.02 else "missed"))
     return "\n".join(lines) + "\n"
 
 
@@ -414,7 +495,11 @@ def bin_digest():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--spaces", default=",".join(s[0] for s in SPACES), help="comma-separated (default: all, %(default)s)")
-    ap.add_argument("--budgets", default="20,40,80,160", help="builds per search (default 20,40,80,160)")
+    ap.add_argument("--budgets", default="20,40,80,160,320", help="builds per search (default %(default)s)")
+    ap.add_argument("--history", default="none",
+                    help="kg-tune's history modes, comma-separated, of %s (default %%(default)s)" % ",".join(HISTORY_MODES))
+    ap.add_argument("--kt-max-budget", type=int, default=None,
+                    help="run Kernel Tuner's strategies only up to this budget (bayes_opt is cubic in it)")
     ap.add_argument("--seeds", type=int, default=20, help="seeds 1..N (default 20)")
     ap.add_argument("--strategies", default=",".join(STRATEGIES), help="Kernel Tuner's, comma-separated (default %(default)s)")
     ap.add_argument("--no-kg", action="store_true", help="leave kg-tune out")
@@ -439,6 +524,10 @@ def main():
         if n not in known:
             sys.exit("search: unknown space '%s' (known: %s)" % (n, ", ".join(known)))
     budgets = [int(b) for b in opt.budgets.split(",")]
+    modes = [m for m in opt.history.split(",") if m]
+    for m in modes:
+        if m not in HISTORY_MODES:
+            sys.exit("search: unknown history mode '%s' (known: %s)" % (m, ", ".join(HISTORY_MODES)))
     strategies = [s for s in opt.strategies.split(",") if s]
     seeds = list(range(1, opt.seeds + 1))
     kg_opts = ["--jobs", str(opt.kg_jobs)] + opt.kg_tune_opts.split()
@@ -461,15 +550,30 @@ def main():
                 file=sys.stderr)
         spaces.append(space)
 
+    # The other tables of each space's kernel, for the history modes (prepared when not chosen).
+    families = {}
+    if any(m != "none" for m in modes):
+        for n, *paths in SPACES:
+            sp = next((s for s in spaces if s["name"] == n), None) or prepare_space(n, *paths, opt.work)
+            if not sp.get("skipped"):
+                families.setdefault(sp["family"], []).append(sp)
+
     # Every run, longest first (kg-tune's, large budgets) so that the pool ends together.
     tasks = []
     for space in (s for s in spaces if not s.get("skipped")):
         sf = os.path.join(space["folder"], "space.json")
+        history = {m: history_of(space, m, families.get(space["family"], []), opt.work) for m in modes}
+        keys = {m: kg_key if m == "none" else "%s-%s-%s" % (kg_key, m, hashlib.sha256(
+            " ".join(digest(h) for h in history[m]).encode()).hexdigest()[:12]) for m in modes}
         for b in sorted(budgets, reverse=True):
             for seed in seeds:
-                if not opt.no_kg:
-                    path = os.path.join(space["folder"], "kg-tune-" + kg_key, "b%d-s%d.json" % (b, seed))
-                    tasks.append((sf, KG, b, seed, path, {"opts": kg_opts, "cache_dir": cache_dir, "tmp": tmp}))
+                for m in [] if opt.no_kg else modes:
+                    opts = kg_opts + [o for h in history[m] for o in ("--history", h)]
+                    path = os.path.join(space["folder"], "kg-tune-" + keys[m], "b%d-s%d.json" % (b, seed))
+                    tool = KG if m == "none" else KG_WITH[m]
+                    tasks.append((sf, tool, b, seed, path, {"opts": opts, "cache_dir": cache_dir, "tmp": tmp}))
+                if opt.kt_max_budget is not None and b > opt.kt_max_budget:
+                    continue
                 for st in strategies:
                     path = os.path.join(space["folder"], "kt-%s-%s" % (kernel_tuner.__version__, st),
                                         "b%d-s%d.json" % (b, seed))
@@ -504,14 +608,14 @@ def main():
         for b in budgets:
             rows.append(dict(random_exact(space, b), space=space["name"], tool=RANDOM, budget=b,
                              distinct=min(b, space["valid"]), measured=min(b, space["valid"])))
-            for tool in ([] if opt.no_kg else [KG]) + strategies:
+            for tool in ([] if opt.no_kg else [KG if m == "none" else KG_WITH[m] for m in modes]) + strategies:
                 got = [res for t, res in sorted(mine, key=lambda x: x[0][3]) if t[1] == tool and t[2] == b]
                 if got:
                     rows.append(summarize(space, tool, b, got))
         runs += [dict({k: v for k, v in res.items() if k != "trace"}, space=space["name"], tool=t[1], budget=t[2],
                       seed=t[3], **score(space, res)) for t, res in mine]
         summary += rows
-        report.append(table(space, rows, budgets, len(seeds)).replace("| kg-tune |", "| %s |" % kg_label))
+        report.append(table(space, rows, budgets, len(seeds)))
     print("\n".join(report))
 
     doc = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kernel_tuner": kernel_tuner.__version__,

@@ -289,6 +289,29 @@ void gp_predict(const struct gp *gp, const double *x, double *mu, double *var, d
 		free(k);
 }
 
+double gp_mean(const struct gp *gp, const double *x)
+{
+	double m = 0;
+	for (size_t i = 0; i < gp->n; i++)
+		m += gp_kernel(gp, x, gp->x + i * gp->d) * gp->alpha[i];
+	return m;
+}
+
+void gp_loo(const struct gp *gp, double *mu, double *var)
+{
+	size_t n = gp->n;
+	double *col = xcalloc(n + 1, sizeof(*col));
+	for (size_t i = 0; i < n; i++) { /* [K^-1]_ii = |L^-1 e_i|^2, e_i's solve starting at i */
+		memset(col, 0, n * sizeof(*col));
+		col[i] = 1;
+		forward(gp->chol, n, col);
+		double kii = dot(col, col, n);
+		var[i] = 1 / kii;
+		mu[i] = gp->z[i] - gp->alpha[i] / kii;
+	}
+	free(col);
+}
+
 double gp_expected_improvement(double mu, double sd, double best)
 {
 	if (!(sd > 0))

@@ -52,6 +52,15 @@ double gp_kernel(const struct gp *gp, const double *a, const double *b);
  * w = L^-1 k(x) (n values) when w is not NULL. */
 void gp_predict(const struct gp *gp, const double *x, double *mu, double *var, double *w);
 
+/* The mean alone at x (standardized units): linear in the points, where gp_predict's variance
+ * is quadratic. */
+double gp_mean(const struct gp *gp, const double *x);
+
+/* The leave-one-out predictions at each of the gp's n points from the other n - 1 (standardized
+ * units, noise included; Rasmussen and Williams eq. 5.12): mu_i = z_i - alpha_i / [K^-1]_ii,
+ * var_i = 1 / [K^-1]_ii. */
+void gp_loo(const struct gp *gp, double *mu, double *var);
+
 /* Expected improvement below best (minimization) of a normal prediction (mu, sd). */
 double gp_expected_improvement(double mu, double sd, double best);
 

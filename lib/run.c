@@ -17,6 +17,7 @@ static const char *const run_names[] = {
 	[RUN_GRAPH_BLOBS] = "graph.blobs", [RUN_GRAPH_JSON] = "graph.json", [RUN_BEST] = "best",
 	[RUN_BEST_JSON] = "best.json",	    [RUN_TRACE] = "trace.md",	     [RUN_LLM] = "llm",
 	[RUN_LLM_CACHE] = "llm/cache",
+	[RUN_HISTORY] = "history.json",
 };
 
 static const char *const outdir_names[] = {

@@ -35,6 +35,7 @@ enum run_file {
 	RUN_TRACE,	/* trace.md */
 	RUN_LLM,	/* llm/: every LLM request and answer */
 	RUN_LLM_CACHE,	/* llm/cache/ */
+	RUN_HISTORY,	/* history.json: how far the model last trusted each --history file (kg-propose) */
 };
 
 /* The files OUTDIR holds for all its runs. */

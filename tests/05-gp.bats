@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # 05-gp.bats: lib/gp.c, the Gaussian process of kg-propose's model proposer: its objective
 # and gradient against a NumPy computation of the same formulas (pinned here), the gradient
-# against finite differences, a fit that lowers the objective, predictions that make sense.
+# against finite differences, a fit that lowers the objective, predictions that make sense,
+# leave-one-out predictions as refits give them.
 
 load test_helper
 
@@ -32,4 +33,30 @@ close() {
 	# a category never seen with this value is unsure; EI is positive there
 	run_tool 0 "$LIBTEST" gp "$FIXTURES/gp/mixed.txt"
 	awk '/^at 0.5 1:/ { exit !($7 > 0.5 && $NF > 0) }' <<<"$output"
+}
+
+@test "leave-one-out predictions are those of the model refitted without each point" {
+	run_tool 0 "$LIBTEST" gp "$FIXTURES/gp/smooth.txt"
+	assert_line "leave-one-out matches the refits without each point"
+	run_tool 0 "$LIBTEST" gp "$FIXTURES/gp/mixed.txt"
+	assert_line "leave-one-out matches the refits without each point"
+}
+
+@test "history: a source is calibrated onto the run by a line, and weighed by the pairs it ranks right" {
+	# a source in the run's order, one reversed, one partly right; against a ranker that knows nothing
+	run_tool 0 "$LIBTEST" transfer 1,2,3,4,5,6 2,4,6,8,10,12 6,5,4,3,2,1 3,1,2,6,5,4
+	assert_output "$(printf '%s\n' \
+		"source 1: y = 0 + 0.5 h, residual variance 2.91667e-06, misordered 0 of 15 pairs" \
+		"source 2: y = 3.5 + 0 h, residual variance 4.375, misordered 15 of 15 pairs" \
+		"source 3: y = 1.4 + 0.6 h, residual variance 2.8, misordered 5 of 15 pairs" \
+		"weights 0.999 0.000 0.000 0.001")"
+	# the reversed source alone: worse than chance in 95 % of the draws, it gets nothing
+	run_tool 0 "$LIBTEST" transfer 1,2,3,4,5,6 6,5,4,3,2,1
+	assert_line --index 1 "weights 0.000 1.000"
+	# two points: a shift only; a source that misorders the one pair still ties chance half the time
+	run_tool 0 "$LIBTEST" transfer 1,2 5,1
+	assert_output "$(printf '%s\n' "source 1: y = -1.5 + 1 h, residual variance nan, misordered 1 of 1 pairs" "weights 0.234 0.765")"
+	# no pair to rank (equal times): no one knows more than chance
+	run_tool 0 "$LIBTEST" transfer 1,1,1 1,2,3
+	assert_line --index 1 "weights 0.500 0.500"
 }

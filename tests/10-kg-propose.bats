@@ -461,7 +461,7 @@ measure_by_formula() {
 	measure_by_formula <<<"$output"
 	expansion > pick.jsonl
 	run_tool 0 kg-propose -v --rules pick.jsonl
-	[[ "$stderr" == *": model of 5 configurations ("*" correct, 0 measurements from --model-history) over 3 parameters and 2 launch figures, best "* ]]
+	[[ "$stderr" == *": model of 5 configurations ("*" correct) over 3 parameters and 2 launch figures, best "* ]]
 	[[ "$stderr" == *": the model proposes 4 of 11 configurations (0 in flight)"* ]]
 	echo "$output" > first.jsonl
 	# its four picks, none measured, each with a prediction; every move priced by the model,
@@ -516,33 +516,37 @@ measure_by_formula() {
 	assert_stderr "$(printf '%s\n' "kg-propose: --model-picks: 'x' is not a whole number from 0 to 1000" "Try 'kg-propose --help' for more information.")"
 }
 
-@test "--model-history: earlier measurements train the model at once; their best is measured again first" {
+@test "--history: a table that ranks the run well leads from the first build; one that ranks it wrong loses its weight" {
 	fresh_run
 	expansion > pick.jsonl
-	# yesterday's table of the same kernel: every configuration, half of today's formula
+	# yesterday's table of the same kernel on another GPU: every configuration, half of today's formula
 	kg-propose -x -s "$RUN/spec.json" | jq -s '{results: map(.candidate.config | {configuration: ., times: {runtimes:
 		[0.5 * (128 / .block_size_x + 1 / .items_per_thread + (if .use_fma then 0.1 else 0 end))]},
 		invalidity: "correct", correctness: 1, measurements: []})}' > yesterday.json
-	run_tool 0 kg-propose -v --rules --model-history yesterday.json pick.jsonl
-	[[ "$stderr" == *": model of 16 configurations (16 correct, 16 measurements from --model-history) over 3 parameters and 2 launch figures, best 0.5 ms"* ]]
+	# the run has measured its baseline alone: no model of its own, but the history's best goes first
+	run_tool 0 kg-propose -v --rules --history yesterday.json pick.jsonl
+	[[ "$stderr" == *": model of 1 configurations (1 correct; too few for a model of the run's own) over 3 parameters and 2 launch figures, best "* ]]
+	[[ "$stderr" == *": history yesterday.json: 16 configurations, weight 0.500 (0 % of the run's pairs misordered)"* ]]
 	[ "$(head -1 <<<"$output" | jq -c '.candidate | [.proposer, .config]')" = \
 		'["rules:model",{"block_size_x":256,"items_per_thread":2,"use_fma":false}]' ]
-	# with them and a run of its own, a rules' move that gains on its node (the slowest the
-	# run measured) but even optimistically not on the run's best is dropped, whatever
-	# --min-pred-gain
+	jq -r 'select(.candidate.proposer == "rules:model") | .candidate.detail' <<<"$output" | grep -q '; history weight 0.50$'
+	# the trust is kept for kg-tune's table and trace.md
+	[ "$(jq -c '[.observations, .run_weight, (.sources[] | .file, .configurations, .weight)]' "$RUN/history.json")" = \
+		'[1,0.5,"yesterday.json",16,0.5]' ]
+	# with measurements of its own, a table in the run's order gains weight and one in the
+	# reverse order loses it all
 	run_tool 0 kg-propose --rules pick.jsonl
 	measure_by_formula <<<"$output"
-	jq -c --argjson n "$(jq -c 'select(.bench.status == "ok") | {s: .update.child, c: .build.config, t: .bench.median_ms}' \
-		"$RUN/events.jsonl" | jq -s 'max_by(.t)')" '.node = $n.s | .config = $n.c' pick.jsonl > slowest.jsonl
 	jq '.results[].times.runtimes[0] *= 2' yesterday.json > today.json
-	run_tool 0 kg-propose -v --rules --min-pred-gain 0 --model-history today.json slowest.jsonl
-	[[ "$stderr" == *": rules:neighbour: use_fma false -> true: dropped: the model expects it no faster than the run's best"* ]]
-	# without the history, the model of five measurements is too unsure to drop it
-	run_tool 0 kg-propose -v --rules --min-pred-gain 0 slowest.jsonl
-	[[ "$stderr" != *"use_fma false -> true: dropped"* ]]
-	run_tool 2 kg-propose --model-history missing.json pick.jsonl
+	jq '.results[].times.runtimes[0] |= 1 / .' yesterday.json > reversed.json
+	run_tool 0 kg-propose -v --rules --history today.json --history reversed.json pick.jsonl
+	# (the baseline was not timed by the formula: its four pairs are misordered by both)
+	[[ "$stderr" == *": history today.json: 16 configurations, weight 0.676 (40 % of the run's pairs misordered)"* ]]
+	[[ "$stderr" == *": history reversed.json: 16 configurations, weight 0.000 (60 % of the run's pairs misordered)"* ]]
+	jq -e '.sources[0].weight > 0.5 and .sources[1].weight == 0' "$RUN/history.json"
+	run_tool 2 kg-propose --history missing.json pick.jsonl
 	assert_stderr "$(printf '%s\n' "kg-propose: cannot read 'missing.json': No such file or directory" \
-		"kg-propose: --model-history: 'missing.json' is not a table of measurements" "Try 'kg-propose --help' for more information.")"
+		"kg-propose: --history: 'missing.json' is not a table of measurements" "Try 'kg-propose --help' for more information.")"
 }
 
 @test "expand records that cannot be answered are reported, passed through, and exit 1" {

@@ -19,6 +19,7 @@
 #include "methods.h"
 #include "parse.h"
 #include "gp.h"
+#include "transfer.h"
 #include "nvrtc_dl.h"
 #include "pyexpr.h"
 #include "ptx_lines.h"
@@ -53,6 +54,7 @@ static int usage(void)
 	      "       kg-libtest fill SPEC ARGUMENT SET\n"
 	      "       kg-libtest harness ARCH\n"
 	      "       kg-libtest gp FILE\n"
+	      "       kg-libtest transfer Y H1 [H2...]\n"
 	      "       kg-libtest mcgs T1|T1b|T2|T3|T4|T4c|T4d|T4e|T5|T7d|T8|T8b|T8c|T8d|widen\n"
 	      "       kg-libtest ptx-regions FILE [ENTRY]\n"
 	      "       kg-libtest ptx-lines FILE FIRST LAST\n"
@@ -310,6 +312,76 @@ static int cuda_nvrtc(const struct cuda_lines *cl, const char *arch)
 	return status;
 }
 
+/* The numbers of a comma-separated list into v (at most max); returns how many. */
+static size_t number_list(const char *text, double *v, size_t max)
+{
+	size_t n = 0;
+	for (char *end; n < max && *text; text = *end == ',' ? end + 1 : end) {
+		v[n++] = strtod(text, &end);
+		if (end == text)
+			log_die(KG_EXIT_USAGE, "'%s' is not a list of numbers", text);
+	}
+	return n;
+}
+
+/* kg-libtest transfer Y H1 [H2...]: lib/transfer.c on the run's values Y and the sources'
+ * values H1... (comma-separated lists of one length): each source's calibration and misordered
+ * pairs, and the weights of the sources and of a ranker that knows nothing (seed 1, 1000
+ * draws). */
+static int cmd_transfer(int argc, char **argv)
+{
+	enum { MAX = 64 };
+	double y[MAX], h[8][MAX], w[9], wrong[9];
+	const double *hs[8];
+	size_t n = number_list(argv[0], y, MAX), nsrc = 0;
+	for (int k = 1; k < argc && nsrc < 8; k++, nsrc++) {
+		if (number_list(argv[k], h[nsrc], MAX) != n)
+			log_die(KG_EXIT_USAGE, "source %d has not %zu values", k, n);
+		hs[nsrc] = h[nsrc];
+		double a, b, resid;
+		transfer_calibrate(y, h[nsrc], n, &a, &b, &resid);
+		printf("source %zu: y = %.6g + %.6g h, residual variance %.6g, misordered %g of %zu pairs\n", nsrc + 1, a, b,
+		       resid, transfer_misordered(y, h[nsrc], n), n * (n - 1) / 2);
+	}
+	transfer_weights(y, n, hs, nsrc, NULL, NULL, 1000, 1, w, wrong);
+	printf("weights");
+	for (size_t k = 0; k <= nsrc; k++)
+		printf(" %.3f", w[k]);
+	printf("\n");
+	return KG_EXIT_OK;
+}
+
+/* Whether gp_loo's predictions match the model of the other n - 1 points (the same theta and
+ * standardized targets, factored anew), noise included, within 1e-9. */
+static int loo_matches_refits(const struct gp *gp)
+{
+	size_t n = gp->n, d = gp->d;
+	double *mu = xcalloc(n, sizeof(*mu)), *var = xcalloc(n, sizeof(*var));
+	struct gp rest = {.n = n - 1, .d = d, .categorical = gp->categorical, .mean = 0, .sd = 1};
+	rest.x = xcalloc((n - 1) * d + 1, sizeof(*rest.x));
+	rest.z = xcalloc(n, sizeof(*rest.z));
+	rest.chol = xcalloc(n * n, sizeof(*rest.chol));
+	rest.alpha = xcalloc(n, sizeof(*rest.alpha));
+	gp_loo(gp, mu, var);
+	int ok = 1;
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = 0, k = 0; j < n; j++)
+			if (j != i) {
+				memcpy(rest.x + k * d, gp->x + j * d, d * sizeof(*rest.x));
+				rest.z[k++] = gp->z[j];
+			}
+		double m, v;
+		gp_objective(&rest, gp->theta, NULL);
+		gp_predict(&rest, gp->x + i * d, &m, &v, NULL);
+		v += exp(gp->theta[d + 1]) + 1e-8; /* the noise and jitter the factor holds */
+		ok = ok && fabs(m - mu[i]) < 1e-9 && fabs(v - var[i]) < 1e-9;
+	}
+	gp_release(&rest);
+	free(mu);
+	free(var);
+	return ok;
+}
+
 /* kg-libtest gp FILE: a Gaussian process on the points of FILE ("d D", "categorical F...",
  * then rows "x_1 ... x_D y"; rows "? x_1 ... x_D" are queries): the objective and its
  * gradient at the prior's mode, the largest gap between that gradient and central finite
@@ -372,6 +444,8 @@ static int cmd_gp(const char *path)
 	for (size_t j = 0; j < d + 2; j++)
 		printf(" %.4f", gp.theta[j]);
 	printf("\n");
+	printf("leave-one-out %s\n", loo_matches_refits(&gp) ? "matches the refits without each point"
+							      : "DIFFERS from the refits without each point");
 	for (size_t i = 0; i < q; i++) {
 		double mu, var;
 		gp_predict(&gp, query + i * d, &mu, &var, NULL);
@@ -1394,6 +1468,8 @@ int main(int argc, char **argv)
 		status = cmd_kargs(argv[2], argc == 4 ? argv[3] : NULL);
 	else if (strcmp(cmd, "gp") == 0 && argc == 3)
 		status = cmd_gp(argv[2]);
+	else if (strcmp(cmd, "transfer") == 0 && argc >= 4)
+		status = cmd_transfer(argc - 2, argv + 2);
 	else if (strcmp(cmd, "harness") == 0 && argc == 3)
 		status = cmd_harness(argv[2]);
 	else if (strcmp(cmd, "fill") == 0 && argc == 5)

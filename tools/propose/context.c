@@ -451,7 +451,7 @@ size_t context_in_flight(struct run_info *run, const struct node_info *node, siz
 	return n;
 }
 
-struct history {
+struct history_read {
 	const struct t1_spec *spec;
 	size_t n, *indices;
 	double *log_ms;
@@ -459,7 +459,7 @@ struct history {
 
 static int add_history(void *ctx, const cJSON *config, const cJSON *bench)
 {
-	struct history *h = ctx;
+	struct history_read *h = ctx;
 	size_t np = h->spec->nparams;
 	h->indices = xreallocarray(h->indices, (h->n + 1) * (np + 1), sizeof(*h->indices));
 	if (config_indices(h->spec, config, h->indices + h->n * np) != 0)
@@ -471,14 +471,14 @@ static int add_history(void *ctx, const cJSON *config, const cJSON *bench)
 	return 0;
 }
 
-size_t context_history(struct run_info *run, const struct node_info *node, size_t **indices, double **log_ms)
+size_t context_history(struct run_info *run, const struct node_info *node, size_t k, size_t **indices, double **log_ms)
 {
-	struct history h = {.spec = run->run.spec};
+	struct history_read h = {.spec = run->run.spec};
 	const char *base = json_string(run->run.baseline, "state");
 	const cJSON *e;
 	*indices = NULL;
 	*log_ms = NULL;
-	if (!run->history)
+	if (k >= run->nhistory)
 		return 0;
 	cJSON_ArrayForEach(e, run->events) { /* a run kg-init did not make has no baseline.json */
 		const cJSON *build = cJSON_GetObjectItemCaseSensitive(e, "build");
@@ -487,7 +487,7 @@ size_t context_history(struct run_info *run, const struct node_info *node, size_
 	}
 	if (!base || strcmp(source_digest(run, base), node->digest) != 0)
 		return 0; /* a table of configurations measured the spec's kernel, not an edit of it */
-	if (replay_each(run->history, add_history, &h) != 0)
+	if (replay_each(run->history[k].table, add_history, &h) != 0)
 		h.n = 0;
 	*indices = h.indices;
 	*log_ms = h.log_ms;

@@ -16,6 +16,13 @@
 #include "t1.h"
 #include "xalloc.h"
 
+/* An earlier measurement of the kernel (kg-propose --history FILE): a T4 table or a run's
+ * events.jsonl, of another GPU, problem size or night. */
+struct history {
+	const char *path;
+	struct replay *table;
+};
+
 /* One candidate change, from the rules or from an LLM expert, before it is checked. */
 struct proposal {
 	char *proposer;	     /* "rules:neighbour", "llm:gpt-5-mini/throughput" */
@@ -43,7 +50,8 @@ struct run_info {
 	struct digest *digests; /* the sources' digests, by state */
 	size_t ndigests;
 	const struct replay *within; /* --within: only configurations this table measured */
-	const struct replay *history; /* --model-history: earlier measurements for the model */
+	const struct history *history; /* --history: earlier measurements for the model */
+	size_t nhistory;
 	const cJSON *pending;	     /* --pending's records (the runs'), or NULL */
 	struct sent {		     /* configuration changes this process sent out */
 		char digest[SHA256_HEX_SIZE]; /* of the source they apply to */
@@ -103,11 +111,11 @@ size_t context_observations(struct run_info *run, const struct node_info *node, 
 /* p, accepted, goes out as a candidate of node: in flight from now on. */
 void context_sent(struct run_info *run, const struct node_info *node, const struct proposal *p);
 
-/* The measurements of --model-history (run->history) of configurations of the space, when
- * node's source is the spec's kernel (the table's configurations measured it): n x nparams
+/* The measurements of history file k (run->history[k]) of configurations of the space, when
+ * node's source is the spec's kernel (a table's configurations measured it): n x nparams
  * indices into *indices, ln of each median into *log_ms (NAN for a failure). Returns n; the
  * arrays are the caller's to free. */
-size_t context_history(struct run_info *run, const struct node_info *node, size_t **indices, double **log_ms);
+size_t context_history(struct run_info *run, const struct node_info *node, size_t k, size_t **indices, double **log_ms);
 
 /* The configurations of node's source in flight (--pending records of run, and those this
  * process sent out: none is measured yet) into *indices (n x nparams, the caller's to free). Returns n. */

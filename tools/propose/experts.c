@@ -541,7 +541,7 @@ static char *prompt_context(const struct experts *ex, struct run_info *run, cons
 	symptoms_section(&sb, node);
 	regions_section(&sb, run, node);
 	metrics_section(&sb, run, node);
-	history_section(&sb, run, ex->history);
+	history_section(&sb, run, ex->recent);
 	methods_section(&sb, ex, run, node);
 	return strbuf_detach(&sb);
 }

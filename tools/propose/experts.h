@@ -20,7 +20,7 @@ struct experts {
 	struct persona *personas;
 	size_t npersonas;
 	int candidates;		 /* asked of each expert */
-	int history;		 /* recent attempts shown */
+	int recent;		 /* recent attempts shown (--recent) */
 	const char *catalog;	 /* --catalog, else OUTDIR/methods.json */
 	const char *regraph;	 /* --regraph, else OUTDIR/regraph.json */
 	int allowed;		 /* --regraph-filter: only the ReGraph's neighbours of the last method */

@@ -31,7 +31,8 @@ struct options {
 	uint64_t seed;	       /* --seed */
 	struct rules_settings rules; /* --rules-random, --model-picks, --min-pred-gain */
 	struct replay *within; /* --within FILE */
-	struct replay *history; /* --model-history FILE */
+	struct history *history; /* --history FILE, repeatable */
+	size_t nhistory;
 	const char *pending;   /* --pending FILE: candidates in flight, not yet in events.jsonl */
 	const char *input;     /* FILE, or stdin */
 	struct experts ex;
@@ -61,9 +62,11 @@ static void usage(FILE *fp)
 	      "                          even an optimistic prediction (two standard deviations) makes\n"
 	      "                          less than G faster than the node (default 0.02), or no faster\n"
 	      "                          than the run's best; the model's own picks are kept\n"
-	      "      --model-history FILE  earlier measurements of this kernel on this device (a T4 table\n"
-	      "                          or an earlier run's events.jsonl): the model learns from them\n"
-	      "                          too, and proposes again those it expects to beat the run's best\n"
+	      "      --history FILE      earlier measurements of this kernel (a T4 table or a run's\n"
+	      "                          events.jsonl, of another GPU, problem size or night; repeatable):\n"
+	      "                          the model follows each as far as it ranks the run's own\n"
+	      "                          measurements, from the first build on (RUN/history.json says how\n"
+	      "                          far it trusts each)\n"
 	      "      --within FILE       propose only configurations that FILE (a T4 table or an\n"
 	      "                          events.jsonl, as for kg-bench --replay) measured\n"
 	      "      --pending FILE      FILE holds candidate records in flight (proposed, not yet\n"
@@ -82,7 +85,7 @@ static void usage(FILE *fp)
 	      "  -p, --persona P         an expert: throughput, memory, robustness, or a prompt file (its name\n"
 	      "                          without extension names the expert); repeatable (default all three)\n"
 	      "      --candidates N      candidates asked of each expert (default 3)\n"
-	      "      --history N         recent attempts shown in the prompt (default 8)\n"
+	      "      --recent N          recent attempts shown in the prompt (default 8)\n"
 	      "      --catalog FILE      the method catalog (default OUTDIR/methods.json, else the sixteen seeds)\n"
 	      "      --regraph FILE      the ReGraph for suggested next methods (default OUTDIR/regraph.json)\n"
 	      "      --regraph-filter    keep only candidates whose method (matched onto the catalog) is one of\n"
@@ -119,7 +122,7 @@ static void usage(FILE *fp)
 /* ---------------------------------------------------------------- options */
 
 enum {
-	OPT_RANDOM = 256, OPT_RULES_RANDOM, OPT_SEED, OPT_CANDIDATES, OPT_HISTORY, OPT_CATALOG, OPT_REGRAPH, OPT_REGRAPH_FILTER, OPT_REGRAPH_TOP, OPT_WITHIN, OPT_PENDING, OPT_MODEL_PICKS, OPT_MIN_PRED_GAIN, OPT_MODEL_HISTORY,
+	OPT_RANDOM = 256, OPT_RULES_RANDOM, OPT_SEED, OPT_CANDIDATES, OPT_RECENT, OPT_CATALOG, OPT_REGRAPH, OPT_REGRAPH_FILTER, OPT_REGRAPH_TOP, OPT_WITHIN, OPT_PENDING, OPT_MODEL_PICKS, OPT_MIN_PRED_GAIN, OPT_HISTORY,
 	OPT_TOOL_ROUNDS, OPT_TOOL_RESULT_BYTES, OPT_TOOL_TOTAL_BYTES,
 };
 
@@ -154,10 +157,10 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{"count", no_argument, NULL, 'c'},
 		{"exhaustive", no_argument, NULL, 'x'},
 		{"help", no_argument, NULL, 'h'},
-		{"history", required_argument, NULL, OPT_HISTORY},
+		{"recent", required_argument, NULL, OPT_RECENT},
 		{"llm", no_argument, NULL, 'l'},
 		{"min-pred-gain", required_argument, NULL, OPT_MIN_PRED_GAIN},
-		{"model-history", required_argument, NULL, OPT_MODEL_HISTORY},
+		{"history", required_argument, NULL, OPT_HISTORY},
 		{"model-picks", required_argument, NULL, OPT_MODEL_PICKS},
 		{"pending", required_argument, NULL, OPT_PENDING},
 		{"persona", required_argument, NULL, 'p'},
@@ -207,11 +210,14 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			if (!(opt->within = replay_load(optarg)))
 				cli_usage_error("--within: '%s' is not a table of measurements", optarg);
 			break;
-		case OPT_MODEL_HISTORY:
-			replay_free(opt->history);
-			if (!(opt->history = replay_load(optarg)))
-				cli_usage_error("--model-history: '%s' is not a table of measurements", optarg);
+		case OPT_HISTORY: {
+			struct replay *table = replay_load(optarg);
+			if (!table)
+				cli_usage_error("--history: '%s' is not a table of measurements", optarg);
+			opt->history = xreallocarray(opt->history, opt->nhistory + 1, sizeof(*opt->history));
+			opt->history[opt->nhistory++] = (struct history){.path = optarg, .table = table};
 			break;
+		}
 		case OPT_SEED: {
 			const char *why = parse_uint64(optarg, UINT64_MAX, &opt->seed);
 			if (why)
@@ -219,7 +225,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			break;
 		}
 		case OPT_CANDIDATES: opt->ex.candidates = (int)count_arg("--candidates", optarg, 1); break;
-		case OPT_HISTORY: opt->ex.history = (int)count_arg("--history", optarg, 0); break;
+		case OPT_RECENT: opt->ex.recent = (int)count_arg("--recent", optarg, 0); break;
 		case OPT_CATALOG: opt->ex.catalog = optarg; break;
 		case OPT_REGRAPH: opt->ex.regraph = optarg; break;
 		case OPT_REGRAPH_FILTER: opt->ex.allowed = 1; break;
@@ -561,6 +567,7 @@ static enum stream_action propose_record(struct stream *s, cJSON *record, void *
 	if (run) {
 		run->within = pr->opt->within;
 		run->history = pr->opt->history;
+		run->nhistory = pr->opt->nhistory;
 	}
 	enum stream_action action = STREAM_PASS;
 	if (!dir) {
@@ -603,7 +610,7 @@ int main(int argc, char **argv)
 {
 	struct options opt = {
 		.rules = {.random = 2, .model = {.picks = 4, .initial = 5, .min_pred_gain = 0.02, .iterations = 60, .budget_left = NAN}},
-		.ex = {.candidates = 3, .history = 8, .allowed_top = 5, .tool_result_bytes = 8000, .tool_total_bytes = 32000},
+		.ex = {.candidates = 3, .recent = 8, .allowed_top = 5, .tool_result_bytes = 8000, .tool_total_bytes = 32000},
 	};
 	llm_settings_init(&opt.ex.llm);
 	log_init("kg-propose");
@@ -619,6 +626,8 @@ int main(int argc, char **argv)
 	}
 	experts_release(&opt.ex);
 	replay_free(opt.within);
-	replay_free(opt.history);
+	for (size_t k = 0; k < opt.nhistory; k++)
+		replay_free(opt.history[k].table);
+	free(opt.history);
 	return cli_finish(status);
 }

@@ -1,5 +1,6 @@
 /* model.c (kg-propose): the model-guided rule: a Gaussian process on ln time over the node's
- * space proposes the configurations of largest expected improvement, and prices every move. */
+ * space, and earlier measurements as far as they rank the run's own, propose the configurations
+ * of largest expected improvement and price every move. */
 #include "common.h"
 
 #include <math.h>
@@ -12,10 +13,14 @@
 #include "moves.h"
 #include "rng.h"
 #include "rules.h"
+#include "transfer.h"
 
-/* Observations beyond this many are thinned (the best half kept, then the latest), so that a
- * long run's fit stays well under a second: the fit is cubic in them. */
-#define OBS_MAX 256
+/* The model holds at most OBS_MAX observations, FIT_MAX / 2 best and then the latest, and its
+ * hyperparameters are fitted to the first FIT_MAX of them, so that a long run's step costs
+ * what a short run's does: each step of the fit is cubic in its points, each prediction
+ * quadratic in the model's. */
+#define OBS_MAX 128
+#define FIT_MAX 64
 /* The pool the acquisition is maximized over: the whole space up to POOL_LISTED configurations,
  * else POOL_DRAWS uniform ones, every one-parameter move of the MOVES_FROM best measured, and
  * hill-climbs on the expected improvement from the CLIMB_STARTS best of those. */
@@ -30,6 +35,12 @@
 #define ENDGAME_BUILDS 6
 /* The smallest prior, so that kg-select's normalization never divides by zero. */
 #define PRIOR_FLOOR 1e-3
+/* The history: the draws that weigh the sources (transfer.h), each source's best configurations
+ * put in the pool (a space too large to list would miss them), and its fit's steps when it
+ * lacks configurations (its model stands in for them). */
+#define WEIGH_DRAWS 128
+#define SOURCE_TOP 64
+#define SOURCE_FIT_STEPS 30
 
 /* The launch's figures that become coordinates of their own when they vary: the blocks of
  * the grid and the threads of a block. Time follows them across parameters (a tile's two
@@ -52,11 +63,33 @@ struct model {
 	size_t *param_of;	    /* d: each coordinate's parameter */
 	unsigned char *categorical; /* d: compared as same or different */
 	double **position;	    /* d: each ordinal value's place in [0,1] (NULL: categorical) */
-	struct gp gp;
+	struct gp gp;	    /* the run's own model, when has_gp; else only its mean and sd */
+	int has_gp;
+	double w_run;	    /* the run model's weight beside the sources (1 without history) */
+	struct source *src; /* --history, read for the node's space */
+	size_t nsrc;
 	size_t *measured; /* nmeasured x nparams: the configurations the run measured, distinct */
 	size_t nmeasured;
 	double best_z;	  /* the best correct observation, standardized */
+	int no_best;	  /* the run has no correct measurement: picks by the lowest prediction */
 	double y_node;	  /* ln ms of the node: measured, or else predicted */
+};
+
+/* One --history file's measurements of the node's space. */
+struct source {
+	const char *path;
+	size_t n;	     /* distinct configurations */
+	size_t *indices;     /* n x nparams, best first */
+	double *y;	     /* ln ms; a failure as its worst correct time */
+	size_t *slots;	     /* open addressing on the indices: point + 1, 0 empty */
+	size_t nslots;
+	int complete;	     /* it measured every listed configuration */
+	struct gp gp;	     /* where it did not measure (when has_gp; else its mean) */
+	int has_gp;
+	unsigned char *categorical; /* the gp's (the model's) */
+	double mean;
+	double a, b, resid;  /* calibrated onto the run: a + b y, residual variance (ln ms) */
+	double weight, misordered;
 };
 
 /* ln of the launch figures of the configuration at indices; -1 when its launch cannot be
@@ -91,6 +124,79 @@ static void encode(const struct model *m, const size_t *indices, double *x)
 	}
 }
 
+/* ---------------------------------------------------------------- predictions */
+
+static size_t source_slot(const struct source *src, const size_t *indices, size_t np)
+{
+	size_t s = (size_t)fnv1a64(indices, np * sizeof(*indices)) & (src->nslots - 1);
+	while (src->slots[s] && memcmp(src->indices + (src->slots[s] - 1) * np, indices, np * sizeof(*indices)) != 0)
+		s = (s + 1) & (src->nslots - 1);
+	return s;
+}
+
+/* Source src's ln ms at the configuration at indices (x its coordinates): its measurement, or
+ * else its model's mean, or else its mean. */
+static double source_value(const struct model *m, const struct source *src, const size_t *indices, const double *x)
+{
+	size_t slot = source_slot(src, indices, m->spec->nparams);
+	if (src->slots[slot])
+		return src->y[src->slots[slot] - 1];
+	return src->has_gp ? src->gp.mean + src->gp.sd * gp_mean(&src->gp, x) : src->mean;
+}
+
+/* The sources' share of a prediction, in the run model's standardized units: each source's
+ * calibrated value by its weight; the variance, each one's residual variance by its weight
+ * squared (none before the run can calibrate it). */
+static void sources_predict(const struct model *m, const size_t *indices, const double *x, double *mu, double *var)
+{
+	*mu = 0, *var = 0;
+	for (size_t k = 0; k < m->nsrc; k++) {
+		const struct source *src = &m->src[k];
+		if (!(src->weight > 0))
+			continue;
+		double v = src->a + src->b * source_value(m, src, indices, x);
+		*mu += src->weight * (v - m->gp.mean) / m->gp.sd;
+		if (!isnan(src->resid))
+			*var += src->weight * src->weight * src->resid / (m->gp.sd * m->gp.sd);
+	}
+}
+
+/* The run model's prediction (its prior, mean 0 and variance 1, before it has one); w as
+ * gp_predict's. */
+static void run_predict(const struct model *m, const double *x, double *mu, double *var, double *w)
+{
+	if (m->has_gp)
+		gp_predict(&m->gp, x, mu, var, w);
+	else
+		*mu = 0, *var = 1;
+}
+
+/* The whole prediction: the run model by its weight, then the sources. */
+static double mixed_mu(const struct model *m, double mu_run, double mu_src)
+{
+	return m->w_run * mu_run + mu_src;
+}
+
+static double mixed_var(const struct model *m, double var_run, double var_src)
+{
+	return m->w_run * m->w_run * var_run + var_src;
+}
+
+static void predict(const struct model *m, const size_t *indices, const double *x, double *mu, double *var)
+{
+	double mu_run, var_run, mu_src, var_src;
+	run_predict(m, x, &mu_run, &var_run, NULL);
+	sources_predict(m, indices, x, &mu_src, &var_src);
+	*mu = mixed_mu(m, mu_run, mu_src);
+	*var = mixed_var(m, var_run, var_src);
+}
+
+/* The expected improvement of a prediction over the run's best (standardized units). */
+static double improvement(const struct model *m, double mu, double var)
+{
+	return m->no_best ? -mu : gp_expected_improvement(mu, sqrt(var), m->best_z);
+}
+
 /* A move's prior (its expected improvement of ln time over the run's best) from a prediction
  * in standardized units; *weak (unless NULL) when even an optimistic outcome gains less than
  * min_pred_gain over the node, or does not beat the run's best (at a slow node every move
@@ -101,8 +207,10 @@ static double gain_prior(const struct model *m, double mu, double var, enum move
 	double y_best = m->gp.mean + m->gp.sd * m->best_z, optimistic = mu_y - KAPPA * sd_y;
 	if (weak)
 		*weak = exp(m->y_node - optimistic) - 1 < m->settings.min_pred_gain ? MOVE_WEAK_ON_NODE
-			: optimistic >= y_best					       ? MOVE_WEAK_ON_BEST
+			: !m->no_best && optimistic >= y_best			       ? MOVE_WEAK_ON_BEST
 										       : MOVE_STRONG;
+	if (m->no_best)
+		return fmax(exp(-mu_y), PRIOR_FLOOR);
 	return fmax(gp_expected_improvement(mu_y, sd_y, y_best), PRIOR_FLOOR);
 }
 
@@ -113,7 +221,7 @@ double model_prior(const struct model *m, const cJSON *full, enum move_weakness 
 	*weak = MOVE_STRONG;
 	if (config_indices(m->spec, full, indices) == 0) {
 		encode(m, indices, x);
-		gp_predict(&m->gp, x, &mu, &var, NULL);
+		predict(m, indices, x, &mu, &var);
 		prior = gain_prior(m, mu, var, weak);
 	}
 	free(x);
@@ -127,7 +235,7 @@ struct observation {
 	const size_t *indices;
 	double y; /* mean ln ms of its correct measurements; NAN when every one failed */
 	size_t latest;
-	int from_run; /* measured by the run, not only in --model-history */
+	int from_run; /* measured by the run, not only in a --history file */
 };
 
 static int by_y(const void *a, const void *b)
@@ -254,6 +362,159 @@ static void choose_launch_coordinates(struct model *m, struct run_info *run)
 		}
 }
 
+/* ---------------------------------------------------------------- the history */
+
+/* The indices of obs[0..n) with the best half first, then every other one evenly: a source's
+ * model needs the whole space's shape, not the latest region (it has no latest). */
+static void thin_evenly(struct observation *obs, size_t n, size_t keep)
+{
+	if (n <= keep)
+		return;
+	size_t rest = keep - keep / 2;
+	for (size_t j = 0; j < rest; j++)
+		obs[keep / 2 + j] = obs[keep / 2 + j * (n - keep / 2) / rest];
+}
+
+/* History file k's measurements of node's space as a source; 0, or -1 when it has none
+ * correct. */
+static int source_load(struct model *m, struct run_info *run, const struct node_info *node, size_t k,
+		       struct source *src)
+{
+	size_t np = m->spec->nparams, *indices;
+	double *log_ms;
+	size_t n = context_history(run, node, k, &indices, &log_ms);
+	struct observation *obs;
+	size_t count = distinct_observations(np, indices, log_ms, n, 0, &obs), ncorrect = 0;
+	while (ncorrect < count && !isnan(obs[ncorrect].y))
+		ncorrect++;
+	*src = (struct source){.path = run->history[k].path, .n = count};
+	if (ncorrect == 0) {
+		free(obs), free(indices), free(log_ms);
+		return -1;
+	}
+	double worst = obs[ncorrect - 1].y;
+	src->indices = xcalloc(count * np + 1, sizeof(*src->indices));
+	src->y = xcalloc(count + 1, sizeof(*src->y));
+	for (src->nslots = 16; src->nslots < 2 * count;)
+		src->nslots *= 2;
+	src->slots = xcalloc(src->nslots, sizeof(*src->slots));
+	for (size_t i = 0; i < count; i++) {
+		memcpy(src->indices + i * np, obs[i].indices, np * sizeof(*indices));
+		src->y[i] = isnan(obs[i].y) ? worst : obs[i].y;
+		src->mean += src->y[i] / (double)count;
+		src->slots[source_slot(src, src->indices + i * np, np)] = i + 1;
+	}
+	const size_t *listed;
+	long nlisted = run_listing(run, &listed);
+	src->complete = nlisted >= 0;
+	for (long i = 0; src->complete && i < nlisted; i++)
+		src->complete = src->slots[source_slot(src, listed + (size_t)i * np, np)] != 0;
+	if (!src->complete && count >= m->settings.initial) { /* its model answers for the rest */
+		size_t keep = count < FIT_MAX ? count : FIT_MAX;
+		thin_evenly(obs, count, keep);
+		double *x = xcalloc(keep * m->d + 1, sizeof(*x)), *y = xcalloc(keep + 1, sizeof(*y));
+		for (size_t i = 0; i < keep; i++) {
+			encode(m, obs[i].indices, x + i * m->d);
+			y[i] = isnan(obs[i].y) ? worst : obs[i].y;
+		}
+		src->has_gp = gp_fit(&src->gp, x, y, keep, m->d, m->categorical, NULL, SOURCE_FIT_STEPS) == 0;
+		free(x);
+		free(y);
+	}
+	free(obs);
+	free(indices);
+	free(log_ms);
+	return 0;
+}
+
+static void source_release(struct source *src)
+{
+	free(src->indices);
+	free(src->y);
+	free(src->slots);
+	if (src->has_gp)
+		gp_release(&src->gp);
+}
+
+/* Calibrates each source onto the run's n observations (ln ms y, failures as the worst) and
+ * weighs the sources against the run's model by how well each ranks them (transfer.h). */
+static void weigh_sources(struct model *m, const struct observation *obs, const double *y, size_t n, uint64_t seed)
+{
+	double **h = xcalloc(m->nsrc + 1, sizeof(*h)), *x = xcalloc(m->d + 1, sizeof(*x));
+	for (size_t k = 0; k < m->nsrc; k++)
+		h[k] = xcalloc(n + 1, sizeof(**h));
+	for (size_t i = 0; i < n; i++) {
+		encode(m, obs[i].indices, x);
+		for (size_t k = 0; k < m->nsrc; k++)
+			h[k][i] = source_value(m, &m->src[k], obs[i].indices, x);
+	}
+	double *loo_mu = NULL, *loo_var = NULL;
+	if (m->has_gp) {
+		loo_mu = xcalloc(n + 1, sizeof(*loo_mu));
+		loo_var = xcalloc(n + 1, sizeof(*loo_var));
+		gp_loo(&m->gp, loo_mu, loo_var);
+	}
+	double *w = xcalloc(m->nsrc + 1, sizeof(*w)), *wrong = xcalloc(m->nsrc + 1, sizeof(*wrong));
+	transfer_weights(y, n, (const double *const *)h, m->nsrc, loo_mu, loo_var, WEIGH_DRAWS, seed, w, wrong);
+	for (size_t k = 0; k < m->nsrc; k++) {
+		struct source *src = &m->src[k];
+		transfer_calibrate(y, h[k], n, &src->a, &src->b, &src->resid);
+		src->weight = w[k];
+		src->misordered = wrong[k];
+		free(h[k]);
+	}
+	m->w_run = w[m->nsrc];
+	free(w);
+	free(wrong);
+	free(loo_mu);
+	free(loo_var);
+	free(x);
+	free(h);
+}
+
+/* RUN/history.json: how far the last model trusted each history file, for kg-tune's table
+ * and trace.md (a failure to write it costs the search nothing: warned). */
+static void write_trust(const struct model *m, struct run_info *run, const struct node_info *node, size_t count)
+{
+	cJSON *doc = json_object(), *list = cJSON_CreateArray();
+	if (!list)
+		xalloc_die();
+	json_add_string(doc, "node", node->state);
+	json_add_number(doc, "observations", (double)count);
+	json_add_number(doc, "run_weight", m->w_run);
+	for (size_t k = 0; k < m->nsrc; k++) {
+		cJSON *e = json_object();
+		json_add_string(e, "file", m->src[k].path);
+		json_add_number(e, "configurations", (double)m->src[k].n);
+		json_add_number(e, "weight", m->src[k].weight);
+		json_add_number(e, "misordered", m->src[k].misordered);
+		json_append(list, e);
+	}
+	json_add(doc, "sources", list);
+	char *path = run_path(run->run.dir, RUN_HISTORY);
+	if (json_write_file(path, doc, 1) != 0)
+		log_warn("%s: cannot write the model's trust in its history", path);
+	free(path);
+	cJSON_Delete(doc);
+}
+
+/* ---------------------------------------------------------------- the fit */
+
+/* Fits the run's model to the n points x, y: the hyperparameters to the first FIT_MAX (the
+ * best half, then the latest), then the model to all of them. */
+static int fit_thinned(struct model *m, const double *x, const double *y, size_t n)
+{
+	if (n <= FIT_MAX)
+		return gp_fit(&m->gp, x, y, n, m->d, m->categorical, NULL, m->settings.iterations);
+	int rc = gp_fit(&m->gp, x, y, FIT_MAX, m->d, m->categorical, NULL, m->settings.iterations);
+	if (rc != 0)
+		return rc;
+	double theta[GP_THETA_MAX];
+	memcpy(theta, m->gp.theta, (m->d + 2) * sizeof(*theta));
+	gp_release(&m->gp);
+	return gp_fit(&m->gp, x, y, n, m->d, m->categorical, theta, 0);
+}
+
 struct model *model_fit(struct run_info *run, const struct node_info *node, const struct model_settings *settings,
 			int *waiting)
 {
@@ -261,20 +522,11 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 	if (settings->picks == 0)
 		return NULL;
 	const struct t1_spec *spec = run->run.spec;
-	size_t *indices, *own, np = spec->nparams;
-	double *log_ms, *own_ms;
-	/* --model-history's measurements first, so that the run's own are the latest */
-	size_t n = context_history(run, node, &indices, &log_ms), history = n;
-	size_t nown = context_observations(run, node, &own, &own_ms);
-	indices = xreallocarray(indices, (n + nown) * np + 1, sizeof(*indices));
-	log_ms = xreallocarray(log_ms, n + nown + 1, sizeof(*log_ms));
-	memcpy(indices + n * np, own, nown * np * sizeof(*own));
-	memcpy(log_ms + n, own_ms, nown * sizeof(*own_ms));
-	n += nown;
-	free(own);
-	free(own_ms);
+	size_t *indices, np = spec->nparams;
+	double *log_ms;
+	size_t n = context_observations(run, node, &indices, &log_ms);
 	struct observation *obs;
-	size_t count = distinct_observations(np, indices, log_ms, n, history, &obs);
+	size_t count = distinct_observations(np, indices, log_ms, n, 0, &obs);
 	size_t ncorrect = 0;
 	while (ncorrect < count && !isnan(obs[ncorrect].y))
 		ncorrect++;
@@ -282,6 +534,7 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 	m->spec = spec;
 	m->settings = *settings;
 	m->values = xcalloc(spec->nnames, sizeof(*m->values));
+	m->w_run = 1;
 	choose_coordinates(m);
 	choose_launch_coordinates(m, run);
 	if (m->d == 0 || m->d + 2 > GP_THETA_MAX) {
@@ -289,38 +542,53 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 			 GP_THETA_MAX - 2);
 		goto off;
 	}
-	if (count < settings->initial || ncorrect == 0) {
+	m->src = xcalloc(run->nhistory + 1, sizeof(*m->src));
+	for (size_t k = 0; k < run->nhistory; k++)
+		if (source_load(m, run, node, k, &m->src[m->nsrc]) == 0)
+			m->nsrc++;
+		else
+			log_info("%s: node %s: %s: no correct measurement of this space", run->run.dir, node->state,
+				 run->history[k].path);
+	if (m->nsrc == 0 && (count < settings->initial || ncorrect == 0)) {
 		*waiting = 1;
 		log_info("%s: node %s: no model yet (%zu configurations measured, %zu correct; %zu needed)", run->run.dir,
 			 node->state, count, ncorrect, settings->initial);
 		goto off;
 	}
-	if (count > OBS_MAX) /* the best half, then the latest of the rest */
-		qsort(obs + OBS_MAX / 2, count - OBS_MAX / 2, sizeof(*obs), by_latest_desc), count = OBS_MAX;
-	double worst = obs[0].y, *x = xcalloc(count * m->d + 1, sizeof(*x)), *y = xcalloc(count + 1, sizeof(*y));
 	m->measured = xcalloc(count * np + 1, sizeof(*m->measured));
-	long best_own = -1; /* the run's best: what a proposal must beat */
-	for (size_t i = 0; i < count; i++) {
+	for (size_t i = 0; i < count; i++) /* none is proposed again */
+		memcpy(m->measured + m->nmeasured++ * np, obs[i].indices, np * sizeof(*indices));
+	size_t fitted = count < OBS_MAX ? count : OBS_MAX;
+	if (count > FIT_MAX) /* the best FIT_MAX / 2, then the latest of the rest */
+		qsort(obs + FIT_MAX / 2, count - FIT_MAX / 2, sizeof(*obs), by_latest_desc);
+	double worst = ncorrect ? obs[0].y : 0, *x = xcalloc(fitted * m->d + 1, sizeof(*x)), *y = xcalloc(fitted + 1, sizeof(*y));
+	for (size_t i = 0; i < fitted; i++)
 		if (!isnan(obs[i].y))
 			worst = fmax(worst, obs[i].y);
-		if (obs[i].from_run && !isnan(obs[i].y) && best_own < 0)
-			best_own = (long)i;
-	}
-	for (size_t i = 0; i < count; i++) {
-		if (obs[i].from_run) /* only these are not proposed again */
-			memcpy(m->measured + m->nmeasured++ * np, obs[i].indices, np * sizeof(*indices));
+	for (size_t i = 0; i < fitted; i++) {
 		encode(m, obs[i].indices, x + i * m->d);
 		y[i] = isnan(obs[i].y) ? worst : obs[i].y; /* a failure is as bad as the worst correct time */
 	}
-	int rc = gp_fit(&m->gp, x, y, count, m->d, m->categorical, NULL, settings->iterations);
-	free(x);
-	if (rc != 0) {
-		log_warn("%s: node %s: the model could not be fitted to %zu configurations; no model", run->run.dir,
-			 node->state, count);
-		free(y);
-		goto off;
+	if (count >= settings->initial && ncorrect > 0) {
+		m->has_gp = fit_thinned(m, x, y, fitted) == 0;
+		if (!m->has_gp && m->nsrc == 0) {
+			log_warn("%s: node %s: the model could not be fitted to %zu configurations; no model", run->run.dir,
+				 node->state, fitted);
+			free(x);
+			free(y);
+			goto off;
+		}
 	}
-	m->best_z = (obs[best_own >= 0 ? best_own : 0].y - m->gp.mean) / m->gp.sd;
+	free(x);
+	if (!m->has_gp) { /* the history alone, on the run's scale: ln ms about its mean */
+		m->gp.mean = 0, m->gp.sd = 1;
+		for (size_t i = 0; i < ncorrect; i++)
+			m->gp.mean += obs[i].y / (double)ncorrect;
+	}
+	if (m->nsrc)
+		weigh_sources(m, obs, y, fitted, fnv1a64(node->state, strlen(node->state)) ^ count);
+	m->no_best = ncorrect == 0;
+	m->best_z = ncorrect ? (obs[0].y - m->gp.mean) / m->gp.sd : 0;
 	size_t *at = xcalloc(np + 1, sizeof(*at));
 	double *xn = xcalloc(m->d + 1, sizeof(*xn)), mu, var;
 	m->y_node = NAN;
@@ -330,7 +598,7 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 				m->y_node = obs[i].y;
 		if (isnan(m->y_node)) {
 			encode(m, at, xn);
-			gp_predict(&m->gp, xn, &mu, &var, NULL);
+			predict(m, at, xn, &mu, &var);
 			m->y_node = m->gp.mean + m->gp.sd * mu;
 		}
 	} else {
@@ -339,10 +607,15 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 	free(xn);
 	free(at);
 	free(y);
-	log_info("%s: node %s: model of %zu configurations (%zu correct, %zu measurements from --model-history) over %zu "
-		 "parameters and %zu launch figures, best %.4g ms",
-		 run->run.dir, node->state, count, ncorrect, history, m->nparam_coords, m->d - m->nparam_coords,
-		 exp(obs[0].y));
+	log_info("%s: node %s: model of %zu configurations (%zu correct%s) over %zu parameters and %zu launch figures, "
+		 "best %.4g ms",
+		 run->run.dir, node->state, fitted, ncorrect, m->has_gp ? "" : "; too few for a model of the run's own",
+		 m->nparam_coords, m->d - m->nparam_coords, ncorrect ? exp(obs[0].y) : NAN);
+	for (size_t k = 0; k < m->nsrc; k++)
+		log_info("%s: node %s: history %s: %zu configurations, weight %.3f (%.0f %% of the run's pairs misordered)",
+			 run->run.dir, node->state, m->src[k].path, m->src[k].n, m->src[k].weight, 100 * m->src[k].misordered);
+	if (m->nsrc)
+		write_trust(m, run, node, count);
 	free(obs);
 	free(indices);
 	free(log_ms);
@@ -364,7 +637,11 @@ void model_free(struct model *m)
 {
 	if (!m)
 		return;
-	gp_release(&m->gp);
+	if (m->has_gp)
+		gp_release(&m->gp);
+	for (size_t k = 0; k < m->nsrc; k++)
+		source_release(&m->src[k]);
+	free(m->src);
 	for (size_t j = 0; j < m->d; j++)
 		free(m->position[j]);
 	free(m->position);
@@ -382,8 +659,10 @@ struct pool {
 	size_t n, cap, stride; /* points; w's row length: observations + picks */
 	size_t *indices;       /* n x nparams */
 	double *x;	       /* n x d */
-	double *mu, *var0, *var; /* var: after the picks so far (a kriging believer) */
-	double *ei;		 /* expected improvement at mu, var */
+	double *mu, *var0;     /* the whole prediction (run model and sources) */
+	double *var;	       /* the run model's variance after the picks so far (a kriging believer) */
+	double *var_src;       /* the sources' share of the variance (the believer leaves it) */
+	double *ei;	       /* expected improvement of the whole prediction, after the picks */
 	double *w;	       /* n x stride: L^-1 k(x), grown by one per pick */
 	unsigned char *out;    /* picked, refused or weak */
 	size_t *slots;	       /* open addressing on the indices: point + 1, 0 empty */
@@ -406,6 +685,7 @@ static void grow(struct pool *pool, size_t np)
 	pool->mu = xreallocarray(pool->mu, cap, sizeof(*pool->mu));
 	pool->var0 = xreallocarray(pool->var0, cap, sizeof(*pool->var0));
 	pool->var = xreallocarray(pool->var, cap, sizeof(*pool->var));
+	pool->var_src = xreallocarray(pool->var_src, cap, sizeof(*pool->var_src));
 	pool->ei = xreallocarray(pool->ei, cap, sizeof(*pool->ei));
 	pool->w = xreallocarray(pool->w, cap * pool->stride, sizeof(*pool->w));
 	pool->out = xreallocarray(pool->out, cap, sizeof(*pool->out));
@@ -435,9 +715,12 @@ static long pool_add(struct pool *pool, const size_t *indices)
 	pool->slots[s] = i + 1;
 	memcpy(pool->indices + i * np, indices, np * sizeof(*indices));
 	encode(m, indices, pool->x + i * m->d);
-	gp_predict(&m->gp, pool->x + i * m->d, &pool->mu[i], &pool->var0[i], pool->w + i * pool->stride);
-	pool->var[i] = pool->var0[i];
-	pool->ei[i] = gp_expected_improvement(pool->mu[i], sqrt(pool->var[i]), m->best_z);
+	double mu_run, mu_src;
+	run_predict(m, pool->x + i * m->d, &mu_run, &pool->var[i], pool->w + i * pool->stride);
+	sources_predict(m, indices, pool->x + i * m->d, &mu_src, &pool->var_src[i]);
+	pool->mu[i] = mixed_mu(m, mu_run, mu_src);
+	pool->var0[i] = mixed_var(m, pool->var[i], pool->var_src[i]);
+	pool->ei[i] = improvement(m, pool->mu[i], pool->var0[i]);
 	pool->out[i] = 0;
 	return (long)i;
 }
@@ -460,6 +743,7 @@ static void pool_release(struct pool *pool)
 	free(pool->mu);
 	free(pool->var0);
 	free(pool->var);
+	free(pool->var_src);
 	free(pool->ei);
 	free(pool->w);
 	free(pool->out);
@@ -553,6 +837,10 @@ static int pool_fill(struct pool *pool, struct run_info *run, uint64_t seed)
 	const struct model *m = pool->m;
 	const struct t1_spec *spec = m->spec;
 	size_t np = spec->nparams;
+	for (size_t k = 0; k < m->nsrc; k++) /* where the history expects the best */
+		for (size_t i = 0; i < SOURCE_TOP && i < m->src[k].n && m->src[k].weight > 0; i++)
+			if (config_valid(spec, m->src[k].indices + i * np))
+				pool_add(pool, m->src[k].indices + i * np);
 	const size_t *listed;
 	long nlisted = run_listing(run, &listed);
 	if (nlisted >= 0 && nlisted <= POOL_LISTED) {
@@ -587,6 +875,8 @@ static int pool_fill(struct pool *pool, struct run_info *run, uint64_t seed)
  * variance shrinks by the new element of its w. */
 static void believe(struct pool *pool, size_t p, size_t filled)
 {
+	if (!pool->m->has_gp)
+		return; /* the history's picks are not conditioned: each goes by its own value */
 	const struct gp *gp = &pool->m->gp;
 	const double *l = pool->w + p * pool->stride;
 	double diag = exp(gp->theta[gp->d]) + exp(gp->theta[gp->d + 1]);
@@ -602,7 +892,7 @@ static void believe(struct pool *pool, size_t p, size_t filled)
 		w[filled] = (gp_kernel(gp, pool->x + i * gp->d, pool->x + p * gp->d) - dot) / lnn;
 		if (w[filled] * w[filled] > 1e-12 * pool->var[i]) { /* else too far to matter */
 			pool->var[i] = fmax(pool->var[i] - w[filled] * w[filled], 1e-12);
-			pool->ei[i] = gp_expected_improvement(pool->mu[i], sqrt(pool->var[i]), pool->m->best_z);
+			pool->ei[i] = improvement(pool->m, pool->mu[i], mixed_var(pool->m, pool->var[i], pool->var_src[i]));
 		}
 	}
 }
@@ -642,7 +932,10 @@ int model_propose(struct model *m, struct run_info *run, const struct node_info 
 		}
 	}
 	free(flying);
-	int exploit = endgame(&pool);
+	int exploit = m->no_best || endgame(&pool);
+	char trust[64] = "";
+	if (m->nsrc) /* how far the history leads these picks */
+		snprintf(trust, sizeof(trust), "; history weight %.2f", 1 - m->w_run);
 	for (long best; picked < m->settings.picks && (best = pool_best(&pool, exploit)) >= 0;) {
 		size_t i = (size_t)best;
 		/* never weak: the largest expected improvement is worth its build by the model's
@@ -656,8 +949,8 @@ int model_propose(struct model *m, struct run_info *run, const struct node_info 
 		struct proposal p = {.proposer = xstrdup("rules:model"), .prior = prior, .config = config_object(spec, at)};
 		char *changes = changes_text(spec, from, at);
 		p.method = xstrdup(move_method(spec, node->config, p.config));
-		p.detail = xasprintf("%s: predicted %.4g ms (%.4g to %.4g)", changes, exp(mu_y), exp(mu_y - KAPPA * sd_y),
-				     exp(mu_y + KAPPA * sd_y));
+		p.detail = xasprintf("%s: predicted %.4g ms (%.4g to %.4g)%s", changes, exp(mu_y), exp(mu_y - KAPPA * sd_y),
+				     exp(mu_y + KAPPA * sd_y), trust);
 		free(changes);
 		struct strbuf why;
 		strbuf_init(&why);

@@ -621,6 +621,28 @@ static void add_best(struct strbuf *sb, const struct graph *g, const cJSON *reco
 			  "`best.json`.\n");
 }
 
+/* How far the model's last fit trusted each --history file (RUN/history.json, kg-propose's),
+ * when the run had history. */
+static void add_history(struct strbuf *sb, const struct graph *g)
+{
+	char *path = run_path(g->run, RUN_HISTORY);
+	cJSON *doc = json_read_optional(path), *e;
+	free(path);
+	const cJSON *sources = cJSON_GetObjectItemCaseSensitive(doc, "sources");
+	if (cJSON_GetArraySize(sources) > 0) {
+		strbuf_addf(sb, "\n**History**: at its last fit (%.0f of the run's configurations), the model weighed",
+			    json_number(doc, "observations", 0));
+		cJSON_ArrayForEach(e, sources) {
+			const char *file = json_string(e, "file");
+			strbuf_addf(sb, "%s `%s` (%.0f configurations) at %.2f, %.0f %% of the run's pairs misordered",
+				    e == sources->child ? " " : "; ", file ? file : "?", json_number(e, "configurations", 0),
+				    json_number(e, "weight", 0), 100 * json_number(e, "misordered", 0));
+		}
+		strbuf_addf(sb, "; the run's own measurements at %.2f.\n", json_number(doc, "run_weight", 1));
+	}
+	cJSON_Delete(doc);
+}
+
 /* What story_record adds each record of the log to. */
 struct story_reader {
 	struct run_story *st;
@@ -668,6 +690,7 @@ int trace_summary(const struct graph *g, const char *stopped)
 	for (size_t i = 0; i < st.failures.n; i++)
 		strbuf_addf(&sb, "%s%s %ld", i ? ", " : ": ", st.failures.v[i].name, st.failures.v[i].tried);
 	strbuf_addstr(&sb, ".\n");
+	add_history(&sb, g);
 	if (st.tried > 0) {
 		add_tally_table(&sb, &st.methods, "method", 1);
 		add_tally_table(&sb, &st.proposers, "proposer", 0);

@@ -1,0 +1,111 @@
+/* transfer.c: calibration of earlier measurements onto a run, and the ranking-weighted
+ * trust in each source against the run's own model (transfer.h). */
+#include "common.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rng.h"
+#include "transfer.h"
+#include "xalloc.h"
+
+void transfer_calibrate(const double *y, const double *h, size_t n, double *a, double *b, double *resid_var)
+{
+	double my = 0, mh = 0, shh = 0, shy = 0, syy = 0;
+	for (size_t i = 0; i < n; i++)
+		my += y[i], mh += h[i];
+	if (n)
+		my /= (double)n, mh /= (double)n;
+	for (size_t i = 0; i < n; i++) {
+		shh += (h[i] - mh) * (h[i] - mh);
+		shy += (h[i] - mh) * (y[i] - my);
+		syy += (y[i] - my) * (y[i] - my);
+	}
+	*b = 1, *a = my - mh, *resid_var = NAN;
+	if (n < 3 || !(shh > 0))
+		return;
+	*b = fmax(shy / shh, 0);
+	*a = my - *b * mh;
+	double rss = 0;
+	for (size_t i = 0; i < n; i++) {
+		double r = y[i] - *a - *b * h[i];
+		rss += r * r;
+	}
+	*resid_var = fmax(rss / (double)(n - 2), 1e-6 * syy / (double)n);
+}
+
+double transfer_misordered(const double *y, const double *h, size_t n)
+{
+	double wrong = 0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < i; j++) {
+			if (y[i] == y[j])
+				continue;
+			if (h[i] == h[j])
+				wrong += 0.5;
+			else if ((h[i] < h[j]) != (y[i] < y[j]))
+				wrong += 1;
+		}
+	return wrong;
+}
+
+/* A standard normal draw (Box-Muller; one of the pair is thrown away, so that each draw
+ * takes two uniforms whatever came before). */
+static double normal_draw(uint64_t *rng)
+{
+	double u = rng_uniform(rng), v = rng_uniform(rng);
+	return sqrt(-2 * log(1 - u)) * cos(2 * M_PI * v);
+}
+
+static int by_value(const void *a, const void *b)
+{
+	double p = *(const double *)a, q = *(const double *)b;
+	return p < q ? -1 : p > q;
+}
+
+void transfer_weights(const double *y, size_t n, const double *const *h, size_t nsrc, const double *loo_mu,
+		      const double *loo_var, size_t samples, uint64_t seed, double *w, double *misordered)
+{
+	double pairs = (double)n * (double)(n - (n > 0)) / 2, *src_loss = xcalloc(nsrc + 1, sizeof(*src_loss));
+	double *run_loss = xcalloc(samples + 1, sizeof(*run_loss)), *draw = xcalloc(n + 1, sizeof(*draw));
+	uint64_t rng = seed;
+	for (size_t s = 0; s < nsrc; s++) {
+		src_loss[s] = transfer_misordered(y, h[s], n);
+		misordered[s] = pairs > 0 ? src_loss[s] / pairs : 0;
+	}
+	for (size_t k = 0; k < samples; k++) {
+		for (size_t i = 0; i < n; i++)
+			draw[i] = loo_mu ? loo_mu[i] + sqrt(fmax(loo_var[i], 0)) * normal_draw(&rng) : normal_draw(&rng);
+		run_loss[k] = transfer_misordered(y, draw, n);
+	}
+	/* A source that ranks worse than the run model in 95 % of the draws is left out. */
+	double *sorted = xcalloc(samples + 1, sizeof(*sorted));
+	memcpy(sorted, run_loss, samples * sizeof(*sorted));
+	qsort(sorted, samples, sizeof(*sorted), by_value);
+	double p95 = samples ? sorted[(size_t)(0.95 * (double)(samples - 1) + 0.5)] : 0;
+	misordered[nsrc] = samples && pairs > 0 ? sorted[(samples - 1) / 2] / pairs : 0;
+	unsigned char *out = xcalloc(nsrc + 1, sizeof(*out));
+	for (size_t s = 0; s < nsrc; s++)
+		out[s] = samples && src_loss[s] > p95;
+	memset(w, 0, (nsrc + 1) * sizeof(*w));
+	for (size_t k = 0; k < samples; k++) {
+		double least = run_loss[k];
+		size_t ties = 1;
+		for (size_t s = 0; s < nsrc; s++)
+			if (!out[s] && src_loss[s] <= least)
+				ties = src_loss[s] < least ? 1 : ties + 1, least = src_loss[s];
+		for (size_t s = 0; s < nsrc; s++)
+			if (!out[s] && src_loss[s] == least)
+				w[s] += 1.0 / (double)ties;
+		if (run_loss[k] == least)
+			w[nsrc] += 1.0 / (double)ties;
+	}
+	for (size_t s = 0; s <= nsrc; s++)
+		w[s] = samples ? w[s] / (double)samples : s == nsrc;
+	free(out);
+	free(sorted);
+	free(draw);
+	free(run_loss);
+	free(src_loss);
+}
