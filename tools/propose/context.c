@@ -9,6 +9,7 @@
 
 #include "context.h"
 #include "fileio.h"
+#include "fnv1a.h"
 #include "jsonl.h"
 #include "log.h"
 
@@ -60,12 +61,47 @@ cJSON *config_object(const struct t1_spec *spec, const size_t *indices)
 
 /* ---------------------------------------------------------------- states and keys */
 
+/* The key of entry i of an array of n entries of size `size` whose first member is its key. */
+static const char *key_at(const void *entries, size_t size, size_t i)
+{
+	return *(char *const *)(const void *)((const char *)entries + i * size);
+}
+
+/* key's slot in ix over the entries (found, or where it would go). */
+static size_t key_slot(const struct key_index *ix, const void *entries, size_t size, const char *key)
+{
+	size_t s = (size_t)fnv1a64(key, strlen(key)) & (ix->nslots - 1);
+	while (ix->slots[s] && strcmp(key_at(entries, size, ix->slots[s] - 1), key) != 0)
+		s = (s + 1) & (ix->nslots - 1);
+	return s;
+}
+
+/* The entry of key among the n entries, or -1. */
+static long key_find(const struct key_index *ix, const void *entries, size_t size, const char *key)
+{
+	if (!ix->nslots)
+		return -1;
+	size_t s = key_slot(ix, entries, size, key);
+	return ix->slots[s] ? (long)ix->slots[s] - 1 : -1;
+}
+
+/* Indexes entry n - 1 (just added), growing the index to keep it at most half full. */
+static void key_add(struct key_index *ix, const void *entries, size_t size, size_t n)
+{
+	if (2 * n > ix->nslots) {
+		free(ix->slots);
+		ix->nslots = ix->nslots ? 2 * ix->nslots : 64;
+		ix->slots = xcalloc(ix->nslots, sizeof(*ix->slots));
+		for (size_t i = 0; i + 1 < n; i++)
+			ix->slots[key_slot(ix, entries, size, key_at(entries, size, i))] = i + 1;
+	}
+	ix->slots[key_slot(ix, entries, size, key_at(entries, size, n - 1))] = n;
+}
+
 static struct digest *find_state(struct run_info *run, const char *state)
 {
-	for (size_t i = 0; i < run->ndigests; i++)
-		if (strcmp(run->digests[i].state, state) == 0)
-			return &run->digests[i];
-	return NULL;
+	long i = key_find(&run->digest_index, run->digests, sizeof(*run->digests), state);
+	return i < 0 ? NULL : &run->digests[i];
 }
 
 static void add_state(struct run_info *run, const char *state, const cJSON *config)
@@ -74,6 +110,7 @@ static void add_state(struct run_info *run, const char *state, const cJSON *conf
 		return;
 	run->digests = xreallocarray(run->digests, run->ndigests + 1, sizeof(*run->digests));
 	run->digests[run->ndigests++] = (struct digest){.state = xstrdup(state), .config = config};
+	key_add(&run->digest_index, run->digests, sizeof(*run->digests), run->ndigests);
 }
 
 /* The digest of a state's kernel.cu; "" when it cannot be read. */
@@ -120,10 +157,7 @@ static char *change_key(const char *parent, const char *digest, const char *patc
 
 static int is_seen(const struct run_info *run, const char *key)
 {
-	for (size_t i = 0; i < run->nseen; i++)
-		if (strcmp(run->seen[i], key) == 0)
-			return 1;
-	return 0;
+	return key_find(&run->seen_index, run->seen, sizeof(*run->seen), key) >= 0;
 }
 
 static void remember(struct run_info *run, char *key)
@@ -134,6 +168,7 @@ static void remember(struct run_info *run, char *key)
 	}
 	run->seen = xreallocarray(run->seen, run->nseen + 1, sizeof(*run->seen));
 	run->seen[run->nseen++] = key;
+	key_add(&run->seen_index, run->seen, sizeof(*run->seen), run->nseen);
 }
 
 static const char *nonempty(const char *s)
@@ -272,6 +307,8 @@ void runs_release(struct runs *runs)
 		for (size_t k = 0; k < run->ndigests; k++)
 			free(run->digests[k].state);
 		free(run->digests);
+		free(run->seen_index.slots);
+		free(run->digest_index.slots);
 		free(run);
 	}
 	free(runs->list);

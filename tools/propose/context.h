@@ -49,6 +49,10 @@ struct run_info {
 	size_t nseen;
 	struct digest *digests; /* the sources' digests, by state */
 	size_t ndigests;
+	struct key_index {     /* seen's and digests' keys by hash: a long run's lookups stay O(1) */
+		size_t *slots; /* open addressing: the entry's number + 1, 0 empty */
+		size_t nslots;
+	} seen_index, digest_index;
 	const struct replay *within; /* --within: only configurations this table measured */
 	const struct history *history; /* --history: earlier measurements for the model */
 	size_t nhistory;

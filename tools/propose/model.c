@@ -70,6 +70,8 @@ struct model {
 	size_t nsrc;
 	size_t *measured; /* nmeasured x nparams: the configurations the run measured, distinct */
 	size_t nmeasured;
+	size_t *measured_slots; /* open addressing on them: point + 1, 0 empty */
+	size_t nmeasured_slots;
 	double best_z;	  /* the best correct observation, standardized */
 	int no_best;	  /* the run has no correct measurement: picks by the lowest prediction */
 	double y_node;	  /* ln ms of the node: measured, or else predicted */
@@ -131,6 +133,15 @@ static size_t source_slot(const struct source *src, const size_t *indices, size_
 	size_t s = (size_t)fnv1a64(indices, np * sizeof(*indices)) & (src->nslots - 1);
 	while (src->slots[s] && memcmp(src->indices + (src->slots[s] - 1) * np, indices, np * sizeof(*indices)) != 0)
 		s = (s + 1) & (src->nslots - 1);
+	return s;
+}
+
+/* The slot of the configuration at indices among the run's measured ones (found, or empty). */
+static size_t measured_slot(const struct model *m, const size_t *indices)
+{
+	size_t np = m->spec->nparams, s = (size_t)fnv1a64(indices, np * sizeof(*indices)) & (m->nmeasured_slots - 1);
+	while (m->measured_slots[s] && memcmp(m->measured + (m->measured_slots[s] - 1) * np, indices, np * sizeof(*indices)) != 0)
+		s = (s + 1) & (m->nmeasured_slots - 1);
 	return s;
 }
 
@@ -556,8 +567,13 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 		goto off;
 	}
 	m->measured = xcalloc(count * np + 1, sizeof(*m->measured));
-	for (size_t i = 0; i < count; i++) /* none is proposed again */
+	for (m->nmeasured_slots = 16; m->nmeasured_slots < 2 * count;)
+		m->nmeasured_slots *= 2;
+	m->measured_slots = xcalloc(m->nmeasured_slots, sizeof(*m->measured_slots));
+	for (size_t i = 0; i < count; i++) { /* none is proposed again */
 		memcpy(m->measured + m->nmeasured++ * np, obs[i].indices, np * sizeof(*indices));
+		m->measured_slots[measured_slot(m, obs[i].indices)] = m->nmeasured;
+	}
 	size_t fitted = count < OBS_MAX ? count : OBS_MAX;
 	if (count > FIT_MAX) /* the best FIT_MAX / 2, then the latest of the rest */
 		qsort(obs + FIT_MAX / 2, count - FIT_MAX / 2, sizeof(*obs), by_latest_desc);
@@ -648,11 +664,13 @@ void model_free(struct model *m)
 	free(m->param_of);
 	free(m->categorical);
 	free(m->measured);
+	free(m->measured_slots);
 	free(m->values);
 	free(m);
 }
 
 /* ---------------------------------------------------------------- the pool */
+
 
 struct pool {
 	const struct model *m;
@@ -708,9 +726,8 @@ static long pool_add(struct pool *pool, const size_t *indices)
 	size_t s = slot_of(pool, indices, np);
 	if (pool->slots[s])
 		return -1;
-	for (size_t i = 0; i < m->nmeasured; i++)
-		if (memcmp(m->measured + i * np, indices, np * sizeof(*indices)) == 0)
-			return -1;
+	if (m->measured_slots[measured_slot(m, indices)])
+		return -1;
 	size_t i = pool->n++;
 	pool->slots[s] = i + 1;
 	memcpy(pool->indices + i * np, indices, np * sizeof(*indices));
