@@ -90,9 +90,26 @@ static int next_number_token(const char *text, size_t len, size_t *pos, size_t *
  * double cannot hold every number (9007199254740993 comes back 9007199254740992, 1e400 as null,
  * and cJSON's 15-digit printing rounds some 17-digit values). The node stays a number, so every
  * reader of numbers sees its double; the writers below print the text. */
+/* Whether token is an integer as cJSON prints one: an optional minus, then 0 or up to 15
+ * digits without a leading zero (a double holds it exactly, and cJSON prints it digit for
+ * digit). Most numbers of a log are such, and printing each to compare costs more than the
+ * parse. */
+static int plain_integer(const char *token, size_t len)
+{
+	size_t i = len && token[0] == '-', digits = len - i;
+	if (digits == 0 || digits > 15 || (token[i] == '0' && (digits > 1 || i)))
+		return 0;
+	for (; i < len; i++)
+		if (token[i] < '0' || token[i] > '9')
+			return 0;
+	return 1;
+}
+
 static void keep_token(cJSON *number, const char *token, size_t len)
 {
 	char printed[64];
+	if (plain_integer(token, len))
+		return;
 	if (cJSON_PrintPreallocated(number, printed, (int)sizeof(printed), 0) && strlen(printed) == len &&
 	    memcmp(printed, token, len) == 0)
 		return;

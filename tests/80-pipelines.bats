@@ -437,8 +437,8 @@ fake_stage() {
 	[ "$(evaluated "$RUN" | sort | uniq -d)" = "" ]
 	# times and speedups to 3 digits (a replayed table has no interval), where the best is,
 	# what to run next; trace.md closes with the summary
-	assert_line --index 0 --regexp '^kernel +builds +per_min +baseline_ms +best_ms +speedup +end +best$'
-	assert_line --index 1 --regexp '^vector_add +40 +[0-9]+\.[0-9] +0\.06[0-9]{2} +0\.0[56][0-9]{2} +1\.[01][0-9]x +budget +out/kernels/vector_add/best$'
+	assert_line --index 0 --regexp '^kernel +builds +per_min +baseline_ms +best_ms +speedup +end +history +best$'
+	assert_line --index 1 --regexp '^vector_add +40 +[0-9]+\.[0-9] +0\.06[0-9]{2} +0\.0[56][0-9]{2} +1\.[01][0-9]x +budget +- +out/kernels/vector_add/best$'
 	assert_line --index 2 'next: kg-report out/kernels/vector_add (plots, and a summary atop out/kernels/vector_add/trace.md)'
 	[ "${#lines[@]}" -eq 3 ]
 	grep -Fqx '## Summary after 40 candidates' "$RUN/trace.md"
@@ -460,12 +460,45 @@ fake_stage() {
 	awk -v p="$per_min" 'BEGIN { exit !(p > 5) }'
 	# measured speedups have an interval: the table and trace.md show it
 	run_tool 0 kg-tune --no-llm --replay "$EVENTS" --budget-builds 6 --outdir ev "$VECTOR_ADD"
-	assert_line --index 1 --regexp ' [01]\.[0-9]{2,3}x \[[01]\.[0-9]{2,3}, [01]\.[0-9]{2,3}\] +budget +ev/kernels/vector_add/best$'
+	assert_line --index 1 --regexp ' [01]\.[0-9]{2,3}x \[[01]\.[0-9]{2,3}, [01]\.[0-9]{2,3}\] +budget +- +ev/kernels/vector_add/best$'
 	grep -Eq '^\*\*Best\*\*: .* \(interval [01]\.[0-9]{2,3}x to [01]\.[0-9]{2,3}x\)' ev/kernels/vector_add/trace.md
 	# a missing spec stops everything before anything runs
 	run_tool 2 kg-tune --no-llm --outdir out2 "$VECTOR_ADD" missing.json
 	assert_stderr "$(printf '%s\n' "kg-tune: missing.json: no such spec" "Try 'kg-tune --help' for more information.")"
 	[ ! -e out2 ]
+}
+
+@test "kg-tune --history: the other runs of the same tuning parameters under OUTDIR by default, the files given, or none; the table and trace.md say how far they were trusted" {
+	jq '.General.BenchmarkName = "vector_add_b"' "$VECTOR_ADD" > b.json
+	jq '.General.BenchmarkName = "vector_add_c"' "$VECTOR_ADD" > c.json
+	jq '.General.BenchmarkName = "vector_add_d"' "$VECTOR_ADD" > d.json
+	jq '.General.BenchmarkName = "other" | .ConfigurationSpace.TuningParameters[1].Values = "[1, 2, 4]"' "$VECTOR_ADD" > e.json
+	cp "$KG_ROOT/examples/vector_add/vector_add.cu" .
+	run_tool 0 kg-tune --no-llm --replay "$TABLE" --budget-builds 12 --outdir out "$VECTOR_ADD"
+	assert_line --index 1 --regexp ' +budget +- +out/kernels/vector_add/best$'
+	[ ! -e "$RUN/history.json" ]
+	# a second kernel of the same space learns from the first run's log, from its first build
+	run_tool 0 kg-tune --no-llm --replay "$TABLE" --budget-builds 6 --outdir out b.json
+	[[ "$stderr" == *"kg-tune: out/kernels/vector_add_b: history: out/kernels/vector_add/events.jsonl"* ]]
+	assert_line --index 1 --regexp '^vector_add_b +6 .* +budget +1 file, [01](\.[0-9]+)? +out/kernels/vector_add_b/best$'
+	[ "$(jq -r '.sources[0].file' out/kernels/vector_add_b/history.json)" = out/kernels/vector_add/events.jsonl ]
+	grep -q '^\*\*History\*\*: at its last fit ([0-9]* of the run.s configurations), the model weighed `out/kernels/vector_add/events.jsonl` (13 configurations) at ' \
+		out/kernels/vector_add_b/trace.md
+	[ "$(jq -r 'select(.candidate.proposer == "rules:model") | .candidate.detail' out/kernels/vector_add_b/events.jsonl |
+		head -1 | grep -c '; history weight ')" -eq 1 ]
+	# --no-history: the run's own measurements alone
+	run_tool 0 kg-tune --no-llm --no-history --replay "$TABLE" --budget-builds 6 --outdir out c.json
+	assert_line --index 1 --regexp ' +budget +- +out/kernels/vector_add_c/best$'
+	[[ "$stderr" != *"history:"* ]]
+	# --history FILE: those files alone (a table of another GPU, a log)
+	run_tool 0 kg-tune --no-llm --history "$TABLE" --history "$EVENTS" --replay "$TABLE" --budget-builds 6 --outdir out d.json
+	assert_line --index 1 --regexp ' +budget +2 files, [01](\.[0-9]+)? +out/kernels/vector_add_d/best$'
+	[ "$(jq -c '[.sources[].file]' out/kernels/vector_add_d/history.json)" = "$(jq -cn --arg a "$TABLE" --arg b "$EVENTS" '[$a, $b]')" ]
+	# a spec of other tuning parameters takes none of them
+	run_tool 0 kg-tune --no-llm --replay "$TABLE" --budget-builds 2 --outdir out e.json
+	[[ "$stderr" != *"history:"* ]]
+	run_tool 2 kg-tune --no-llm --history missing.json --outdir out "$VECTOR_ADD"
+	assert_stderr "$(printf '%s\n' "kg-tune: --history: cannot read 'missing.json'" "Try 'kg-tune --help' for more information.")"
 }
 
 @test "kg-tune learns from the logged transitions: --regraph-autobuild rebuilds the ReGraph the search's priors use" {
