@@ -18,6 +18,7 @@ struct digest {
 	char *state;
 	const cJSON *config; /* inside run->events or run->run.baseline */
 	char hex[SHA256_HEX_SIZE];
+	int unedited;	     /* kg-build found its source to be the spec's kernel: the baseline's */
 };
 
 void proposal_release(struct proposal *p)
@@ -104,22 +105,31 @@ static struct digest *find_state(struct run_info *run, const char *state)
 	return i < 0 ? NULL : &run->digests[i];
 }
 
-static void add_state(struct run_info *run, const char *state, const cJSON *config)
+static void add_state(struct run_info *run, const char *state, const cJSON *config, int unedited)
 {
 	if (!state || find_state(run, state))
 		return;
 	run->digests = xreallocarray(run->digests, run->ndigests + 1, sizeof(*run->digests));
-	run->digests[run->ndigests++] = (struct digest){.state = xstrdup(state), .config = config};
+	run->digests[run->ndigests++] = (struct digest){.state = xstrdup(state), .config = config, .unedited = unedited};
 	key_add(&run->digest_index, run->digests, sizeof(*run->digests), run->ndigests);
 }
 
-/* The digest of a state's kernel.cu; "" when it cannot be read. */
+/* The digest of a state's kernel.cu; "" when it cannot be read. A variant kg-build found
+ * unedited has the baseline's (the spec's kernel, normalized), read once rather than once per
+ * variant: a long run has a thousand. */
 static const char *source_digest(struct run_info *run, const char *state)
 {
 	struct digest *d = find_state(run, state);
 	if (!d) {
-		add_state(run, state, NULL);
+		add_state(run, state, NULL, 0);
 		d = &run->digests[run->ndigests - 1];
+	}
+	const char *base = json_string(run->run.baseline, "state");
+	if (!d->hex[0] && d->unedited && base && strcmp(base, state) != 0) {
+		char hex[SHA256_HEX_SIZE];
+		memcpy(hex, source_digest(run, base), sizeof(hex));
+		d = find_state(run, state); /* the call may have grown the table */
+		memcpy(d->hex, hex, sizeof(hex));
 	}
 	if (!d->hex[0]) {
 		char *path = run_variant_path(run->run.dir, state, "kernel.cu");
@@ -204,10 +214,11 @@ static void remember_events(struct run_info *run)
 {
 	const cJSON *e;
 	const cJSON *base_build = run->run.baseline;
-	add_state(run, json_string(base_build, "state"), cJSON_GetObjectItemCaseSensitive(base_build, "config"));
+	add_state(run, json_string(base_build, "state"), cJSON_GetObjectItemCaseSensitive(base_build, "config"), 0);
 	cJSON_ArrayForEach(e, run->events) {
 		const cJSON *build = cJSON_GetObjectItemCaseSensitive(e, "build");
-		add_state(run, json_string(build, "state"), cJSON_GetObjectItemCaseSensitive(build, "config"));
+		add_state(run, json_string(build, "state"), cJSON_GetObjectItemCaseSensitive(build, "config"),
+			  cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(build, "edited")));
 	}
 	if (json_string(base_build, "state")) {
 		char *config = complete_config(run->run.spec, cJSON_GetObjectItemCaseSensitive(base_build, "config"), NULL, NULL, NULL);
