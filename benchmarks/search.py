@@ -136,6 +136,13 @@ def resolve(path, work):
     return out
 
 
+def from_root(path):
+    """A path as the space keeps it: from the repository root when inside it, else absolute (a
+    kept space outlives the checkout that made it)."""
+    rel = os.path.relpath(path, ROOT)
+    return path if rel.startswith("..") else rel
+
+
 def prepare_space(name, spec_path, table_path, work):
     """Reads a space and writes what every run of it needs into WORK/spaces/NAME-DIGEST/:
     space.json (parameters, restrictions, each valid configuration's time) and kt_cache.json (the
@@ -176,7 +183,7 @@ def prepare_space(name, spec_path, table_path, work):
     missing = [k for k in valid if k not in table]
     times = {k: table[k]["time"] for k in valid if k in table}
     correct = [t for t in times.values() if t is not None]
-    space = {"name": name, "spec": os.path.relpath(spec_path, ROOT), "table": os.path.relpath(table_path, ROOT),
+    space = {"name": name, "spec": from_root(spec_path), "table": from_root(table_path),
              "family": hashlib.sha256(json.dumps([ks["KernelName"], params]).encode()).hexdigest()[:12],
              "digest": fp, "folder": folder, "kernel": ks["KernelName"], "problem_size": ks.get("ProblemSize", []),
              "params": params, "restrictions": restrictions, "table_results": len(results),
