@@ -494,6 +494,10 @@ fake_stage() {
 	run_tool 0 kg-tune --no-llm --history "$TABLE" --history "$EVENTS" --replay "$TABLE" --budget-builds 6 --outdir out d.json
 	assert_line --index 1 --regexp ' +budget +2 files, [01](\.[0-9]+)? +out/kernels/vector_add_d/best$'
 	[ "$(jq -c '[.sources[].file]' out/kernels/vector_add_d/history.json)" = "$(jq -cn --arg a "$TABLE" --arg b "$EVENTS" '[$a, $b]')" ]
+	# the same seed, history and options give the same search
+	run_tool 0 kg-tune --no-llm --history "$TABLE" --history "$EVENTS" --replay "$TABLE" --budget-builds 6 --outdir again d.json
+	[ "$(jq -c 'select(.update.child != null) | .build.config' again/kernels/vector_add_d/events.jsonl)" = \
+		"$(jq -c 'select(.update.child != null) | .build.config' out/kernels/vector_add_d/events.jsonl)" ]
 	# a spec of other tuning parameters takes none of them
 	run_tool 0 kg-tune --no-llm --replay "$TABLE" --budget-builds 2 --outdir out e.json
 	[[ "$stderr" != *"history:"* ]]
