@@ -36,6 +36,8 @@ built() {
 	assert_stderr "$(printf '%s\n' "kg-bench: --budget: '0': out of range" "Try 'kg-bench --help' for more information.")"
 	run_tool 2 kg-bench --noise x
 	assert_stderr "$(printf '%s\n' "kg-bench: --noise: 'x': not a number" "Try 'kg-bench --help' for more information.")"
+	run_tool 2 kg-bench --gpu-wait -1
+	assert_stderr "$(printf '%s\n' "kg-bench: --gpu-wait: '-1': out of range" "Try 'kg-bench --help' for more information.")"
 	run_tool 2 kg-bench --calibrate --replay x
 	assert_stderr "$(printf '%s\n' "kg-bench: --calibrate takes no input and no --replay" "Try 'kg-bench --help' for more information.")"
 	run_tool 2 kg-bench --replay /nonexistent.json </dev/null
