@@ -577,6 +577,23 @@ fake_stage() {
 	[ "$(evaluated "$RUN" | wc -l)" -eq 8 ]
 }
 
+@test "a link planted at the run's lock or kg-nightly's files is refused, exit 4, naming it; nothing is made where it points" {
+	run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --budget-builds 2 --outdir out "$VECTOR_ADD"
+	rm -f out/kernels/.vector_add.lock
+	ln -s "$PWD/created" out/kernels/.vector_add.lock
+	run_tool 4 kg-tune -q --no-llm --replay "$TABLE" --resume --budget-builds 4 --outdir out "$VECTOR_ADD"
+	assert_stderr "kg-tune: out/kernels/.vector_add.lock: a symbolic link is there, where a run file should be: not followed"
+	run_tool 4 kg-iterate "$RUN"
+	assert_stderr "kg-iterate: out/kernels/.vector_add.lock: a symbolic link is there, where a run file should be: not followed"
+	[ ! -e created ]
+	mkdir night
+	echo '{"outdir": "night", "specs": ["none.json"]}' >nightly.json
+	ln -s "$PWD/created" night/nightly.lock
+	run_tool 4 kg-nightly nightly.json
+	assert_stderr "kg-nightly: $PWD/night/nightly.lock: a symbolic link is there, where a run file should be: not followed"
+	[ ! -e created ]
+}
+
 @test "kg-tune interrupted (TERM) while picking finishes the iteration in flight, logs it (--log), exits 130, leaves nothing running" {
 	# the signal comes while a front is picking (a kg-iterate beside kg-tune makes it slow
 	# once asked to): the iteration being measured waits for that pick before it is learned
