@@ -478,19 +478,91 @@ static void run_calls(struct call *c, const cJSON *doc)
 
 /* ---------------------------------------------------------------- files */
 
-/* The key never reaches a file: any echo of it (an error body quoting the header) is cut. */
-static char *redacted(const struct llm_settings *s, char *text)
+/* How many bytes at p spell the character k: k itself, or a JSON escape of it (\uXXXX, or
+ * \/ and \" for those two) behind any number of backslashes, the form an escape takes in
+ * each level of JSON it is nested in (a string holding JSON holding the key). 0: none. */
+static size_t spelled(const char *p, char k)
 {
-	if (!s->api_key || !*s->api_key)
-		return text;
-	size_t klen = strlen(s->api_key);
-	char *at;
-	while ((at = strstr(text, s->api_key)) != NULL) {
-		char *out = xasprintf("%.*s[redacted]%s", (int)(at - text), text, at + klen);
-		free(text);
-		text = out;
+	if (*p == k)
+		return 1;
+	size_t b = 0;
+	while (p[b] == '\\')
+		b++;
+	if (b == 0)
+		return 0;
+	if ((k == '/' || k == '"') && p[b] == k)
+		return b + 1;
+	if (p[b] != 'u')
+		return 0;
+	unsigned v = 0;
+	for (int i = 1; i <= 4; i++) {
+		char h = p[b + (size_t)i];
+		int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+		if (d < 0)
+			return 0;
+		v = v * 16 + (unsigned)d;
 	}
-	return text;
+	return v == (unsigned char)k ? b + 5 : 0;
+}
+
+char *llm_redact(const struct llm_settings *s, char *text)
+{
+	const char *key = s->api_key;
+	if (!key || !*key || !text)
+		return text;
+	struct strbuf out;
+	strbuf_init(&out);
+	int found = 0;
+	for (size_t i = 0; text[i];) {
+		size_t q = i, j;
+		for (j = 0; key[j]; j++) {
+			size_t n = spelled(text + q, key[j]);
+			if (!n)
+				break;
+			q += n;
+		}
+		if (!key[j]) {
+			strbuf_addstr(&out, "[redacted]");
+			found = 1;
+			i = q;
+		} else {
+			strbuf_add(&out, text + i, 1);
+			i++;
+		}
+	}
+	if (!found) {
+		strbuf_release(&out);
+		return text;
+	}
+	free(text);
+	return strbuf_detach(&out);
+}
+
+void llm_redact_json(const struct llm_settings *s, cJSON *item)
+{
+	if (!item || !s->api_key || !*s->api_key)
+		return;
+	if (item->string && !(item->type & cJSON_StringIsConst)) {
+		char *name = llm_redact(s, xstrdup(item->string));
+		if (strcmp(name, item->string) != 0) {
+			size_t len = strlen(name) + 1;
+			char *own = cJSON_malloc(len);
+			if (!own)
+				xalloc_die();
+			memcpy(own, name, len);
+			cJSON_free(item->string);
+			item->string = own;
+		}
+		free(name);
+	}
+	if (cJSON_IsString(item)) {
+		char *value = llm_redact(s, xstrdup(item->valuestring));
+		if (strcmp(value, item->valuestring) != 0 && !cJSON_SetValuestring(item, value))
+			xalloc_die();
+		free(value);
+	}
+	for (cJSON *child = item->child; child; child = child->next)
+		llm_redact_json(s, child);
 }
 
 static void write_redacted(const struct llm_settings *s, const char *path, const cJSON *doc, int line)
@@ -498,7 +570,7 @@ static void write_redacted(const struct llm_settings *s, const char *path, const
 	char *text = cJSON_PrintUnformatted(doc);
 	if (!text)
 		xalloc_die();
-	char *own = redacted(s, xasprintf("%s\n", text));
+	char *own = llm_redact(s, xasprintf("%s\n", text));
 	cJSON_free(text);
 	if ((line ? file_append(path, own, strlen(own)) : file_write_atomic(path, own, strlen(own))) != 0)
 		log_warn("cannot write '%s':", path);
@@ -623,7 +695,7 @@ static void response_arrived(struct call *c)
 {
 	if (!c->response.len)
 		return;
-	char *text = redacted(c->s, strbuf_detach(&c->response));
+	char *text = llm_redact(c->s, strbuf_detach(&c->response));
 	strbuf_init(&c->response);
 	strbuf_addstr(&c->response, text);
 	free(text);
@@ -697,12 +769,15 @@ static void finish(struct call *c, char *error)
 	struct llm_request *r = c->req;
 	c->done = 1;
 	if (error) {
-		r->error = redacted(c->s, error);
+		r->error = llm_redact(c->s, error);
 		return;
 	}
 	double in = 0, out = 0;
 	char *why = NULL;
 	cJSON *doc = cJSON_Parse(c->response.buf ? c->response.buf : "");
+	/* After parsing, as well as before (response_arrived): what an escape spelled is text
+	 * now, and the answer's parts are joined below. */
+	llm_redact_json(c->s, doc);
 	cJSON *asked = doc && r->tools ? calls_asked(c->s, doc) : NULL;
 	int calls = cJSON_GetArraySize(asked);
 	cJSON_Delete(asked);
@@ -710,7 +785,7 @@ static void finish(struct call *c, char *error)
 		c->has_calls = 1;
 		usage_of(c->s, doc, &in, &out);
 	} else {
-		r->text = doc ? answer_text(c->s, doc, &in, &out, &why) : NULL;
+		r->text = doc ? llm_redact(c->s, answer_text(c->s, doc, &in, &out, &why)) : NULL;
 	}
 	cJSON_Delete(doc);
 	if (!c->has_calls && !r->text) {
@@ -719,7 +794,7 @@ static void finish(struct call *c, char *error)
 			why = xasprintf("the model still called functions in round %d, after the %d round%s that may", c->round,
 					r->tools->max_rounds, r->tools->max_rounds == 1 ? "" : "s");
 		}
-		r->error = redacted(c->s, why ? why : xstrdup("the response is not JSON"));
+		r->error = llm_redact(c->s, why ? why : xstrdup("the response is not JSON"));
 		return;
 	}
 	c->answered = 1;
@@ -792,7 +867,7 @@ static void attempt_done(struct call *c, CURLcode code, uint64_t *rng)
 	} else {
 		wait_s = fmin(s->backoff_max_s, s->backoff_s * pow(2, c->round_attempts - 1)) * (0.5 + 0.5 * rng_uniform(rng));
 	}
-	char *shown = redacted(s, error);
+	char *shown = llm_redact(s, error);
 	log_debug("%s: %s; again in %.2f s", r->label, shown, wait_s);
 	free(shown);
 	c->due_ms = monotonic_ms() + wait_s * 1000;

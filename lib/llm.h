@@ -102,6 +102,15 @@ struct llm_request {
  * reads each request's error. */
 size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n);
 
+/* The API key's one redactor: returns text with every spelling of s->api_key replaced by
+ * "[redacted]": the key itself, or with any of its characters JSON-escaped (\u0073, at any
+ * depth of nesting: \\u0073). Takes text (freed when it is replaced) and returns the
+ * caller's string. Base64 or other encodings of the key are not recognised. */
+char *llm_redact(const struct llm_settings *s, char *text);
+/* llm_redact on every string and member name of a parsed document, in place: run after each
+ * parse of an answer, since parsing turns an escaped key into the key. */
+void llm_redact_json(const struct llm_settings *s, cJSON *doc);
+
 /* Frees what llm_run put in a request. */
 void llm_request_release(struct llm_request *r);
 

@@ -233,6 +233,38 @@ rule() {
 	run ! grep -rF -- "${KEY:0:14}" out relabeled.jsonl
 }
 
+@test "the key is cut after parsing too: escaped (\\u) in the answer's JSON or in the envelope, half escaped, split across parts" {
+	# candidates' fields holding the key \u-escaped inside the answer, wholly or from half way
+	fields() {
+		jq -cn --arg a "$1" --argjson bx "${2:-256}" '{candidates: [{think: ("think " + $a), method: ("Tiling " + $a),
+			detail: ("detail " + $a), patch: null, source: ("// " + $a + "\n"),
+			config: {block_size_x: $bx, items_per_thread: 2, use_fma: true},
+			launch_update: null}]}'
+	}
+	# the same escaped in the envelope the answer comes in (the first parse decodes it)
+	envelope=$(jq -cn --arg c "$(fields '{auth}' 128)" '{id: "x", object: "chat.completion", model: "m",
+		choices: [{index: 0, message: {role: "assistant", content: $c}, finish_reason: "stop"}],
+		usage: {prompt_tokens: 1, completion_tokens: 1, total_tokens: 2}}' | sed 's/{auth}/{auth_u}/g')
+	mock "{\"rules\": [$(rule 'role: throughput' "$(fields '{auth_u}')" '{"echo_auth": true}'),
+		$(rule 'role: memory' "$(fields '{auth_half_u}' 64)" '{"echo_auth": true}'),
+		$(jq -cn --arg b "$envelope" '{match: "role: robustness", echo_auth: true, body: $b}')]}"
+	run_tool 0 kg-propose --llm pick.jsonl
+	[ "$(jq -c '.candidate | [.think, .method, .detail, .source]' <<<"$output" | sort -u)" = \
+		'["think Bearer [redacted]","Tiling Bearer [redacted]","detail Bearer [redacted]","// Bearer [redacted]\n"]' ]
+	[ "$(wc -l <<<"$output")" -eq 3 ]
+	proposed=$output
+	kg-relabel <<<"$proposed" > relabeled.jsonl
+	grep -qF -- 'Tiling Bearer [redacted]' out/methods.json
+	# the Responses API's output_text parts, joined by the client, with the key across two
+	mock "{\"rules\": [$(rule 'role: latency' "$(fields "${KEY:0:9}{split}${KEY:9}")")]}"
+	printf 'You are the latency expert.\n' > latency.txt
+	run_tool 0 kg-propose --llm --api responses --persona latency.txt pick.jsonl
+	[ "$(jq -c '.candidate | [.think, .method]' <<<"$output")" = '["think [redacted]","Tiling [redacted]"]' ]
+	said="$proposed$output$stderr"
+	run ! grep -F -- "$KEY" <<<"$said"
+	run ! grep -rF -- "$KEY" out relabeled.jsonl
+}
+
 @test "a cache entry written before the key was cut from answers is served without it" {
 	mock "{\"rules\": [$(rule 'role: throughput' "$(answer | sed 's/Thread coarsening/{auth}/')" '{"echo_auth": true}')]}"
 	kg-propose --llm --persona throughput pick.jsonl > /dev/null
