@@ -290,6 +290,35 @@ int dir_remove_tree(const char *path)
 	return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+const char *file_confined(const char *dir, const char *path, int must_exist)
+{
+	if (!*path)
+		return "an empty file name";
+	if (path[0] == '/')
+		return "an absolute path";
+	for (const char *p = path; *p;) {
+		size_t len = strcspn(p, "/");
+		if (len == 2 && p[0] == '.' && p[1] == '.')
+			return "a path through \"..\"";
+		p += len + (p[len] == '/');
+	}
+	if (!must_exist)
+		return NULL;
+	/* Links are resolved: one inside the folder that leads out of it is outside. */
+	char *full = xasprintf("%s/%s", dir, path);
+	char *real = realpath(full, NULL), *real_dir = realpath(dir, NULL);
+	size_t n = real_dir ? strlen(real_dir) : 0;
+	struct stat st;
+	const char *refused = NULL;
+	if (!real || !real_dir || strncmp(real, real_dir, n) != 0 || real[n] != '/' || stat(real, &st) != 0 ||
+	    !S_ISREG(st.st_mode))
+		refused = FILE_NOT_INSIDE;
+	free(full);
+	free(real);
+	free(real_dir);
+	return refused;
+}
+
 char *kg_cache_dir(void)
 {
 	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");

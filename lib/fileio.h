@@ -67,6 +67,15 @@ int dir_create(const char *path);
  * 0, or -1 with errno set after removing what it could. */
 int dir_remove_tree(const char *path);
 
+/* Why path may not name a file of the folder dir, or NULL when it may: the one rule for the
+ * files a spec names (KernelFile, a BinaryRaw DataSource, a PatchFile) and for a kernel's
+ * #include "...", so that a spec or a kernel cannot reach a host file (/etc/passwd,
+ * /proc/self/environ) and have it copied into a run, compiled, logged or sent to a model.
+ * path must be relative, without a ".." component; with must_exist, also a regular file whose
+ * real path (links resolved) is inside dir's: else FILE_NOT_INSIDE. The reason is static. */
+#define FILE_NOT_INSIDE "no such file in the folder"
+const char *file_confined(const char *dir, const char *path, int must_exist);
+
 /* The root of kernelgraph's caches shared by all runs: $XDG_CACHE_HOME/kernelgraph, else
  * ~/.cache/kernelgraph; NULL when neither variable is set. The caller frees it. */
 char *kg_cache_dir(void);

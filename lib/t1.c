@@ -575,14 +575,16 @@ static int load_kernel(struct loader *L, const cJSON *root)
 	    member(L, kernel, "KernelSpecification", "Device", OPTIONAL, is_object, "an object", &item))
 		return -1;
 	s->kernel_name = name->valuestring;
-	/* KernelFile is relative to the spec, so a spec and its kernel can move together. */
-	if (file->valuestring[0] == '/') {
-		s->kernel_path = xstrdup(file->valuestring);
-	} else {
-		char *copy = xstrdup(L->path);
-		s->kernel_path = xasprintf("%s/%s", dirname(copy), file->valuestring);
-		free(copy);
-	}
+	/* KernelFile is relative to the spec, so a spec and its kernel can move together, and in
+	 * its folder, as a kernel's includes are (file_confined): no host file becomes the kernel. */
+	const char *refused = file_confined(NULL, file->valuestring, 0);
+	if (refused)
+		return fail(L, "KernelSpecification.KernelFile", "'%s': %s; %s", file->valuestring, refused, T1_FILES_RULE);
+	s->kernel_file = file->valuestring;
+	char *copy = xstrdup(L->path);
+	s->kernel_dir = xstrdup(dirname(copy));
+	s->kernel_path = xasprintf("%s/%s", s->kernel_dir, file->valuestring);
+	free(copy);
 	/* Absent, KTT's CUDA engine reads GlobalSize as blocks; kernelgraph does the same. */
 	s->global_size_type = size_type && strcmp(size_type, "OpenCL") == 0 ? T1_GLOBAL_OPENCL : T1_GLOBAL_CUDA;
 	if (options) {
@@ -738,8 +740,8 @@ static int load_kernel_conditions(struct loader *L, const cJSON *list, const cha
 	return 0;
 }
 
-/* KernelGraph.Conditions, and the Conditions of each KernelGraph.Patches entry (the rest of
- * an entry is kg-propose's to read). */
+/* KernelGraph.Conditions, and the Conditions and PatchFile of each KernelGraph.Patches entry
+ * (the rest of an entry is kg-propose's to read). */
 static int load_all_kernel_conditions(struct loader *L, const cJSON *ext)
 {
 	const cJSON *conditions = cJSON_GetObjectItemCaseSensitive(ext, "Conditions");
@@ -753,6 +755,9 @@ static int load_all_kernel_conditions(struct loader *L, const cJSON *ext)
 		char f[256], g[300];
 		const cJSON *name;
 		item_field(f, sizeof(f), "KernelGraph.Patches", k++);
+		const char *file = json_string(entry, "PatchFile"), *refused = file ? file_confined(NULL, file, 0) : NULL;
+		if (refused)
+			return fail(L, subfield(g, sizeof(g), f, "PatchFile"), "'%s': %s; %s", file, refused, T1_FILES_RULE);
 		conditions = cJSON_GetObjectItemCaseSensitive(entry, "Conditions");
 		if (!conditions)
 			continue;
@@ -901,6 +906,7 @@ void t1_free(struct t1_spec *s)
 	free(s->params);
 	free(s->names);
 	free(s->kernel_path);
+	free(s->kernel_dir);
 	free(s->path);
 	cJSON_Delete(s->json);
 	pyarena_free(s->arena);

@@ -67,12 +67,17 @@ struct t1_kernel_conditions {
 	size_t n;
 };
 
+/* Why a spec's file is refused, after the reason file_confined gives. */
+#define T1_FILES_RULE "a spec may name only files in its folder, as a kernel may include only files in its"
+
 struct t1_spec {
 	char *path;		  /* the spec file, as given */
 	cJSON *json;		  /* the whole document, for the fields later tools read */
 	const char *name;	  /* General.BenchmarkName, or else KernelSpecification.KernelName */
 	const char *language;	  /* KernelSpecification.Language */
 	const char *kernel_name;  /* KernelSpecification.KernelName */
+	const char *kernel_file;  /* KernelSpecification.KernelFile, as given: relative, no ".." */
+	char *kernel_dir;	  /* the spec's directory, which must hold every file the spec names */
 	char *kernel_path;	  /* KernelFile, resolved against the spec's directory */
 	enum t1_global_size_type global_size_type;
 	struct pyexpr *global_size[3]; /* X, Y, Z; NULL where absent (meaning 1) */

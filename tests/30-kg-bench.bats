@@ -335,6 +335,19 @@ built() {
 	jq '.KernelSpecification.Arguments[3].DataSource = "j + 1"' spec.json >gen.json
 	run_tool 1 "$LIBTEST" kargs gen.json
 	assert_stderr "kg-libtest: gen.json: KernelSpecification.Arguments[3].DataSource: column 1: name 'j' is not defined in \"j + 1\""
+	# a BinaryRaw file in the spec's folder only, as its KernelFile
+	only="a spec may name only files in its folder, as a kernel may include only files in its"
+	jq '.KernelSpecification.Arguments[5].DataSource = "/etc/passwd"' spec.json >host.json
+	run_tool 1 "$LIBTEST" kargs host.json
+	assert_stderr "kg-libtest: host.json: KernelSpecification.Arguments[5].DataSource: '/etc/passwd': an absolute path; $only"
+	jq '.KernelSpecification.Arguments[5].DataSource = "../bytes.bin"' spec.json >up.json
+	run_tool 1 "$LIBTEST" kargs up.json
+	assert_stderr "kg-libtest: up.json: KernelSpecification.Arguments[5].DataSource: '../bytes.bin': a path through \"..\"; $only"
+	# a link in the folder that leads out of it
+	mkdir sub && mv bytes.bin sub/
+	mkdir in && cp spec.json in/ && ln -s ../sub/bytes.bin in/bytes.bin
+	run_tool 1 "$LIBTEST" kargs in/spec.json
+	[[ "$stderr" == *"KernelSpecification.Arguments[5].DataSource: 'bytes.bin': no such file in the folder of the spec; $only" ]]
 }
 
 @test "comparison: |out - ref| <= atol + rtol |ref|; NaN where the reference is finite fails; integers exact" {

@@ -141,23 +141,54 @@ evaluated() {
 	assert_stderr "kg-report: empty/events.jsonl: no measurements to report"
 }
 
+@test "a spec may name only files in its folder: a host file, \"..\" or a link out is refused, naming the spec and field; nothing is copied" {
+	mkdir src
+	cp "$FIXTURES"/build/{scale.cu,scale_helper.cuh} src/
+	echo 'outside' >secret.cu
+	ln -s ../secret.cu src/link.cu
+	only="a spec may name only files in its folder, as a kernel may include only files in its"
+	for k in /etc/passwd /proc/self/environ ../secret.cu sub/../../secret.cu; do
+		jq --arg k "$k" '.KernelSpecification.KernelFile = $k' "$FIXTURES/build/spec.json" >src/spec.json
+		run_tool 1 kg-init --replay none.json src/spec.json out
+		why=$([[ $k == /* ]] && echo 'an absolute path' || echo 'a path through ".."')
+		assert_stderr "kg-propose: src/spec.json: KernelSpecification.KernelFile: '$k': $why; $only"
+		# kg-build refuses it in a run's spec too
+		mkdir -p run && cp src/spec.json run/spec.json
+		run_tool 1 kg-build <<<'{"run": "run", "candidate": {"id": "baseline"}}'
+		[[ "$stderr" == *"run/spec.json: KernelSpecification.KernelFile: '$k': $why; $only"* ]]
+	done
+	jq '.KernelSpecification.KernelFile = "link.cu"' "$FIXTURES/build/spec.json" >src/spec.json
+	run_tool 1 kg-init --replay none.json src/spec.json out
+	assert_stderr "kg-init: src/spec.json: KernelSpecification.KernelFile: 'link.cu': no such file in the folder 'src'; $only"
+	jq '.KernelSpecification.KernelFile = "scale.cu" | .KernelGraph.Patches = [{Name: "p", PatchFile: "/etc/passwd"}]' \
+		"$FIXTURES/build/spec.json" >src/spec.json
+	run_tool 1 kg-init --replay none.json src/spec.json out
+	assert_stderr "kg-propose: src/spec.json: KernelGraph.Patches[0].PatchFile: '/etc/passwd': an absolute path; $only"
+	[ ! -e out/kernels/scale ] && [ ! -e out/kernels/.scale.init ]
+	# a link out of a run is no kernel for kg-build either
+	mkdir -p run2 && cp "$FIXTURES/build/spec.json" run2/ && ln -s ../secret.cu run2/scale.cu
+	run_tool 1 kg-build <<<'{"run": "run2", "candidate": {"id": "baseline"}}'
+	assert_stderr "kg-build: <stdin>:1: run2/spec.json: KernelSpecification.KernelFile: 'scale.cu': no such file in the folder 'run2'; $only"
+}
+
 @test "kg-init copies the spec and what it needs into the run, benches the baseline and makes it the root" {
 	mkdir -p src/inc
 	cp "$FIXTURES"/build/{scale.cu,scale_helper.cuh} src/inc/
 	echo '#include "scale_helper.cuh"' >src/inc/wrapper.cuh
 	sed -i 's/#include "scale_helper.cuh"/#include "wrapper.cuh"/' src/inc/scale.cu
 	echo 'not a real patch' >src/tile.diff
-	# the kernel named by an absolute path, a patch file beside the spec
-	jq --arg k "$PWD/src/inc/scale.cu" '.KernelSpecification.KernelFile = $k
+	# the kernel in a folder below the spec's, a patch file beside the spec
+	jq '.KernelSpecification.KernelFile = "inc/scale.cu"
 		| .KernelGraph.Patches = [{Name: "tile", PatchFile: "tile.diff"}]' "$FIXTURES/build/spec.json" >src/spec.json
 	kg-propose -x -s src/spec.json | jq -cs '{schema_version: "1.0.0", results: [.[] |
 		{configuration: .candidate.config, times: {runtimes: [1.5, 1.4, 1.6]}, invalidity: "correct", correctness: 1}]}' >table.json
 	run_tool 0 kg-init --replay table.json --seed 3 --select-opt '--c-puct 2' src/spec.json out
 	assert_output out/kernels/scale
 	assert_stderr "kg-init: out/kernels/scale: baseline 1.5 ms; ready"
-	# the run holds its own copies: the kernel under its name, the headers it includes, the patch
-	[ "$(cd out/kernels/scale && ls)" = "$(printf '%s\n' best best.json events.jsonl graph.bin graph.blobs scale.cu scale_helper.cuh spec.json tile.diff trace.md variants wrapper.cuh)" ]
-	[ "$(jq -r '.KernelSpecification.KernelFile, .KernelGraph.Patches[0].PatchFile' out/kernels/scale/spec.json)" = "$(printf 'scale.cu\ntile.diff')" ]
+	# the run holds its own copies: the kernel at its path, the headers it includes, the patch
+	[ "$(cd out/kernels/scale && ls)" = "$(printf '%s\n' best best.json events.jsonl graph.bin graph.blobs inc spec.json tile.diff trace.md variants)" ]
+	[ "$(cd out/kernels/scale/inc && ls)" = "$(printf '%s\n' scale.cu scale_helper.cuh wrapper.cuh)" ]
+	[ "$(jq -r '.KernelSpecification.KernelFile, .KernelGraph.Patches[0].PatchFile' out/kernels/scale/spec.json)" = "$(printf 'inc/scale.cu\ntile.diff')" ]
 	[ "$(jq -c '[.update.root, .build.baseline, .bench.median_ms]' out/kernels/scale/events.jsonl)" = '[true,true,1.5]' ]
 	[ "$(kg-select --export out/kernels/scale | jq -c .params.c_init)" = 2 ]
 	# a run is never made twice

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fileio.h"
 #include "fnv1a.h"
@@ -212,7 +213,10 @@ static void library(struct run_info *run, const struct node_info *node, struct p
 		if (!text) {
 			char *path = xasprintf("%s/%s", run->run.dir, file);
 			size_t len;
-			if (!(patch = file_read_all(path, &len)))
+			if (file_confined(run->run.dir, file, 1) && access(path, F_OK) == 0) /* a link out of the run */
+				log_warn("%s/spec.json: KernelGraph.Patches[%d].PatchFile: '%s': %s '%s'; %s", run->run.dir, i, file,
+					 FILE_NOT_INSIDE, run->run.dir, T1_FILES_RULE);
+			else if (!(patch = file_read_all(path, &len)))
 				log_warn("%s/spec.json: KernelGraph.Patches[%d].PatchFile: cannot read '%s':", run->run.dir, i, path);
 			free(path);
 			if (!patch)
