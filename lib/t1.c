@@ -949,7 +949,9 @@ struct walk {
 	void *ctx;
 	uint64_t count;
 	uint64_t limit;	      /* when counting: stop once count exceeds it */
-	uint64_t tries, max_tries; /* values bound so far, and how many a count may bind */
+	uint64_t tries, max_tries; /* values bound so far, and how many the walk may bind */
+	int bounded;	      /* max_tries applies (a count always; an enumeration when asked) */
+	int cut;	      /* an enumeration stopped at max_tries, short of the end */
 	int saturated;
 };
 
@@ -1098,8 +1100,11 @@ static int walk_level(struct walk *w, size_t level)
 	for (size_t v = 0; v < p->nvalues; v++) {
 		if (fixed != T1_FREE && v != fixed)
 			continue;
-		if (!w->fn && ++w->tries > w->max_tries) { /* sparse: counted as more than limit */
-			w->count = w->limit + 1;
+		if (w->bounded && ++w->tries > w->max_tries) {
+			if (w->fn)
+				w->cut = 1;
+			else /* sparse: counted as more than limit */
+				w->count = w->limit + 1;
 			return 1;
 		}
 		w->values[w->order[level]] = p->values[v];
@@ -1162,11 +1167,26 @@ int t1_enumerate(const struct t1_spec *s, t1_config_fn fn, void *ctx)
 	return rc;
 }
 
+int t1_enumerate_bounded(const struct t1_spec *s, uint64_t max_tries, t1_config_fn fn, void *ctx, int *cut)
+{
+	struct walk w;
+	walk_init(&w, s);
+	w.fn = fn;
+	w.ctx = ctx;
+	w.bounded = 1;
+	w.max_tries = max_tries;
+	int rc = walk_run(&w);
+	*cut = w.cut;
+	walk_release(&w);
+	return w.cut ? 0 : rc;
+}
+
 int t1_count(const struct t1_spec *s, uint64_t limit, uint64_t *count, int *saturated)
 {
 	struct walk w;
 	walk_init(&w, s);
 	w.limit = limit;
+	w.bounded = 1;
 	w.max_tries = limit > UINT64_MAX / T1_COUNT_TRIES ? UINT64_MAX : limit * T1_COUNT_TRIES;
 	int rc = walk_run(&w);
 	*count = w.count;

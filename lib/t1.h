@@ -121,6 +121,9 @@ typedef int (*t1_config_fn)(void *ctx, const struct pyval *values, const size_t 
  * Returns 0 when the walk completed, fn's non-zero value when fn stopped it, or -1 after
  * reporting a condition that failed to evaluate (division by zero, type error). */
 int t1_enumerate(const struct t1_spec *spec, t1_config_fn fn, void *ctx);
+/* The same, binding at most max_tries values on the way (every level's, not only whole
+ * configurations): *cut is set, and 0 returned, when it stopped there short of the end. */
+int t1_enumerate_bounded(const struct t1_spec *spec, uint64_t max_tries, t1_config_fn fn, void *ctx, int *cut);
 
 /* Counts the valid configurations without visiting subspaces that no condition constrains,
  * stopping as soon as the count exceeds limit, so that a caller asking only whether there
