@@ -841,6 +841,8 @@ struct t1_spec *t1_load(const char *path, int *unreadable)
 	struct loader L = {.path = path, .spec = s};
 	s->path = xstrdup(path);
 	s->arena = pyarena_new();
+	s->budget = xcalloc(1, sizeof(*s->budget));
+	pyexpr_budget_init(s->budget, "the spec", T1_LISTING_STEPS);
 	*unreadable = 0;
 
 	size_t len;
@@ -907,6 +909,7 @@ void t1_free(struct t1_spec *s)
 	free(s->names);
 	free(s->kernel_path);
 	free(s->kernel_dir);
+	free(s->budget);
 	free(s->path);
 	cJSON_Delete(s->json);
 	pyarena_free(s->arena);
@@ -958,6 +961,9 @@ struct walk {
 static void walk_init(struct walk *w, const struct t1_spec *s)
 {
 	memset(w, 0, sizeof(*w));
+	/* Each walk has the whole budget: a listing is bounded, and the next one may run. */
+	if (s->budget)
+		pyexpr_budget_init(s->budget, "the spec", T1_LISTING_STEPS);
 	w->spec = s;
 	w->nlevels = s->nparams;
 	w->order = xcalloc(s->nparams + 1, sizeof(*w->order));
@@ -1042,12 +1048,13 @@ static void describe_inputs(struct strbuf *sb, const struct t1_spec *s, const st
 		strbuf_addch(sb, ')');
 }
 
-/* Evaluates a condition; returns 1 if it holds, 0 if not, -1 with *err filled. */
-static int condition_holds(const struct t1_condition *cond, const struct pyval *values, struct pyarena *scratch,
-			   struct pyexpr_error *err)
+/* Evaluates a condition, drawing on the spec's budget; returns 1 if it holds, 0 if not, -1
+ * with *err filled. */
+static int condition_holds(const struct t1_spec *s, const struct t1_condition *cond, const struct pyval *values,
+			   struct pyarena *scratch, struct pyexpr_error *err)
 {
 	struct pyval result;
-	if (pyexpr_eval(cond->expr, values, scratch, &result, err))
+	if (pyexpr_eval_budgeted(cond->expr, values, scratch, s->budget, &result, err))
 		return -1;
 	int holds = pyval_truthy(&result);
 	pyarena_reset(scratch);
@@ -1070,7 +1077,7 @@ static int conditions_hold(struct walk *w, const size_t *conds, size_t n)
 	for (size_t k = 0; k < n; k++) {
 		struct pyexpr_error err;
 		const struct t1_condition *cond = &w->spec->conditions[conds[k]];
-		int holds = condition_holds(cond, w->values, w->scratch, &err);
+		int holds = condition_holds(w->spec, cond, w->values, w->scratch, &err);
 		if (holds < 0) {
 			struct strbuf msg;
 			strbuf_init(&msg);
@@ -1273,7 +1280,7 @@ static int check_list(const struct t1_spec *s, const struct t1_condition *conds,
 	int rc = 0;
 	for (size_t c = 0; c < n && rc == 0; c++) {
 		struct pyexpr_error err;
-		int holds = condition_holds(&conds[c], values, scratch, &err);
+		int holds = condition_holds(s, &conds[c], values, scratch, &err);
 		if (holds < 0) {
 			condition_error(why, s, &conds[c], values, &err);
 			rc = 1;

@@ -67,6 +67,10 @@ struct t1_kernel_conditions {
 	size_t n;
 };
 
+/* About 1.5 s of expression work: no real spec's conditions come near it, since only what an
+ * evaluation spends beyond its first PYEXPR_FREE_STEPS counts. */
+#define T1_LISTING_STEPS 200000000
+
 /* Why a spec's file is refused, after the reason file_confined gives. */
 #define T1_FILES_RULE "a spec may name only files in its folder, as a kernel may include only files in its"
 
@@ -97,6 +101,10 @@ struct t1_spec {
 	size_t nnames;		  /* nparams + 1 */
 	struct pyval problem_size; /* KernelSpecification.ProblemSize, or None */
 	struct pyarena *arena;	  /* holds values and problem_size */
+	/* The conditions' shared budget of expression work (pyexpr_budget): T1_LISTING_STEPS
+	 * beyond the first PYEXPR_FREE_STEPS of each evaluation, for the load and the checks
+	 * that follow it, and afresh for each walk of the space (a listing or a count). */
+	struct pyexpr_budget *budget;
 };
 
 /* Reads and validates the T1 file at path. On any error, reports it in one line
