@@ -365,24 +365,60 @@ static cJSON *calls_asked(const struct llm_settings *s, const cJSON *doc)
 
 /* Appends the model's turn to the conversation, as the API wants it back: Chat's assistant
  * message with its tool_calls; the Responses API's function_call items, and the reasoning
- * items a reasoning model needs beside them. */
-static void add_model_turn(const struct llm_settings *s, cJSON *conversation, const cJSON *doc)
+ * items a reasoning model needs beside them. Only the first keep calls go back (every call
+ * sent back needs a result); the last of them, when refused is set, with empty arguments and
+ * a name kept short, since it is answered by the one refusal for it and all the calls after. */
+static void add_model_turn(const struct llm_settings *s, cJSON *conversation, const cJSON *doc, int keep, int refused)
 {
 	const cJSON *item;
+	cJSON *kept = cJSON_CreateArray();
+	if (!kept)
+		xalloc_die();
 	if (s->api == LLM_CHAT) {
 		const cJSON *message = chat_message(doc);
 		const char *content = json_string(message, "content");
 		cJSON *turn = json_object();
 		json_add_string(turn, "role", "assistant");
 		json_add(turn, "content", content ? cJSON_CreateString(content) : cJSON_CreateNull());
-		json_add(turn, "tool_calls", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(message, "tool_calls"), 1));
+		int k = 0;
+		cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(message, "tool_calls"))
+			if (k++ < keep)
+				json_append(kept, cJSON_Duplicate(item, 1));
+		json_add(turn, "tool_calls", kept);
 		json_append(conversation, turn);
-		return;
+	} else {
+		int k = 0;
+		cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(doc, "output")) {
+			const char *type = json_string(item, "type");
+			int call = type && strcmp(type, "function_call") == 0;
+			if ((call && k++ < keep) || (type && strcmp(type, "reasoning") == 0))
+				json_append(conversation, cJSON_Duplicate(item, 1));
+		}
+		cJSON_Delete(kept);
 	}
-	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(doc, "output")) {
-		const char *type = json_string(item, "type");
-		if (type && (strcmp(type, "function_call") == 0 || strcmp(type, "reasoning") == 0))
-			json_append(conversation, cJSON_Duplicate(item, 1));
+	if (!refused || keep == 0)
+		return;
+	/* The refused call: the last function call appended. */
+	cJSON *last = NULL, *m;
+	if (s->api == LLM_CHAT) {
+		cJSON *calls = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(conversation, cJSON_GetArraySize(conversation) - 1),
+								"tool_calls");
+		last = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(calls, keep - 1), "function");
+	} else {
+		cJSON_ArrayForEach(m, conversation) {
+			const char *type = json_string(m, "type");
+			if (type && strcmp(type, "function_call") == 0)
+				last = m;
+		}
+	}
+	if (!last)
+		return;
+	cJSON_DeleteItemFromObjectCaseSensitive(last, "arguments");
+	json_add_string(last, "arguments", "{}");
+	const char *name = json_string(last, "name");
+	if (name && strlen(name) > 64) {
+		cJSON_DeleteItemFromObjectCaseSensitive(last, "name");
+		json_add_string(last, "name", "unknown");
 	}
 }
 
@@ -424,9 +460,6 @@ static char *cut_result(char *result, size_t max)
 static char *call_result(struct call *c, const char *name, const char *arguments)
 {
 	const struct llm_tools *t = c->req->tools;
-	if (c->tool_bytes >= t->max_total_bytes)
-		return xasprintf("error: the results of this conversation reached their limit (%zu bytes): answer now with "
-				 "what you have", t->max_total_bytes);
 	const struct llm_function *f = NULL;
 	for (size_t k = 0; k < t->nfunctions; k++)
 		if (strcmp(t->functions[k].name, name) == 0)
@@ -447,32 +480,69 @@ static char *call_result(struct call *c, const char *name, const char *arguments
 	else
 		result = t->call(t->ctx, name, args);
 	cJSON_Delete(args);
-	size_t left = t->max_total_bytes - c->tool_bytes;
-	result = cut_result(result, left < t->max_result_bytes ? left : t->max_result_bytes);
-	c->tool_bytes += strlen(result);
-	return result;
+	size_t left = c->tool_bytes < t->max_total_bytes ? t->max_total_bytes - c->tool_bytes : 0;
+	return cut_result(result, left < t->max_result_bytes ? left : t->max_result_bytes);
 }
 
+/* What text adds to a request once written as a JSON string (its escapes and quotes). */
+static size_t json_len(const char *text)
+{
+	cJSON *str = cJSON_CreateString(text ? text : "");
+	char *printed = str ? cJSON_PrintUnformatted(str) : NULL;
+	if (!printed)
+		xalloc_die();
+	size_t len = strlen(printed);
+	cJSON_free(printed);
+	cJSON_Delete(str);
+	return len;
+}
+
+/* The JSON around one call sent back and its result ("type", "role", "tool_call_id", ...). */
+#define CALL_OVERHEAD_BYTES 160
+
 /* Runs the calls the round's answer (doc) asks for: the model's turn and each result go into
- * the conversation, and into c->ran for the round's log. */
+ * the conversation, and into c->ran for the round's log. What goes back counts against
+ * --tool-total-bytes, the calls sent back as well as their results (errors included); once it
+ * is reached, the call there gets one short refusal that speaks for it and every call after
+ * it, which are not sent back at all: a model asking for 30,000 calls makes the next request
+ * grow by the limit and a fixed margin, not by 30,000 refusals. */
 static void run_calls(struct call *c, const cJSON *doc)
 {
 	const struct llm_settings *s = c->s;
+	const struct llm_tools *t = c->req->tools;
 	cJSON *asked = calls_asked(s, doc), *a;
-	add_model_turn(s, c->conversation, doc);
+	int total = cJSON_GetArraySize(asked), keep = 0, refused = 0;
+	char **results = xcalloc((size_t)total + 1, sizeof(*results));
+	cJSON_ArrayForEach(a, asked) {
+		const char *id = json_string(a, "id"), *name = json_string(a, "name"), *arguments = json_string(a, "arguments");
+		if (c->tool_bytes >= t->max_total_bytes) {
+			results[keep] = xasprintf("error: the results of this conversation reached their limit (%zu bytes): "
+						  "this call and the %d after it were not run; answer now with what you have",
+						  t->max_total_bytes, total - keep - 1);
+			keep++;
+			refused = 1;
+			break;
+		}
+		c->tool_bytes += CALL_OVERHEAD_BYTES + 2 * json_len(id) + json_len(name) + json_len(arguments);
+		results[keep] = call_result(c, name, arguments);
+		c->tool_bytes += json_len(results[keep++]);
+	}
+	add_model_turn(s, c->conversation, doc, keep, refused);
 	c->ran = cJSON_CreateArray();
 	if (!c->ran)
 		xalloc_die();
+	int k = 0;
 	cJSON_ArrayForEach(a, asked) {
-		const char *id = json_string(a, "id"), *name = json_string(a, "name"), *arguments = json_string(a, "arguments");
-		char *result = call_result(c, name, arguments);
-		add_result(s, c->conversation, id, result);
+		if (k == keep)
+			break;
+		add_result(s, c->conversation, json_string(a, "id"), results[k]);
 		cJSON *ran = cJSON_Duplicate(a, 1);
-		json_add_string(ran, "result", result);
+		json_add_string(ran, "result", results[k]);
 		json_append(c->ran, ran);
-		free(result);
+		free(results[k++]);
 		c->req->function_calls++;
 	}
+	free(results);
 	cJSON_Delete(asked);
 }
 

@@ -494,7 +494,34 @@ METRICS='{"status":"ok","source":"cupti-range-profiler","device":"NVIDIA H100 80
 		$(jq -cn --argjson a "$(answer)" '{match: ["call_1_1", "\"tool_choice\":\"none\""], times: 1, content: ($a | tojson)}')]}"
 	run_tool 0 kg-propose --llm --persona throughput --tool-rounds 4 --tool-total-bytes 200 pick.jsonl
 	[ "$(jq -r 'select(.n == 2) | .body.messages[-1].content' requests.jsonl)" = \
-		'error: the results of this conversation reached their limit (200 bytes): answer now with what you have' ]
+		'error: the results of this conversation reached their limit (200 bytes): this call and the 0 after it were not run; answer now with what you have' ]
+}
+
+@test "--tool-total-bytes bounds what goes back: 30,000 calls in one answer get one short refusal, not 30,000 (Chat; Responses)" {
+	# (the Responses API's items are larger: 15,000 of them stay within the 4 MiB of an answer)
+	for api in chat:30000 responses:15000; do
+		jq -cn --argjson a "$(answer)" --argjson n "${api#*:}" '{rules: [{match: "role: throughput", times: 1,
+			tool_calls: [range($n) | {name: "source_lines", arguments: {start: 1, end: 2}}]},
+			{match: "call_1_", content: ($a | tojson)}]}' > many.json
+		api=${api%:*}
+		rm -f requests.jsonl
+		mock "$(cat many.json)"
+		run_tool 0 kg-propose --llm --api $api --no-cache --persona throughput --tool-rounds 4 --tool-total-bytes 2000 pick.jsonl
+		[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
+		first=$(jq -c 'select(.n == 1) | .body' requests.jsonl | wc -c)
+		second=$(jq -c 'select(.n == 2) | .body' requests.jsonl | wc -c)
+		# the conversation grew by the limit and a fixed margin (8 MB when every call went back)
+		[ $((second - first)) -le $((2000 + 1500)) ]
+		if [ $api = chat ]; then
+			msgs=$(jq -c 'select(.n == 2) | .body.messages' requests.jsonl)
+			# every call sent back has its result; the last kept is the refusal, for it and all after it
+			[ "$(jq '[.[] | select(.role == "tool")] | length' <<<"$msgs")" = "$(jq '.[2].tool_calls | length' <<<"$msgs")" ]
+			[[ "$(jq -r '.[-1].content' <<<"$msgs")" =~ ^error:\ the\ results\ of\ this\ conversation\ reached\ their\ limit\ \(2000\ bytes\):\ this\ call\ and\ the\ [0-9]+\ after\ it\ were\ not\ run ]]
+		else
+			input=$(jq -c 'select(.n == 2) | .body.input' requests.jsonl)
+			[ "$(jq '[.[] | select(.type == "function_call")] | length' <<<"$input")" = "$(jq '[.[] | select(.type == "function_call_output")] | length' <<<"$input")" ]
+		fi
+	done
 }
 
 # An illustration of kg-bench --metrics' lines.json, written by hand.
