@@ -271,6 +271,9 @@ evaluated() {
 	run bash -c "kg-tune --no-llm --replay '$TABLE' --resume --budget-builds 2 --outdir out '$VECTOR_ADD' >&- 2>err"
 	[ "$status" -eq 4 ]
 	[ "$(tail -1 err)" = "kg-tune: cannot write the summary to standard output" ]
+	# trace.md still gets its closing summary, and nothing says it has none
+	run ! grep -e 'no closing summary' -e 'kg-select: cannot write' err
+	[ "$(grep -c '^The search is over' "$RUN/trace.md")" -eq 1 ]
 }
 
 @test "kg-iterate: one iteration through every tool; stages' failures reach the caller by name and status" {
@@ -933,6 +936,18 @@ fake_stage() {
 	grep -q "search graph, $((path > 2 ? path : 2)) of $(($(evaluated "$RUN" | wc -l) + 1)) nodes: the incumbent's path and the fastest" "$dot"
 	run_tool 1 kg-report nowhere
 	assert_stderr "kg-report: nowhere: not a run (kg-init SPEC OUTDIR makes one)"
+}
+
+@test "kg-report --report-dir: a run it may not write is reported elsewhere, the run left as it was" {
+	kg-init -q --replay "$EVENTS" "$VECTOR_ADD" out >/dev/null
+	kg-iterate -q --replay "$EVENTS" "$RUN" >/dev/null || true
+	(cd "$RUN" && find . -type f -exec sha256sum {} + | sort -k2) >before
+	run_tool 0 kg-report --report-dir elsewhere "$RUN"
+	assert_line "Report: elsewhere/index.html"
+	[ "$(ls elsewhere)" = "$(printf '%s\n' convergence.svg graph.dot graph.svg index.html roofline.svg summary.md vector_add_T4.json)" ]
+	[ "$(head -1 elsewhere/summary.md)" = '<!-- kg-report -->' ]
+	(cd "$RUN" && find . -type f -exec sha256sum {} + | sort -k2) | diff before -
+	[ ! -e "$RUN/report" ]
 }
 
 @test "kg-report on replayed tables: the roofline from the table's figures, both roofs and where they came from" {
