@@ -15,6 +15,11 @@ KG_REAL=${kg_real:-$(readlink -f "$0")}
 KG_REAL=${KG_REAL%/*}
 PATH="$KG_HERE:$KG_REAL/../bin:$PATH"
 
+# What the scripts create (logs, locks, work files, trace.md through the shell) is never
+# writable by others, whatever umask the caller had (000 made them 0666): others' write bit
+# is added to the mask; the C tools create 0644 files and 0755 folders at most already.
+umask "$(printf '%04o' $((8#$(umask) | 8#002)))"
+
 KG_EXIT_INPUT=1
 KG_EXIT_USAGE=2
 KG_EXIT_ENV=3

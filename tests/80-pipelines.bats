@@ -938,6 +938,13 @@ fake_stage() {
 	assert_stderr "kg-report: nowhere: not a run (kg-init SPEC OUTDIR makes one)"
 }
 
+@test "under umask 000 the pipelines make nothing others may write" {
+	(umask 000 && kg-tune -q --no-llm --replay "$TABLE" --budget-builds 3 --outdir out "$VECTOR_ADD" >/dev/null &&
+		kg-report -q "$RUN" >/dev/null)
+	[ -s "$RUN/events.jsonl" ] && [ -s "$RUN/report/index.html" ]
+	[ "$(find out \( -type f -o -type d \) -perm -o+w)" = "" ]
+}
+
 @test "kg-report --report-dir: a run it may not write is reported elsewhere, the run left as it was" {
 	kg-init -q --replay "$EVENTS" "$VECTOR_ADD" out >/dev/null
 	kg-iterate -q --replay "$EVENTS" "$RUN" >/dev/null || true
