@@ -740,6 +740,23 @@ fake_stage() {
 	[ "$(evaluated night/kernels/vector_add | wc -l)" -eq 15 ]
 }
 
+@test "kg-nightly: a night killed before its end line is said to be unfinished by the next night, on stderr and in its log" {
+	mkdir -p night/logs
+	ln -s "$KG_ROOT/examples" ex
+	jq -n '{outdir: "night", budget_builds: 2, options: ["--no-llm"],
+		specs: [{spec: "ex/vector_add/vector_add.json", replay: "ex/vector_add/vector_add_H100_T4.json"}]}' >nightly.json
+	printf '%s\n' '{"t":"2026-11-01T00:00:00Z","nightly":"start","pid":1,"specs":1}' \
+		'{"t":"2026-11-01T00:00:01Z","nightly":"spec","status":0}' >night/logs/20261101T000000Z.jsonl
+	run_tool 0 kg-nightly nightly.json
+	[[ "$stderr" == *"kg-nightly: warning: the night 20261101T000000Z did not finish: $PWD/night/logs/20261101T000000Z.jsonl has its start line and no end line (killed, or its machine stopped)"* ]]
+	log=$(ls night/logs/*.jsonl | grep -v 20261101T000000Z)
+	[ "$(jq -c 'select(.nightly == "unfinished") | .night' "$log")" = '"20261101T000000Z"' ]
+	# a night that ended is not reported again
+	sleep 1
+	run_tool 0 kg-nightly nightly.json
+	assert_stderr_empty
+}
+
 @test "kg-nightly exits at once, exit 6, while another holds the lock" {
 	mkdir night
 	echo '{"outdir": "night", "specs": ["none.json"]}' >nightly.json
