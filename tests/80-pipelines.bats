@@ -242,6 +242,24 @@ evaluated() {
 	[[ "$stderr" == "kg-bench: no CUDA driver on this machine ("*"); give --replay FILE to answer from recorded measurements" ]]
 }
 
+@test "kg-init killed between the baseline's log line and the graph's first save: the root is made from the log, not measured again" {
+	run_tool 0 kg-init -q --replay "$TABLE" "$VECTOR_ADD" out
+	cp "$RUN/events.jsonl" events.before
+	want=$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state], .events_len]')
+	# what the kill leaves: the log has the root; the graph was never saved
+	rm "$RUN/graph.bin" "$RUN/graph.blobs"
+	run_tool 0 kg-init --replay "$TABLE" "$VECTOR_ADD" out
+	assert_output "$RUN"
+	[[ "$stderr" == "kg-init: $RUN: the baseline was measured and logged before kg-init stopped; the root is made from the log"* ]]
+	cmp "$RUN/events.jsonl" events.before
+	[ "$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state], .events_len]')" = "$want" ]
+	# and kg-tune --resume goes on from it
+	rm "$RUN/graph.bin" "$RUN/graph.blobs"
+	run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --resume --budget-builds 2 --outdir out "$VECTOR_ADD"
+	[ "$(head -1 "$RUN/events.jsonl")" = "$(head -1 events.before)" ]
+	[ "$(evaluated "$RUN" | wc -l)" -eq 2 ]
+}
+
 @test "kg-init killed (kill -9) at any moment: kg-init, or kg-tune --resume, starts it again" {
 	for delay in 0.02 0.05 0.08 0.11 0.14 0.17 0.2 0.23 0.26 0.29 0.32 0.35 0.4; do
 		rm -rf out

@@ -480,7 +480,9 @@ static void catch_up_with_log(struct updater *u, const char *events)
 {
 	struct graph *g = u->g;
 	uint64_t size = events_size_at(events);
-	if (!u->exists || size == g->events_len)
+	/* With no graph yet, a log that holds records (the baseline's root, logged by a kg-init
+	 * killed before the graph's first save) is learned from its start, root first. */
+	if (size == g->events_len || (!u->exists && size == 0))
 		return;
 	if (size < g->events_len) {
 		log_warn("%s: %" PRIu64 " bytes, shorter than the %" PRIu64 " the graph learned from: not read", events, size,
