@@ -278,6 +278,29 @@ int dir_create(const char *path)
 	return 0;
 }
 
+int dir_create_nofollow(const char *path, int levels)
+{
+	char *copy = xstrdup(path);
+	size_t len = strlen(copy);
+	for (int k = 0; k < levels && len > 0; k++) {
+		while (len > 1 && copy[len - 1] == '/')
+			copy[--len] = '\0';
+		struct stat st;
+		if (lstat(copy, &st) == 0 && S_ISLNK(st.st_mode)) {
+			free(copy);
+			errno = ELOOP;
+			return -1;
+		}
+		char *slash = strrchr(copy, '/');
+		if (!slash)
+			break;
+		len = (size_t)(slash - copy);
+		copy[len] = '\0';
+	}
+	free(copy);
+	return dir_create(path);
+}
+
 static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
 	(void)st;

@@ -63,6 +63,12 @@ int file_copy(const char *src, const char *dst);
  * the directory exists afterwards, or -1 with errno set. */
 int dir_create(const char *path);
 
+/* dir_create for a folder of a run (variants/, reference/, llm/, llm/cache/): a symbolic link
+ * at path or at the levels - 1 folders above it (those inside the run) is refused (ELOOP), as
+ * file_open_nofollow refuses one at a file, since the files written into a linked folder
+ * would land wherever another user pointed it. */
+int dir_create_nofollow(const char *path, int levels);
+
 /* rm -rf: removes path and everything below it, never following symbolic links. Returns
  * 0, or -1 with errno set after removing what it could. */
 int dir_remove_tree(const char *path);

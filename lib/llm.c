@@ -660,7 +660,7 @@ static void log_call(struct call *c)
 	struct llm_request *r = c->req;
 	if (!s->log_dir)
 		return;
-	if (dir_create(s->log_dir) != 0) {
+	if (dir_create_nofollow(s->log_dir, 1) != 0) {
 		log_warn("cannot create '%s':", s->log_dir);
 		return;
 	}
@@ -975,7 +975,7 @@ static void store_in_cache(const struct call *c)
 	if (!c->s->cache_dir || !c->answered || c->round_cached)
 		return;
 	char *path = cache_path(c);
-	if (dir_create(c->s->cache_dir) != 0 || file_write_atomic(path, c->response.buf, c->response.len) != 0)
+	if (dir_create_nofollow(c->s->cache_dir, 2) != 0 || file_write_atomic(path, c->response.buf, c->response.len) != 0)
 		log_warn("cannot write '%s':", path);
 	free(path);
 }

@@ -40,8 +40,10 @@ struct llm_settings {
 	double backoff_max_s;
 	double retry_after_max_s; /* a longer Retry-After ends the request instead */
 	uint64_t jitter_seed;	  /* each wait is drawn in [0.5, 1) of its value from this */
-	const char *log_dir;	  /* every request and response, and calls.jsonl; NULL: none */
-	const char *cache_dir;	  /* answers keyed by the request; NULL: no cache */
+	const char *log_dir;	  /* every request and response, and calls.jsonl; NULL: none
+				   * (a run's llm/: not a link) */
+	const char *cache_dir;	  /* answers keyed by the request; NULL: no cache. A run's
+				   * llm/cache: neither it nor llm/ may be a link */
 	int read_cache;		  /* 0: always call (the answer still refreshes the cache) */
 	double price_in, price_out; /* USD per million input and output tokens */
 	long max_calls;		  /* caps on what log_dir's calls.jsonl records; 0: none */

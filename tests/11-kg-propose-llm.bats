@@ -265,6 +265,16 @@ rule() {
 	run ! grep -rF -- "$KEY" out relabeled.jsonl
 }
 
+@test "a link planted as the run's llm folder is refused: nothing is logged or cached where it points" {
+	mkdir elsewhere
+	ln -s ../../../elsewhere "$RUN/llm"
+	mock "{\"rules\": [$(rule 'role: throughput' "$(answer)")]}"
+	run_tool 0 kg-propose --llm --persona throughput pick.jsonl
+	[ "$(jq -r .candidate.proposer <<<"$output")" = llm:gpt-5-mini/throughput ]
+	[[ "$stderr" == *"cannot create '$RUN/llm': Too many levels of symbolic links"* ]]
+	[ -z "$(ls -A elsewhere)" ]
+}
+
 @test "a cache entry written before the key was cut from answers is served without it" {
 	mock "{\"rules\": [$(rule 'role: throughput' "$(answer | sed 's/Thread coarsening/{auth}/')" '{"echo_auth": true}')]}"
 	kg-propose --llm --persona throughput pick.jsonl > /dev/null

@@ -1037,7 +1037,7 @@ static int make_reference(struct wrun *r, double *fill_ms, struct failure *f)
 	    check_cuda(f, cu.cuStreamSynchronize(gpu.stream), "the baseline"))
 		return -1;
 	char *dir = run_path(r->run.dir, RUN_REFERENCE);
-	if (dir_create(dir) != 0)
+	if (dir_create_nofollow(dir, 1) != 0)
 		log_warn("cannot create '%s':", dir);
 	for (size_t k = 0; k < r->ka.n; k++) {
 		struct warg *w = &r->args[k];

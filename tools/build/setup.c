@@ -230,7 +230,7 @@ struct build_run *build_run_load(const char *dir, const char *arch_option, int c
 	if (setup_compiler_options(run, arch_option, check_nvrtc))
 		goto done;
 	char *variants = run_path(dir, RUN_VARIANTS);
-	if (dir_create(variants) != 0)
+	if (dir_create_nofollow(variants, 1) != 0)
 		run->error = xasprintf("cannot create '%s': %s", variants, strerror(errno));
 	else
 		remove_stale_temporaries(variants);
