@@ -8,6 +8,12 @@ BINDIR     ?= $(PREFIX)/bin
 # what the pipeline scripts source (they look in ../share/kernelgraph from where they are)
 DATADIR    ?= $(PREFIX)/share/kernelgraph
 CUDA_HOME  ?= /usr/local/cuda
+# The folder of the per-GPU locks that every user's kg-bench shares (lib/fileio.h, gpu_lock_dir):
+# make install run as root makes it root's, group LOCKGROUP, mode 3770 (members lock, nobody
+# else can plant a file or link there, nobody removes another's). /run is emptied at boot:
+# the README gives the tmpfiles.d line that makes it again.
+LOCKDIR    ?= /run/kernelgraph
+LOCKGROUP  ?= kernelgraph
 INSTALL    ?= install
 PKG_CONFIG ?= pkg-config
 BATS       ?= bats
@@ -55,7 +61,7 @@ CJSON_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcjson 2>/dev/null)
 CJSON_LIBS   := $(or $(shell $(PKG_CONFIG) --libs libcjson 2>/dev/null),-lcjson)
 CRYPTO_LIBS  := $(or $(shell $(PKG_CONFIG) --libs libcrypto 2>/dev/null),-lcrypto)
 
-ALL_CPPFLAGS = -Ilib -DKG_VERSION='"$(VERSION)"' $(CJSON_CFLAGS) $(CPPFLAGS)
+ALL_CPPFLAGS = -Ilib -DKG_VERSION='"$(VERSION)"' -DKG_LOCK_DIR='"$(LOCKDIR)"' $(CJSON_CFLAGS) $(CPPFLAGS)
 ALL_CFLAGS   = -std=c11 $(WARNINGS) $(SAN_FLAGS) $(CFLAGS)
 # --as-needed: a tool loads only the libraries it calls (kg-select starts in a third of
 # the time without libcrypto, and it starts once per MCGS step).
@@ -227,6 +233,10 @@ install: all
 	$(INSTALL) -m 755 $(TOOL_BINS) $(PIPELINES:%=pipelines/%) '$(DESTDIR)$(BINDIR)'
 	$(INSTALL) -d '$(DESTDIR)$(DATADIR)'
 	$(INSTALL) -m 644 pipelines/common.sh '$(DESTDIR)$(DATADIR)'
+	@if [ "$$(id -u)" -eq 0 ] && getent group '$(LOCKGROUP)' >/dev/null; then \
+	  echo "$(INSTALL) -d -m 3770 -o root -g $(LOCKGROUP) '$(DESTDIR)$(LOCKDIR)'"; \
+	  $(INSTALL) -d -m 3770 -o root -g '$(LOCKGROUP)' '$(DESTDIR)$(LOCKDIR)'; \
+	else echo "make install: no $(LOCKDIR) (needs root and the group $(LOCKGROUP)): each user's kg-bench locks the GPU in \$$XDG_RUNTIME_DIR/kernelgraph"; fi
 
 uninstall:
 	rm -f $(foreach f,$(TOOLS:%=kg-%) $(PIPELINES),'$(DESTDIR)$(BINDIR)/$(f)') '$(DESTDIR)$(DATADIR)/common.sh'

@@ -16,9 +16,10 @@ specs=$(mktemp -d)
 spec=examples/$name/$name.json
 for size in "$@"; do
 	start=$(date +%s)
-	# The kernel file is named by its absolute path: kg-init copies it into the run.
-	jq --argjson n "$size" --arg scalars "$scalars" -f benchmarks/resize.jq "$spec" |
-		jq --arg dir "$PWD/$(dirname "$spec")" '.KernelSpecification.KernelFile |= "\($dir)/\(.)"' > "$specs/${name}_$size.json"
+	# A spec may name only files in its folder: the example's files go beside the sized spec.
+	cp "$(dirname "$spec")"/* "$specs"/ &&
+		jq --argjson n "$size" --arg scalars "$scalars" -f benchmarks/resize.jq "$spec" > "$specs/${name}_$size.json" ||
+		{ echo "$name $size: cannot write the sized spec"; exit 1; }
 	printf '%s %s: ' "$name" "$size"
 	# shellcheck disable=SC2086
 	benchmarks/sweep.sh "$specs/${name}_$size.json" "$out/${name}_${size}_T4.json" "$sample" ${KG_BENCH_OPTS:-} ||

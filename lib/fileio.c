@@ -1,4 +1,4 @@
-/* fileio.c: read-all, maps, write-temp-fsync-rename, tails, and flock-based directory locks.
+/* fileio.c: read-all, maps, write-temp-fsync-rename, tails, flock-based locks and the GPU locks' folder.
  * Plain POSIX calls with EINTR handled; none of these functions prints anything. */
 #include "common.h"
 
@@ -6,15 +6,50 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <libgen.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fileio.h"
 #include "log.h"
 #include "xalloc.h"
+
+/* Refuses what fd opened unless it is a regular file: a FIFO, a device or a directory planted
+ * where a run file should be. Closes fd and sets EINVAL when refused. */
+static int keep_regular(int fd)
+{
+	struct stat st;
+	int rc = fstat(fd, &st);
+	if (rc == 0 && S_ISREG(st.st_mode))
+		return fd;
+	int saved_errno = rc == 0 ? EINVAL : errno;
+	close(fd);
+	errno = saved_errno;
+	return -1;
+}
+
+int file_open_nofollow(const char *path, int flags, mode_t mode)
+{
+	/* O_NONBLOCK: opening a planted FIFO must not wait for a reader; it is refused below. */
+	int fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -1;
+	if (keep_regular(fd) < 0)
+		return -1;
+	int fl = fcntl(fd, F_GETFL);
+	if (fl == -1 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == -1) {
+		int saved_errno = errno;
+		close(fd);
+		errno = saved_errno;
+		return -1;
+	}
+	return fd;
+}
 
 char *file_read_all(const char *path, size_t *len)
 {
@@ -80,7 +115,12 @@ int file_write_atomic(const char *path, const void *data, size_t len)
 	mode_t mask = umask(0);
 	umask(mask);
 	int rc = -1;
-	if (fchmod(fd, 0644 & ~mask) == 0 && write_all(fd, data, len) == 0 && fsync(fd) == 0) {
+	struct stat st;
+	/* A rename would replace a link, never write through it; it is still refused, as every
+	 * other writer refuses one, so a planted link is reported rather than quietly removed. */
+	if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+		errno = ELOOP;
+	else if (fchmod(fd, 0644 & ~mask) == 0 && write_all(fd, data, len) == 0 && fsync(fd) == 0) {
 		rc = close(fd);
 		fd = -1;
 		if (rc == 0)
@@ -101,7 +141,7 @@ int file_write_atomic(const char *path, const void *data, size_t len)
 /* Opens path with flags, writes data and closes it; the first error's errno survives close. */
 static int open_write_close(const char *path, int flags, const void *data, size_t len)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0644);
+	int fd = file_open_nofollow(path, O_WRONLY | O_CREAT | flags, 0644);
 	if (fd < 0)
 		return -1;
 	int rc = write_all(fd, data, len);
@@ -119,7 +159,7 @@ int file_write(const char *path, const void *data, size_t len)
 
 int file_write_tail(const char *path, size_t offset, const void *data, size_t len)
 {
-	int fd = open(path, O_WRONLY | (offset ? 0 : O_CREAT) | O_CLOEXEC, 0644);
+	int fd = file_open_nofollow(path, O_WRONLY | (offset ? 0 : O_CREAT), 0644);
 	if (fd < 0)
 		return -1;
 	int rc = -1;
@@ -135,7 +175,7 @@ int file_write_tail(const char *path, size_t offset, const void *data, size_t le
 
 int file_append(const char *path, const void *data, size_t len)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	int fd = file_open_nofollow(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
 	if (fd < 0)
 		return -1;
 	/* A file system without locks (ENOLCK) still gets the append: one host's are whole. */
@@ -238,6 +278,29 @@ int dir_create(const char *path)
 	return 0;
 }
 
+int dir_create_nofollow(const char *path, int levels)
+{
+	char *copy = xstrdup(path);
+	size_t len = strlen(copy);
+	for (int k = 0; k < levels && len > 0; k++) {
+		while (len > 1 && copy[len - 1] == '/')
+			copy[--len] = '\0';
+		struct stat st;
+		if (lstat(copy, &st) == 0 && S_ISLNK(st.st_mode)) {
+			free(copy);
+			errno = ELOOP;
+			return -1;
+		}
+		char *slash = strrchr(copy, '/');
+		if (!slash)
+			break;
+		len = (size_t)(slash - copy);
+		copy[len] = '\0';
+	}
+	free(copy);
+	return dir_create(path);
+}
+
 static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
 	(void)st;
@@ -248,6 +311,35 @@ static int remove_entry(const char *path, const struct stat *st, int type, struc
 int dir_remove_tree(const char *path)
 {
 	return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *file_confined(const char *dir, const char *path, int must_exist)
+{
+	if (!*path)
+		return "an empty file name";
+	if (path[0] == '/')
+		return "an absolute path";
+	for (const char *p = path; *p;) {
+		size_t len = strcspn(p, "/");
+		if (len == 2 && p[0] == '.' && p[1] == '.')
+			return "a path through \"..\"";
+		p += len + (p[len] == '/');
+	}
+	if (!must_exist)
+		return NULL;
+	/* Links are resolved: one inside the folder that leads out of it is outside. */
+	char *full = xasprintf("%s/%s", dir, path);
+	char *real = realpath(full, NULL), *real_dir = realpath(dir, NULL);
+	size_t n = real_dir ? strlen(real_dir) : 0;
+	struct stat st;
+	const char *refused = NULL;
+	if (!real || !real_dir || strncmp(real, real_dir, n) != 0 || real[n] != '/' || stat(real, &st) != 0 ||
+	    !S_ISREG(st.st_mode))
+		refused = FILE_NOT_INSIDE;
+	free(full);
+	free(real);
+	free(real_dir);
+	return refused;
 }
 
 char *kg_cache_dir(void)
@@ -268,10 +360,34 @@ int dirlock_acquire(struct dirlock *lock, const char *dir, int wait)
 	return rc;
 }
 
+/* Opens the lock file at path read-only (flock needs no more, and so any user may lock a
+ * file another created), creating it when missing. An existing file is opened without
+ * O_CREAT: where fs.protected_regular is on, O_CREAT on another user's file in a sticky
+ * folder is refused even when it exists. Never follows a link; only a regular file will do. */
+static int lock_open(const char *path)
+{
+	for (;;) {
+		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd >= 0)
+			return keep_regular(fd);
+		if (errno != ENOENT)
+			return -1;
+		/* O_EXCL: a link planted meanwhile is EEXIST, then ELOOP above, never followed. */
+		fd = open(path, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			/* Readable by every user of the folder whatever the umask, or theirs fails. */
+			if (fchmod(fd, 0644) != 0)
+				log_debug("cannot make '%s' readable by all: %s", path, strerror(errno));
+			return fd;
+		}
+		if (errno != EEXIST)
+			return -1;
+	}
+}
+
 int filelock_acquire(struct dirlock *lock, const char *path, int wait)
 {
-	/* Read-only: flock needs no more, and so any user may lock a file another created. */
-	lock->fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+	lock->fd = lock_open(path);
 	if (lock->fd < 0)
 		return -1;
 	int rc;
@@ -286,6 +402,126 @@ int filelock_acquire(struct dirlock *lock, const char *path, int wait)
 		return -1;
 	}
 	return 0;
+}
+
+int filelock_acquire_timed(struct dirlock *lock, const char *path, double wait_ms, void (*tick)(void))
+{
+	lock->fd = lock_open(path);
+	if (lock->fd < 0)
+		return -1;
+	double t0 = monotonic_ms();
+	useconds_t pause = 200;
+	for (;;) {
+		if (flock(lock->fd, LOCK_EX | LOCK_NB) == 0)
+			return 0;
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			break;
+		if (errno == EWOULDBLOCK && monotonic_ms() - t0 >= wait_ms) {
+			errno = ETIMEDOUT;
+			break;
+		}
+		if (tick)
+			tick();
+		usleep(pause);
+		/* Polled, not blocked in flock, so the caller can tick; quickly at first, since
+		 * the lock usually changes hands between two records. */
+		if (pause < 20000)
+			pause *= 2;
+	}
+	int saved_errno = errno;
+	close(lock->fd);
+	lock->fd = -1;
+	errno = saved_errno;
+	return -1;
+}
+
+char *filelock_holder(const char *path)
+{
+	struct stat st;
+	FILE *fp = stat(path, &st) == 0 ? fopen("/proc/locks", "r") : NULL;
+	if (!fp)
+		return NULL;
+	/* "1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF"; a waiter's line has "->" after the
+	 * number. The pid is the one that took the lock, as the kernel knows it. */
+	char line[256], *who = NULL;
+	while (!who && fgets(line, sizeof(line), fp)) {
+		char kind[16], mode[16], access[16];
+		int pid;
+		unsigned maj, min;
+		unsigned long ino;
+		if (strstr(line, "->") ||
+		    sscanf(line, "%*d: %15s %15s %15s %d %x:%x:%lu", kind, mode, access, &pid, &maj, &min, &ino) != 7 ||
+		    strcmp(kind, "FLOCK") != 0 || ino != (unsigned long)st.st_ino || maj != major(st.st_dev) ||
+		    min != minor(st.st_dev) || pid <= 0)
+			continue;
+		char *proc = xasprintf("/proc/%d", pid), *comm_path = xasprintf("/proc/%d/comm", pid);
+		struct stat ps;
+		const struct passwd *pw = stat(proc, &ps) == 0 ? getpwuid(ps.st_uid) : NULL;
+		size_t n;
+		char *comm = file_read_all(comm_path, &n);
+		if (comm)
+			comm[strcspn(comm, "\n")] = '\0';
+		if (pw)
+			who = xasprintf("pid %d (%s, user %s)", pid, comm ? comm : "?", pw->pw_name);
+		else
+			who = xasprintf("pid %d", pid);
+		free(comm);
+		free(proc);
+		free(comm_path);
+	}
+	fclose(fp);
+	return who;
+}
+
+/* The folder is safe to make lock files in when no other user can swap them: a folder (not
+ * a link to one) of root's or this user's, writable by others only with the sticky bit. */
+static int lock_dir_safe(const char *dir, struct strbuf *why)
+{
+	struct stat st;
+	if (lstat(dir, &st) != 0) {
+		strbuf_addf(why, "cannot use '%s' for the GPU locks: %s", dir, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode) || (st.st_uid != 0 && st.st_uid != geteuid()) ||
+	    ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))) {
+		strbuf_addf(why, "'%s' is not a safe folder for the GPU locks (it must be a folder of root's or "
+			    "yours, writable by others only with the sticky bit: mode %04o, owner %ld)",
+			    dir, (unsigned)(st.st_mode & 07777), (long)st.st_uid);
+		return -1;
+	}
+	return 0;
+}
+
+char *gpu_lock_dir(const char *system_dir, struct strbuf *why)
+{
+	struct stat st;
+	if (system_dir && lstat(system_dir, &st) == 0)
+		return lock_dir_safe(system_dir, why) == 0 ? xstrdup(system_dir) : NULL;
+	const char *runtime = getenv("XDG_RUNTIME_DIR");
+	char *dir = NULL;
+	if (runtime && runtime[0] == '/') {
+		dir = xasprintf("%s/kernelgraph", runtime);
+	} else {
+		char *cache = kg_cache_dir();
+		if (cache)
+			dir = xasprintf("%s/locks", cache);
+		free(cache);
+	}
+	if (!dir) {
+		strbuf_addf(why, "no folder for the GPU locks: '%s' is missing and neither XDG_RUNTIME_DIR, "
+			    "XDG_CACHE_HOME nor HOME is set", system_dir ? system_dir : "");
+		return NULL;
+	}
+	if (dir_create(dir) != 0) {
+		strbuf_addf(why, "cannot create '%s' for the GPU locks: %s", dir, strerror(errno));
+		free(dir);
+		return NULL;
+	}
+	if (lock_dir_safe(dir, why) != 0) {
+		free(dir);
+		return NULL;
+	}
+	return dir;
 }
 
 void dirlock_release(struct dirlock *lock)

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fileio.h"
 #include "jsonl.h"
@@ -148,13 +149,14 @@ static int load_fill(const struct t1_spec *spec, const cJSON *arg, struct karg *
 			return -1;
 		}
 	} else if (a->fill == KARG_FILL_BINARY) {
-		if (source[0] == '/') {
-			a->data_path = xstrdup(source);
-		} else {
-			char *copy = xstrdup(spec->path);
-			a->data_path = xasprintf("%s/%s", dirname(copy), source);
-			free(copy);
+		/* In the spec's folder, as its KernelFile is (file_confined). */
+		const char *refused = file_confined(NULL, source, 0);
+		if (refused) {
+			strbuf_addf(why, "%s: %s.DataSource: '%s': %s; %s", spec->path, a->field, source, refused, T1_FILES_RULE);
+			return -1;
 		}
+		a->data_source = source;
+		a->data_path = xasprintf("%s/%s", spec->kernel_dir, source);
 	}
 	return 0;
 }
@@ -255,6 +257,7 @@ static int load_references(const struct t1_spec *spec, const cJSON *kernel, stru
 		r->name = xstrdup(json_string(ref, "Name"));
 		r->field = field;
 		r->data_path = NULL;
+		r->data_source = NULL;
 		r->generator = NULL;
 		r->has_fill_value = 0;
 		r->seed = out->nrefs + 1001;
@@ -312,8 +315,17 @@ double karg_random_range(const struct karg *a)
 
 static int fill_binary(const struct karg *a, void *host, struct strbuf *why)
 {
-	size_t len;
-	char *data = file_read_all(a->data_path, &len);
+	size_t len = 0;
+	char *dir = xstrndup(a->data_path, strlen(a->data_path) - strlen(a->data_source) - 1);
+	const char *refused = file_confined(dir, a->data_source, 1);
+	free(dir);
+	char *data = refused ? NULL : file_read_all(a->data_path, &len);
+	if (refused && access(a->data_path, F_OK) == 0) {
+		/* a link in the folder that leads out of it */
+		strbuf_addf(why, "%s.DataSource: '%s': %s of the spec; %s", a->field, a->data_source, FILE_NOT_INSIDE,
+			    T1_FILES_RULE);
+		return -1;
+	}
 	if (!data) {
 		strbuf_addf(why, "%s.DataSource: cannot read '%s': %s", a->field, a->data_path, strerror(errno));
 		return -1;

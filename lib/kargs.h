@@ -36,6 +36,7 @@ struct karg {
 	uint64_t seed;		  /* RandomSeed, or the argument's position */
 	struct pyexpr *generator; /* Generator: DataSource, an expression in i (and ProblemSize) */
 	char *data_path;	  /* BinaryRaw: DataSource, resolved against the spec's folder */
+	const char *data_source;  /* BinaryRaw: DataSource as the spec gives it (in its folder) */
 	const struct pyval *problem_size; /* the spec's, for Generator expressions */
 	double abs_tol, rel_tol;  /* tolerances of the comparison (KernelGraph.Tolerance, or by type) */
 };

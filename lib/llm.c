@@ -365,24 +365,60 @@ static cJSON *calls_asked(const struct llm_settings *s, const cJSON *doc)
 
 /* Appends the model's turn to the conversation, as the API wants it back: Chat's assistant
  * message with its tool_calls; the Responses API's function_call items, and the reasoning
- * items a reasoning model needs beside them. */
-static void add_model_turn(const struct llm_settings *s, cJSON *conversation, const cJSON *doc)
+ * items a reasoning model needs beside them. Only the first keep calls go back (every call
+ * sent back needs a result); the last of them, when refused is set, with empty arguments and
+ * a name kept short, since it is answered by the one refusal for it and all the calls after. */
+static void add_model_turn(const struct llm_settings *s, cJSON *conversation, const cJSON *doc, int keep, int refused)
 {
 	const cJSON *item;
+	cJSON *kept = cJSON_CreateArray();
+	if (!kept)
+		xalloc_die();
 	if (s->api == LLM_CHAT) {
 		const cJSON *message = chat_message(doc);
 		const char *content = json_string(message, "content");
 		cJSON *turn = json_object();
 		json_add_string(turn, "role", "assistant");
 		json_add(turn, "content", content ? cJSON_CreateString(content) : cJSON_CreateNull());
-		json_add(turn, "tool_calls", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(message, "tool_calls"), 1));
+		int k = 0;
+		cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(message, "tool_calls"))
+			if (k++ < keep)
+				json_append(kept, cJSON_Duplicate(item, 1));
+		json_add(turn, "tool_calls", kept);
 		json_append(conversation, turn);
-		return;
+	} else {
+		int k = 0;
+		cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(doc, "output")) {
+			const char *type = json_string(item, "type");
+			int call = type && strcmp(type, "function_call") == 0;
+			if ((call && k++ < keep) || (type && strcmp(type, "reasoning") == 0))
+				json_append(conversation, cJSON_Duplicate(item, 1));
+		}
+		cJSON_Delete(kept);
 	}
-	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(doc, "output")) {
-		const char *type = json_string(item, "type");
-		if (type && (strcmp(type, "function_call") == 0 || strcmp(type, "reasoning") == 0))
-			json_append(conversation, cJSON_Duplicate(item, 1));
+	if (!refused || keep == 0)
+		return;
+	/* The refused call: the last function call appended. */
+	cJSON *last = NULL, *m;
+	if (s->api == LLM_CHAT) {
+		cJSON *calls = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(conversation, cJSON_GetArraySize(conversation) - 1),
+								"tool_calls");
+		last = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(calls, keep - 1), "function");
+	} else {
+		cJSON_ArrayForEach(m, conversation) {
+			const char *type = json_string(m, "type");
+			if (type && strcmp(type, "function_call") == 0)
+				last = m;
+		}
+	}
+	if (!last)
+		return;
+	cJSON_DeleteItemFromObjectCaseSensitive(last, "arguments");
+	json_add_string(last, "arguments", "{}");
+	const char *name = json_string(last, "name");
+	if (name && strlen(name) > 64) {
+		cJSON_DeleteItemFromObjectCaseSensitive(last, "name");
+		json_add_string(last, "name", "unknown");
 	}
 }
 
@@ -424,9 +460,6 @@ static char *cut_result(char *result, size_t max)
 static char *call_result(struct call *c, const char *name, const char *arguments)
 {
 	const struct llm_tools *t = c->req->tools;
-	if (c->tool_bytes >= t->max_total_bytes)
-		return xasprintf("error: the results of this conversation reached their limit (%zu bytes): answer now with "
-				 "what you have", t->max_total_bytes);
 	const struct llm_function *f = NULL;
 	for (size_t k = 0; k < t->nfunctions; k++)
 		if (strcmp(t->functions[k].name, name) == 0)
@@ -447,50 +480,159 @@ static char *call_result(struct call *c, const char *name, const char *arguments
 	else
 		result = t->call(t->ctx, name, args);
 	cJSON_Delete(args);
-	size_t left = t->max_total_bytes - c->tool_bytes;
-	result = cut_result(result, left < t->max_result_bytes ? left : t->max_result_bytes);
-	c->tool_bytes += strlen(result);
-	return result;
+	size_t left = c->tool_bytes < t->max_total_bytes ? t->max_total_bytes - c->tool_bytes : 0;
+	return cut_result(result, left < t->max_result_bytes ? left : t->max_result_bytes);
 }
 
+/* What text adds to a request once written as a JSON string (its escapes and quotes). */
+static size_t json_len(const char *text)
+{
+	cJSON *str = cJSON_CreateString(text ? text : "");
+	char *printed = str ? cJSON_PrintUnformatted(str) : NULL;
+	if (!printed)
+		xalloc_die();
+	size_t len = strlen(printed);
+	cJSON_free(printed);
+	cJSON_Delete(str);
+	return len;
+}
+
+/* The JSON around one call sent back and its result ("type", "role", "tool_call_id", ...). */
+#define CALL_OVERHEAD_BYTES 160
+
 /* Runs the calls the round's answer (doc) asks for: the model's turn and each result go into
- * the conversation, and into c->ran for the round's log. */
+ * the conversation, and into c->ran for the round's log. What goes back counts against
+ * --tool-total-bytes, the calls sent back as well as their results (errors included); once it
+ * is reached, the call there gets one short refusal that speaks for it and every call after
+ * it, which are not sent back at all: a model asking for 30,000 calls makes the next request
+ * grow by the limit and a fixed margin, not by 30,000 refusals. */
 static void run_calls(struct call *c, const cJSON *doc)
 {
 	const struct llm_settings *s = c->s;
+	const struct llm_tools *t = c->req->tools;
 	cJSON *asked = calls_asked(s, doc), *a;
-	add_model_turn(s, c->conversation, doc);
+	int total = cJSON_GetArraySize(asked), keep = 0, refused = 0;
+	char **results = xcalloc((size_t)total + 1, sizeof(*results));
+	cJSON_ArrayForEach(a, asked) {
+		const char *id = json_string(a, "id"), *name = json_string(a, "name"), *arguments = json_string(a, "arguments");
+		if (c->tool_bytes >= t->max_total_bytes) {
+			results[keep] = xasprintf("error: the results of this conversation reached their limit (%zu bytes): "
+						  "this call and the %d after it were not run; answer now with what you have",
+						  t->max_total_bytes, total - keep - 1);
+			keep++;
+			refused = 1;
+			break;
+		}
+		c->tool_bytes += CALL_OVERHEAD_BYTES + 2 * json_len(id) + json_len(name) + json_len(arguments);
+		results[keep] = call_result(c, name, arguments);
+		c->tool_bytes += json_len(results[keep++]);
+	}
+	add_model_turn(s, c->conversation, doc, keep, refused);
 	c->ran = cJSON_CreateArray();
 	if (!c->ran)
 		xalloc_die();
+	int k = 0;
 	cJSON_ArrayForEach(a, asked) {
-		const char *id = json_string(a, "id"), *name = json_string(a, "name"), *arguments = json_string(a, "arguments");
-		char *result = call_result(c, name, arguments);
-		add_result(s, c->conversation, id, result);
+		if (k == keep)
+			break;
+		add_result(s, c->conversation, json_string(a, "id"), results[k]);
 		cJSON *ran = cJSON_Duplicate(a, 1);
-		json_add_string(ran, "result", result);
+		json_add_string(ran, "result", results[k]);
 		json_append(c->ran, ran);
-		free(result);
+		free(results[k++]);
 		c->req->function_calls++;
 	}
+	free(results);
 	cJSON_Delete(asked);
 }
 
 /* ---------------------------------------------------------------- files */
 
-/* The key never reaches a file: any echo of it (an error body quoting the header) is cut. */
-static char *redacted(const struct llm_settings *s, char *text)
+/* How many bytes at p spell the character k: k itself, or a JSON escape of it (\uXXXX, or
+ * \/ and \" for those two) behind any number of backslashes, the form an escape takes in
+ * each level of JSON it is nested in (a string holding JSON holding the key). 0: none. */
+static size_t spelled(const char *p, char k)
 {
-	if (!s->api_key || !*s->api_key)
-		return text;
-	size_t klen = strlen(s->api_key);
-	char *at;
-	while ((at = strstr(text, s->api_key)) != NULL) {
-		char *out = xasprintf("%.*s[redacted]%s", (int)(at - text), text, at + klen);
-		free(text);
-		text = out;
+	if (*p == k)
+		return 1;
+	size_t b = 0;
+	while (p[b] == '\\')
+		b++;
+	if (b == 0)
+		return 0;
+	if ((k == '/' || k == '"') && p[b] == k)
+		return b + 1;
+	if (p[b] != 'u')
+		return 0;
+	unsigned v = 0;
+	for (int i = 1; i <= 4; i++) {
+		char h = p[b + (size_t)i];
+		int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+		if (d < 0)
+			return 0;
+		v = v * 16 + (unsigned)d;
 	}
-	return text;
+	return v == (unsigned char)k ? b + 5 : 0;
+}
+
+char *llm_redact(const struct llm_settings *s, char *text)
+{
+	const char *key = s->api_key;
+	if (!key || !*key || !text)
+		return text;
+	struct strbuf out;
+	strbuf_init(&out);
+	int found = 0;
+	for (size_t i = 0; text[i];) {
+		size_t q = i, j;
+		for (j = 0; key[j]; j++) {
+			size_t n = spelled(text + q, key[j]);
+			if (!n)
+				break;
+			q += n;
+		}
+		if (!key[j]) {
+			strbuf_addstr(&out, "[redacted]");
+			found = 1;
+			i = q;
+		} else {
+			strbuf_add(&out, text + i, 1);
+			i++;
+		}
+	}
+	if (!found) {
+		strbuf_release(&out);
+		return text;
+	}
+	free(text);
+	return strbuf_detach(&out);
+}
+
+void llm_redact_json(const struct llm_settings *s, cJSON *item)
+{
+	if (!item || !s->api_key || !*s->api_key)
+		return;
+	if (item->string && !(item->type & cJSON_StringIsConst)) {
+		char *name = llm_redact(s, xstrdup(item->string));
+		if (strcmp(name, item->string) != 0) {
+			size_t len = strlen(name) + 1;
+			char *own = cJSON_malloc(len);
+			if (!own)
+				xalloc_die();
+			memcpy(own, name, len);
+			cJSON_free(item->string);
+			item->string = own;
+		}
+		free(name);
+	}
+	if (cJSON_IsString(item)) {
+		char *value = llm_redact(s, xstrdup(item->valuestring));
+		if (strcmp(value, item->valuestring) != 0 && !cJSON_SetValuestring(item, value))
+			xalloc_die();
+		free(value);
+	}
+	for (cJSON *child = item->child; child; child = child->next)
+		llm_redact_json(s, child);
 }
 
 static void write_redacted(const struct llm_settings *s, const char *path, const cJSON *doc, int line)
@@ -498,7 +640,7 @@ static void write_redacted(const struct llm_settings *s, const char *path, const
 	char *text = cJSON_PrintUnformatted(doc);
 	if (!text)
 		xalloc_die();
-	char *own = redacted(s, xasprintf("%s\n", text));
+	char *own = llm_redact(s, xasprintf("%s\n", text));
 	cJSON_free(text);
 	if ((line ? file_append(path, own, strlen(own)) : file_write_atomic(path, own, strlen(own))) != 0)
 		log_warn("cannot write '%s':", path);
@@ -518,7 +660,7 @@ static void log_call(struct call *c)
 	struct llm_request *r = c->req;
 	if (!s->log_dir)
 		return;
-	if (dir_create(s->log_dir) != 0) {
+	if (dir_create_nofollow(s->log_dir, 1) != 0) {
 		log_warn("cannot create '%s':", s->log_dir);
 		return;
 	}
@@ -623,7 +765,7 @@ static void response_arrived(struct call *c)
 {
 	if (!c->response.len)
 		return;
-	char *text = redacted(c->s, strbuf_detach(&c->response));
+	char *text = llm_redact(c->s, strbuf_detach(&c->response));
 	strbuf_init(&c->response);
 	strbuf_addstr(&c->response, text);
 	free(text);
@@ -697,12 +839,15 @@ static void finish(struct call *c, char *error)
 	struct llm_request *r = c->req;
 	c->done = 1;
 	if (error) {
-		r->error = redacted(c->s, error);
+		r->error = llm_redact(c->s, error);
 		return;
 	}
 	double in = 0, out = 0;
 	char *why = NULL;
 	cJSON *doc = cJSON_Parse(c->response.buf ? c->response.buf : "");
+	/* After parsing, as well as before (response_arrived): what an escape spelled is text
+	 * now, and the answer's parts are joined below. */
+	llm_redact_json(c->s, doc);
 	cJSON *asked = doc && r->tools ? calls_asked(c->s, doc) : NULL;
 	int calls = cJSON_GetArraySize(asked);
 	cJSON_Delete(asked);
@@ -710,7 +855,7 @@ static void finish(struct call *c, char *error)
 		c->has_calls = 1;
 		usage_of(c->s, doc, &in, &out);
 	} else {
-		r->text = doc ? answer_text(c->s, doc, &in, &out, &why) : NULL;
+		r->text = doc ? llm_redact(c->s, answer_text(c->s, doc, &in, &out, &why)) : NULL;
 	}
 	cJSON_Delete(doc);
 	if (!c->has_calls && !r->text) {
@@ -719,7 +864,7 @@ static void finish(struct call *c, char *error)
 			why = xasprintf("the model still called functions in round %d, after the %d round%s that may", c->round,
 					r->tools->max_rounds, r->tools->max_rounds == 1 ? "" : "s");
 		}
-		r->error = redacted(c->s, why ? why : xstrdup("the response is not JSON"));
+		r->error = llm_redact(c->s, why ? why : xstrdup("the response is not JSON"));
 		return;
 	}
 	c->answered = 1;
@@ -792,7 +937,7 @@ static void attempt_done(struct call *c, CURLcode code, uint64_t *rng)
 	} else {
 		wait_s = fmin(s->backoff_max_s, s->backoff_s * pow(2, c->round_attempts - 1)) * (0.5 + 0.5 * rng_uniform(rng));
 	}
-	char *shown = redacted(s, error);
+	char *shown = llm_redact(s, error);
 	log_debug("%s: %s; again in %.2f s", r->label, shown, wait_s);
 	free(shown);
 	c->due_ms = monotonic_ms() + wait_s * 1000;
@@ -830,7 +975,7 @@ static void store_in_cache(const struct call *c)
 	if (!c->s->cache_dir || !c->answered || c->round_cached)
 		return;
 	char *path = cache_path(c);
-	if (dir_create(c->s->cache_dir) != 0 || file_write_atomic(path, c->response.buf, c->response.len) != 0)
+	if (dir_create_nofollow(c->s->cache_dir, 2) != 0 || file_write_atomic(path, c->response.buf, c->response.len) != 0)
 		log_warn("cannot write '%s':", path);
 	free(path);
 }

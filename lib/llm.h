@@ -40,8 +40,10 @@ struct llm_settings {
 	double backoff_max_s;
 	double retry_after_max_s; /* a longer Retry-After ends the request instead */
 	uint64_t jitter_seed;	  /* each wait is drawn in [0.5, 1) of its value from this */
-	const char *log_dir;	  /* every request and response, and calls.jsonl; NULL: none */
-	const char *cache_dir;	  /* answers keyed by the request; NULL: no cache */
+	const char *log_dir;	  /* every request and response, and calls.jsonl; NULL: none
+				   * (a run's llm/: not a link) */
+	const char *cache_dir;	  /* answers keyed by the request; NULL: no cache. A run's
+				   * llm/cache: neither it nor llm/ may be a link */
 	int read_cache;		  /* 0: always call (the answer still refreshes the cache) */
 	double price_in, price_out; /* USD per million input and output tokens */
 	long max_calls;		  /* caps on what log_dir's calls.jsonl records; 0: none */
@@ -101,6 +103,15 @@ struct llm_request {
  * the number that failed. Reports nothing itself beyond progress at debug level; the caller
  * reads each request's error. */
 size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n);
+
+/* The API key's one redactor: returns text with every spelling of s->api_key replaced by
+ * "[redacted]": the key itself, or with any of its characters JSON-escaped (\u0073, at any
+ * depth of nesting: \\u0073). Takes text (freed when it is replaced) and returns the
+ * caller's string. Base64 or other encodings of the key are not recognised. */
+char *llm_redact(const struct llm_settings *s, char *text);
+/* llm_redact on every string and member name of a parsed document, in place: run after each
+ * parse of an answer, since parsing turns an escaped key into the key. */
+void llm_redact_json(const struct llm_settings *s, cJSON *doc);
 
 /* Frees what llm_run put in a request. */
 void llm_request_release(struct llm_request *r);

@@ -84,32 +84,16 @@ static const char *skip_gap(const char *p)
 	}
 }
 
-/* Why path may not be included, or NULL when it may. */
+/* Why path may not be included, or NULL when it may: file_confined's rule, the file checked
+ * only for a quoted name (an <...> one is the toolkit's). */
 static char *include_refused(const char *path, int quoted, const char *include_dir)
 {
-	if (!*path)
-		return xstrdup("an empty file name");
-	if (path[0] == '/')
-		return xstrdup("an absolute path");
-	for (const char *p = path; *p;) {
-		size_t len = strcspn(p, "/");
-		if (len == 2 && p[0] == '.' && p[1] == '.')
-			return xstrdup("a path through \"..\"");
-		p += len + (p[len] == '/');
-	}
-	if (!quoted)
+	const char *why = file_confined(include_dir, path, quoted);
+	if (!why)
 		return NULL;
-	char *full = xasprintf("%s/%s", include_dir, path);
-	char *real = realpath(full, NULL), *dir = realpath(include_dir, NULL);
-	size_t n = dir ? strlen(dir) : 0;
-	struct stat st;
-	char *refused = NULL;
-	if (!real || !dir || strncmp(real, dir, n) != 0 || real[n] != '/' || stat(real, &st) != 0 || !S_ISREG(st.st_mode))
-		refused = xasprintf("no such file in the kernel's folder '%s'", include_dir);
-	free(full);
-	free(real);
-	free(dir);
-	return refused;
+	if (strcmp(why, FILE_NOT_INSIDE) == 0)
+		return xasprintf("no such file in the kernel's folder '%s'", include_dir);
+	return xstrdup(why);
 }
 
 int source_check_includes(const char *source, const char *include_dir, char **why)

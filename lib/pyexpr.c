@@ -4,6 +4,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -1632,8 +1633,9 @@ struct evalctx {
 	struct pyval *locals;	/* one slot per comprehension variable */
 	struct pyarena *arena;
 	struct pyexpr_error *err;
-	uint64_t steps_left;	/* of EVAL_STEPS */
+	uint64_t steps_left;	/* of EVAL_STEPS, or less: what a shared budget has left */
 	uint64_t bytes_left;	/* of EVAL_MIB */
+	const struct pyexpr_budget *budget; /* the shared budget that limits steps_left, or NULL */
 };
 
 static int fail(struct evalctx *cx, size_t pos, const char *fmt, ...) PRINTF_LIKE(3, 4);
@@ -1653,6 +1655,10 @@ static int spend(struct evalctx *cx, size_t pos, uint64_t steps)
 {
 	if (steps > cx->steps_left) {
 		cx->steps_left = 0;
+		if (cx->budget)
+			return fail(cx, pos, "%s's budget of expression work exceeded: more than %" PRIu64
+				    " steps beyond the first %d of each evaluation", cx->budget->what, cx->budget->steps,
+				    PYEXPR_FREE_STEPS);
 		return fail(cx, pos, "evaluation step limit exceeded: more than %d steps", EVAL_STEPS);
 	}
 	cx->steps_left -= steps;
@@ -2671,9 +2677,31 @@ static int eval(struct evalctx *cx, const struct node *n, struct pyval *out)
 int pyexpr_eval(const struct pyexpr *e, const struct pyval *globals, struct pyarena *arena,
 		struct pyval *out, struct pyexpr_error *err)
 {
-	struct evalctx cx = {.globals = globals, .arena = arena, .err = err, .steps_left = EVAL_STEPS,
-			     .bytes_left = (uint64_t)EVAL_MIB << 20};
+	return pyexpr_eval_budgeted(e, globals, arena, NULL, out, err);
+}
+
+void pyexpr_budget_init(struct pyexpr_budget *b, const char *what, uint64_t steps)
+{
+	*b = (struct pyexpr_budget){.what = what, .steps = steps, .steps_left = steps};
+}
+
+int pyexpr_eval_budgeted(const struct pyexpr *e, const struct pyval *globals, struct pyarena *arena,
+			 struct pyexpr_budget *budget, struct pyval *out, struct pyexpr_error *err)
+{
+	uint64_t limit = EVAL_STEPS;
+	/* The first PYEXPR_FREE_STEPS of an evaluation are its own: only what an expensive one
+	 * spends beyond them is drawn from the shared budget, so cheap expressions evaluated
+	 * over millions of configurations never exhaust it. */
+	if (budget && budget->steps_left < limit - PYEXPR_FREE_STEPS)
+		limit = budget->steps_left + PYEXPR_FREE_STEPS;
+	struct evalctx cx = {.globals = globals, .arena = arena, .err = err, .steps_left = limit,
+			     .bytes_left = (uint64_t)EVAL_MIB << 20, .budget = limit < EVAL_STEPS ? budget : NULL};
 	if (e->nlocals)
 		cx.locals = arena_alloc(arena, e->nlocals * sizeof(*cx.locals));
-	return eval(&cx, e->root, out);
+	int rc = eval(&cx, e->root, out);
+	uint64_t spent = limit - cx.steps_left;
+	if (budget && spent > PYEXPR_FREE_STEPS)
+		budget->steps_left -= spent - PYEXPR_FREE_STEPS < budget->steps_left ? spent - PYEXPR_FREE_STEPS
+										  : budget->steps_left;
+	return rc;
 }

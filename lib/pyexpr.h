@@ -128,6 +128,22 @@ size_t pyexpr_globals_used(const struct pyexpr *expr, const size_t **slots);
 int pyexpr_eval(const struct pyexpr *expr, const struct pyval *globals, struct pyarena *arena,
 		struct pyval *out, struct pyexpr_error *err);
 
+/* Expression work shared by many evaluations (a spec's conditions over one listing of its
+ * space): each evaluation spends its first PYEXPR_FREE_STEPS steps freely and draws the rest
+ * from steps_left, so that a condition just under the limit of one evaluation cannot take
+ * minutes over a few hundred configurations. */
+#define PYEXPR_FREE_STEPS 10000
+struct pyexpr_budget {
+	const char *what;    /* whose budget it is, for the message: "the spec" */
+	uint64_t steps;	     /* the whole budget */
+	uint64_t steps_left; /* what is left of it */
+};
+void pyexpr_budget_init(struct pyexpr_budget *budget, const char *what, uint64_t steps);
+/* pyexpr_eval drawing on budget (NULL: none); fails with "...'s budget of expression work
+ * exceeded" once it is spent. */
+int pyexpr_eval_budgeted(const struct pyexpr *expr, const struct pyval *globals, struct pyarena *arena,
+			 struct pyexpr_budget *budget, struct pyval *out, struct pyexpr_error *err);
+
 /* The column (from 1, in characters) at which err points in source. */
 size_t pyexpr_error_column(const char *source, const struct pyexpr_error *err);
 

@@ -575,14 +575,16 @@ static int load_kernel(struct loader *L, const cJSON *root)
 	    member(L, kernel, "KernelSpecification", "Device", OPTIONAL, is_object, "an object", &item))
 		return -1;
 	s->kernel_name = name->valuestring;
-	/* KernelFile is relative to the spec, so a spec and its kernel can move together. */
-	if (file->valuestring[0] == '/') {
-		s->kernel_path = xstrdup(file->valuestring);
-	} else {
-		char *copy = xstrdup(L->path);
-		s->kernel_path = xasprintf("%s/%s", dirname(copy), file->valuestring);
-		free(copy);
-	}
+	/* KernelFile is relative to the spec, so a spec and its kernel can move together, and in
+	 * its folder, as a kernel's includes are (file_confined): no host file becomes the kernel. */
+	const char *refused = file_confined(NULL, file->valuestring, 0);
+	if (refused)
+		return fail(L, "KernelSpecification.KernelFile", "'%s': %s; %s", file->valuestring, refused, T1_FILES_RULE);
+	s->kernel_file = file->valuestring;
+	char *copy = xstrdup(L->path);
+	s->kernel_dir = xstrdup(dirname(copy));
+	s->kernel_path = xasprintf("%s/%s", s->kernel_dir, file->valuestring);
+	free(copy);
 	/* Absent, KTT's CUDA engine reads GlobalSize as blocks; kernelgraph does the same. */
 	s->global_size_type = size_type && strcmp(size_type, "OpenCL") == 0 ? T1_GLOBAL_OPENCL : T1_GLOBAL_CUDA;
 	if (options) {
@@ -738,8 +740,8 @@ static int load_kernel_conditions(struct loader *L, const cJSON *list, const cha
 	return 0;
 }
 
-/* KernelGraph.Conditions, and the Conditions of each KernelGraph.Patches entry (the rest of
- * an entry is kg-propose's to read). */
+/* KernelGraph.Conditions, and the Conditions and PatchFile of each KernelGraph.Patches entry
+ * (the rest of an entry is kg-propose's to read). */
 static int load_all_kernel_conditions(struct loader *L, const cJSON *ext)
 {
 	const cJSON *conditions = cJSON_GetObjectItemCaseSensitive(ext, "Conditions");
@@ -753,6 +755,9 @@ static int load_all_kernel_conditions(struct loader *L, const cJSON *ext)
 		char f[256], g[300];
 		const cJSON *name;
 		item_field(f, sizeof(f), "KernelGraph.Patches", k++);
+		const char *file = json_string(entry, "PatchFile"), *refused = file ? file_confined(NULL, file, 0) : NULL;
+		if (refused)
+			return fail(L, subfield(g, sizeof(g), f, "PatchFile"), "'%s': %s; %s", file, refused, T1_FILES_RULE);
 		conditions = cJSON_GetObjectItemCaseSensitive(entry, "Conditions");
 		if (!conditions)
 			continue;
@@ -836,6 +841,8 @@ struct t1_spec *t1_load(const char *path, int *unreadable)
 	struct loader L = {.path = path, .spec = s};
 	s->path = xstrdup(path);
 	s->arena = pyarena_new();
+	s->budget = xcalloc(1, sizeof(*s->budget));
+	pyexpr_budget_init(s->budget, "the spec", T1_LISTING_STEPS);
 	*unreadable = 0;
 
 	size_t len;
@@ -901,6 +908,8 @@ void t1_free(struct t1_spec *s)
 	free(s->params);
 	free(s->names);
 	free(s->kernel_path);
+	free(s->kernel_dir);
+	free(s->budget);
 	free(s->path);
 	cJSON_Delete(s->json);
 	pyarena_free(s->arena);
@@ -943,13 +952,18 @@ struct walk {
 	void *ctx;
 	uint64_t count;
 	uint64_t limit;	      /* when counting: stop once count exceeds it */
-	uint64_t tries, max_tries; /* values bound so far, and how many a count may bind */
+	uint64_t tries, max_tries; /* values bound so far, and how many the walk may bind */
+	int bounded;	      /* max_tries applies (a count always; an enumeration when asked) */
+	int cut;	      /* an enumeration stopped at max_tries, short of the end */
 	int saturated;
 };
 
 static void walk_init(struct walk *w, const struct t1_spec *s)
 {
 	memset(w, 0, sizeof(*w));
+	/* Each walk has the whole budget: a listing is bounded, and the next one may run. */
+	if (s->budget)
+		pyexpr_budget_init(s->budget, "the spec", T1_LISTING_STEPS);
 	w->spec = s;
 	w->nlevels = s->nparams;
 	w->order = xcalloc(s->nparams + 1, sizeof(*w->order));
@@ -1034,12 +1048,13 @@ static void describe_inputs(struct strbuf *sb, const struct t1_spec *s, const st
 		strbuf_addch(sb, ')');
 }
 
-/* Evaluates a condition; returns 1 if it holds, 0 if not, -1 with *err filled. */
-static int condition_holds(const struct t1_condition *cond, const struct pyval *values, struct pyarena *scratch,
-			   struct pyexpr_error *err)
+/* Evaluates a condition, drawing on the spec's budget; returns 1 if it holds, 0 if not, -1
+ * with *err filled. */
+static int condition_holds(const struct t1_spec *s, const struct t1_condition *cond, const struct pyval *values,
+			   struct pyarena *scratch, struct pyexpr_error *err)
 {
 	struct pyval result;
-	if (pyexpr_eval(cond->expr, values, scratch, &result, err))
+	if (pyexpr_eval_budgeted(cond->expr, values, scratch, s->budget, &result, err))
 		return -1;
 	int holds = pyval_truthy(&result);
 	pyarena_reset(scratch);
@@ -1062,7 +1077,7 @@ static int conditions_hold(struct walk *w, const size_t *conds, size_t n)
 	for (size_t k = 0; k < n; k++) {
 		struct pyexpr_error err;
 		const struct t1_condition *cond = &w->spec->conditions[conds[k]];
-		int holds = condition_holds(cond, w->values, w->scratch, &err);
+		int holds = condition_holds(w->spec, cond, w->values, w->scratch, &err);
 		if (holds < 0) {
 			struct strbuf msg;
 			strbuf_init(&msg);
@@ -1092,8 +1107,11 @@ static int walk_level(struct walk *w, size_t level)
 	for (size_t v = 0; v < p->nvalues; v++) {
 		if (fixed != T1_FREE && v != fixed)
 			continue;
-		if (!w->fn && ++w->tries > w->max_tries) { /* sparse: counted as more than limit */
-			w->count = w->limit + 1;
+		if (w->bounded && ++w->tries > w->max_tries) {
+			if (w->fn)
+				w->cut = 1;
+			else /* sparse: counted as more than limit */
+				w->count = w->limit + 1;
 			return 1;
 		}
 		w->values[w->order[level]] = p->values[v];
@@ -1156,11 +1174,26 @@ int t1_enumerate(const struct t1_spec *s, t1_config_fn fn, void *ctx)
 	return rc;
 }
 
+int t1_enumerate_bounded(const struct t1_spec *s, uint64_t max_tries, t1_config_fn fn, void *ctx, int *cut)
+{
+	struct walk w;
+	walk_init(&w, s);
+	w.fn = fn;
+	w.ctx = ctx;
+	w.bounded = 1;
+	w.max_tries = max_tries;
+	int rc = walk_run(&w);
+	*cut = w.cut;
+	walk_release(&w);
+	return w.cut ? 0 : rc;
+}
+
 int t1_count(const struct t1_spec *s, uint64_t limit, uint64_t *count, int *saturated)
 {
 	struct walk w;
 	walk_init(&w, s);
 	w.limit = limit;
+	w.bounded = 1;
 	w.max_tries = limit > UINT64_MAX / T1_COUNT_TRIES ? UINT64_MAX : limit * T1_COUNT_TRIES;
 	int rc = walk_run(&w);
 	*count = w.count;
@@ -1247,7 +1280,7 @@ static int check_list(const struct t1_spec *s, const struct t1_condition *conds,
 	int rc = 0;
 	for (size_t c = 0; c < n && rc == 0; c++) {
 		struct pyexpr_error err;
-		int holds = condition_holds(&conds[c], values, scratch, &err);
+		int holds = condition_holds(s, &conds[c], values, scratch, &err);
 		if (holds < 0) {
 			condition_error(why, s, &conds[c], values, &err);
 			rc = 1;

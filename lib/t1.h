@@ -67,12 +67,21 @@ struct t1_kernel_conditions {
 	size_t n;
 };
 
+/* About 1.5 s of expression work: no real spec's conditions come near it, since only what an
+ * evaluation spends beyond its first PYEXPR_FREE_STEPS counts. */
+#define T1_LISTING_STEPS 200000000
+
+/* Why a spec's file is refused, after the reason file_confined gives. */
+#define T1_FILES_RULE "a spec may name only files in its folder, as a kernel may include only files in its"
+
 struct t1_spec {
 	char *path;		  /* the spec file, as given */
 	cJSON *json;		  /* the whole document, for the fields later tools read */
 	const char *name;	  /* General.BenchmarkName, or else KernelSpecification.KernelName */
 	const char *language;	  /* KernelSpecification.Language */
 	const char *kernel_name;  /* KernelSpecification.KernelName */
+	const char *kernel_file;  /* KernelSpecification.KernelFile, as given: relative, no ".." */
+	char *kernel_dir;	  /* the spec's directory, which must hold every file the spec names */
 	char *kernel_path;	  /* KernelFile, resolved against the spec's directory */
 	enum t1_global_size_type global_size_type;
 	struct pyexpr *global_size[3]; /* X, Y, Z; NULL where absent (meaning 1) */
@@ -92,6 +101,10 @@ struct t1_spec {
 	size_t nnames;		  /* nparams + 1 */
 	struct pyval problem_size; /* KernelSpecification.ProblemSize, or None */
 	struct pyarena *arena;	  /* holds values and problem_size */
+	/* The conditions' shared budget of expression work (pyexpr_budget): T1_LISTING_STEPS
+	 * beyond the first PYEXPR_FREE_STEPS of each evaluation, for the load and the checks
+	 * that follow it, and afresh for each walk of the space (a listing or a count). */
+	struct pyexpr_budget *budget;
 };
 
 /* Reads and validates the T1 file at path. On any error, reports it in one line
@@ -116,6 +129,9 @@ typedef int (*t1_config_fn)(void *ctx, const struct pyval *values, const size_t 
  * Returns 0 when the walk completed, fn's non-zero value when fn stopped it, or -1 after
  * reporting a condition that failed to evaluate (division by zero, type error). */
 int t1_enumerate(const struct t1_spec *spec, t1_config_fn fn, void *ctx);
+/* The same, binding at most max_tries values on the way (every level's, not only whole
+ * configurations): *cut is set, and 0 returned, when it stopped there short of the end. */
+int t1_enumerate_bounded(const struct t1_spec *spec, uint64_t max_tries, t1_config_fn fn, void *ctx, int *cut);
 
 /* Counts the valid configurations without visiting subspaces that no condition constrains,
  * stopping as soon as the count exceeds limit, so that a caller asking only whether there

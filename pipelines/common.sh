@@ -15,6 +15,11 @@ KG_REAL=${kg_real:-$(readlink -f "$0")}
 KG_REAL=${KG_REAL%/*}
 PATH="$KG_HERE:$KG_REAL/../bin:$PATH"
 
+# What the scripts create (logs, locks, work files, trace.md through the shell) is never
+# writable by others, whatever umask the caller had (000 made them 0666): others' write bit
+# is added to the mask; the C tools create 0644 files and 0755 folders at most already.
+umask "$(printf '%04o' $((8#$(umask) | 8#002)))"
+
 KG_EXIT_INPUT=1
 KG_EXIT_USAGE=2
 KG_EXIT_ENV=3
@@ -84,6 +89,17 @@ kg_spec_name() {
 	printf '%s\n' "$name"
 }
 
+# kg_no_link PATH...: exits 4 naming the first PATH that is a symbolic link, before a script
+# writes it: whoever can write into a shared run or OUTDIR could plant one to turn root's
+# nightly onto another file. The C tools open their files with O_NOFOLLOW (lib/fileio.h);
+# a shell redirection cannot, so this check comes right before each one.
+kg_no_link() {
+	local p
+	for p in "$@"; do
+		[ ! -L "$p" ] || kg_die "$KG_EXIT_IO" "$p: a symbolic link is there, where a run file should be: not followed"
+	done
+}
+
 # kg_lock_run RUN: holds the run's lock until the script ends (or kg_unlock_run); returns
 # KG_EXIT_LOCKED after saying so when another kg-tune, kg-iterate or kg-init holds it (two searches of one run would evaluate
 # states twice and overrun its budget). The lock is flock(1) on .NAME.lock beside the run,
@@ -97,7 +113,7 @@ kg_lock_run() {
 	if [ -n "${KG_RUN_LOCK_FD:-}" ] && [ "/proc/self/fd/$KG_RUN_LOCK_FD" -ef "$lock" ]; then
 		return 0
 	fi
-	mkdir -p "${run%/*}" && exec {fd}>>"$lock" || kg_die "$KG_EXIT_IO" "cannot open $lock"
+	mkdir -p "${run%/*}" && kg_no_link "$lock" && exec {fd}>>"$lock" || kg_die "$KG_EXIT_IO" "cannot open $lock"
 	if ! flock -n "$fd"; then
 		exec {fd}>&-
 		kg_error "$1: already running: another kg-tune, kg-iterate or kg-init holds $lock"
@@ -120,7 +136,7 @@ kg_unlock_run() {
 # for dead between its mkdir and its lock.
 kg_work_dir() {
 	local dir=$1 fd old
-	mkdir -p "$dir" && exec {fd}>>"$dir/.work.lock" && flock "$fd" ||
+	mkdir -p "$dir" && kg_no_link "$dir/.work.lock" && exec {fd}>>"$dir/.work.lock" && flock "$fd" ||
 		kg_die "$KG_EXIT_IO" "cannot lock $dir/.work.lock"
 	for old in "$dir"/.work-kg-*; do
 		[ ! -d "$old" ] || ! flock -n "$old/lock" true 2>/dev/null || rm -rf "$old"

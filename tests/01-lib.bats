@@ -160,6 +160,79 @@ load test_helper
 	run_tool 0 "$LIBTEST" lock --nowait "$dir" true
 }
 
+@test "run-file writers never follow a symbolic link or write into a FIFO; the link is an error naming the file" {
+	cd "$BATS_TEST_TMPDIR"
+	mkdir run
+	printf 'keep' > victim
+	mkfifo run/fifo
+	for how in write append tail atomic; do
+		ln -sf ../victim run/f
+		run_tool 4 bash -c "printf 'planted' | '$LIBTEST' write $how run/f"
+		assert_stderr "kg-libtest: cannot write 'run/f': Too many levels of symbolic links"
+		[ "$(cat victim)" = keep ]
+		[ -L run/f ]
+		ln -sf ../nowhere run/g
+		run_tool 4 bash -c "printf 'planted' | '$LIBTEST' write $how run/g"
+		[ ! -e nowhere ]
+	done
+	for how in write append tail; do
+		run_tool 4 bash -c "printf 'x' | '$LIBTEST' write $how run/fifo"
+		[[ "$stderr" == "kg-libtest: cannot write 'run/fifo': "* ]]
+	done
+	for how in write append tail atomic; do
+		run_tool 0 bash -c "printf 'plain' | '$LIBTEST' write $how run/$how"
+		[ "$(cat run/$how)" = plain ]
+	done
+}
+
+@test "dirlock: a link planted as the lock is refused, never created through" {
+	cd "$BATS_TEST_TMPDIR"
+	mkdir run
+	ln -s ../created run/.lock
+	run_tool 4 "$LIBTEST" lock run true
+	assert_stderr "kg-libtest: cannot lock 'run': Too many levels of symbolic links"
+	[ ! -e created ]
+	rm run/.lock && mkfifo run/.lock
+	run_tool 4 "$LIBTEST" lock run true
+	assert_stderr "kg-libtest: cannot lock 'run': Invalid argument"
+}
+
+@test "GPU lock: a safe folder (system, else XDG_RUNTIME_DIR), no link followed, a bounded wait that names the holder" {
+	cd "$BATS_TEST_TMPDIR"
+	# The system folder, when it exists, is used by every user; a link or an unsafe one is refused.
+	mkdir sys && chmod 0755 sys
+	run_tool 0 "$LIBTEST" gpu-lock "$PWD/sys" 0000:01:00.0 0 true
+	assert_output "$PWD/sys/gpu-0000:01:00.0.lock"
+	[ "$(stat -c %a sys/gpu-0000:01:00.0.lock)" = 644 ]
+	chmod 0777 sys
+	run_tool 3 "$LIBTEST" gpu-lock "$PWD/sys" 0000:01:00.0 0 true
+	assert_stderr "kg-libtest: '$PWD/sys' is not a safe folder for the GPU locks (it must be a folder of root's or yours, writable by others only with the sticky bit: mode 0777, owner $(id -u))"
+	chmod 1777 sys
+	run_tool 0 "$LIBTEST" gpu-lock "$PWD/sys" 0000:01:00.0 0 true
+	ln -s sys linked
+	run_tool 3 "$LIBTEST" gpu-lock "$PWD/linked" 0000:01:00.0 0 true
+	[[ "$stderr" == *"'$PWD/linked' is not a safe folder for the GPU locks"* ]]
+	# A link planted as the lock file is refused: nothing is created where it points.
+	ln -s "$PWD/created" sys/gpu-0000:02:00.0.lock
+	run_tool 4 "$LIBTEST" gpu-lock "$PWD/sys" 0000:02:00.0 0 true
+	assert_stderr "kg-libtest: cannot lock '$PWD/sys/gpu-0000:02:00.0.lock': Too many levels of symbolic links"
+	[ ! -e created ]
+	# Without the system folder: the user's runtime folder, made where missing.
+	XDG_RUNTIME_DIR="$PWD/xdg" run_tool 0 "$LIBTEST" gpu-lock "$PWD/none" 0000:01:00.0 0 true
+	assert_output "$PWD/xdg/kernelgraph/gpu-0000:01:00.0.lock"
+	# A holder that never lets go: the wait ends, and the error names it.
+	"$LIBTEST" gpu-lock "$PWD/sys" 0000:01:00.0 0 sleep 5 >/dev/null &
+	holder=$!
+	sleep 0.5
+	start=$(date +%s%N)
+	run_tool 1 "$LIBTEST" gpu-lock "$PWD/sys" 0000:01:00.0 1 true
+	waited=$(( ($(date +%s%N) - start) / 1000000 ))
+	kill "$holder"
+	wait "$holder" || true
+	[ "$waited" -ge 1000 ] && [ "$waited" -lt 4000 ]
+	[[ "$stderr" == "kg-libtest: '$PWD/sys/gpu-0000:01:00.0.lock' is held by pid "[0-9]*" (kg-libtest, user $(id -un))" ]]
+}
+
 @test "t4: results are written in the T4 schema's shape" {
 	printf '%s\n' \
 		'{"configuration":{"bx":32,"mode":"a"},"objectives":["time"],"compilation_ms":412.5,"runtimes_ms":[0.041,0.0412],"framework_ms":1.5,"invalidity":"correct","correctness":1,"measurements":[{"name":"time","value":0.0412,"unit":"ms"}],"timestamp":"2026-11-21T10:00:00Z"}' \

@@ -161,6 +161,34 @@ billion_points() {
 	[ "$output" = 220 ]
 }
 
+@test "a sparse space random draws miss is walked instead, and says so: 112 valid points among 12.8 million" {
+	jq '.ConfigurationSpace.TuningParameters += [range(5) | {Name: "p\(.)", Type: "int", Values: "list(range(10))", Default: 9}]
+		| .ConfigurationSpace.Conditions += [{Parameters: ["p0", "p1", "p2", "p3", "p4"], Expression: "p0 + p1 + p2 + p3 + p4 == 45"}]' \
+		"$KG_ROOT/examples/vector_add/vector_add.json" >"$BATS_TEST_TMPDIR/sparse.json"
+	run_tool 0 kg-propose --exhaustive --count --spec "$BATS_TEST_TMPDIR/sparse.json"
+	assert_output 112
+	run_tool 0 kg-propose --random 3 --seed 1 --spec "$BATS_TEST_TMPDIR/sparse.json"
+	[ "$(jq -c .candidate.config <<<"$output" | sort -u | wc -l)" -eq 3 ]
+	[ "$(jq -r '.candidate.config | .p0 + .p1 + .p2 + .p3 + .p4' <<<"$output" | sort -u)" = 45 ]
+	assert_stderr "kg-propose: warning: $BATS_TEST_TMPDIR/sparse.json: ConfigurationSpace: 3000 random draws found no valid configuration (a sparse space); drawing from the 112 a walk of the whole space listed"
+	# an empty space is still one
+	jq '.ConfigurationSpace.Conditions[1].Expression = "p0 + p1 + p2 + p3 + p4 == 46"' "$BATS_TEST_TMPDIR/sparse.json" >"$BATS_TEST_TMPDIR/none.json"
+	run_tool 1 kg-propose --random 1 --spec "$BATS_TEST_TMPDIR/none.json"
+	assert_stderr "kg-propose: $BATS_TEST_TMPDIR/none.json: ConfigurationSpace: no configuration satisfies the conditions (of 12800000 Cartesian points)"
+}
+
+@test "a condition just under the limit of one evaluation exhausts the spec's budget of expression work in seconds, not minutes" {
+	jq '.ConfigurationSpace.Conditions += [{Parameters: ["block_size_x"],
+		Expression: "len([x for x in range(9*10**6) if x < block_size_x]) >= 0"}]' \
+		"$KG_ROOT/examples/vector_add/vector_add.json" >"$BATS_TEST_TMPDIR/costly.json"
+	SECONDS=0
+	run_tool 1 kg-propose --random 1 --spec "$BATS_TEST_TMPDIR/costly.json"
+	[ "$SECONDS" -le 10 ] # 25 s when each evaluation had its own limit alone
+	[[ "$stderr" == "kg-propose: $BATS_TEST_TMPDIR/costly.json: ConfigurationSpace.Conditions[1].Expression: column 35: the spec's budget of expression work exceeded: more than 200000000 steps beyond the first 10000 of each evaluation in \"len("*"(with block_size_x="* ]]
+	run_tool 1 kg-propose --exhaustive --count --spec "$BATS_TEST_TMPDIR/costly.json"
+	[[ "$stderr" == *"the spec's budget of expression work exceeded"* ]]
+}
+
 # A run made the way kg-init makes one: the scale kernel's spec and files, the baseline built
 # by kg-build (NVRTC) and made the root by kg-select with a measurement given by hand.
 RUN=out/kernels/scale

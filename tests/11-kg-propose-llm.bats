@@ -233,6 +233,48 @@ rule() {
 	run ! grep -rF -- "${KEY:0:14}" out relabeled.jsonl
 }
 
+@test "the key is cut after parsing too: escaped (\\u) in the answer's JSON or in the envelope, half escaped, split across parts" {
+	# candidates' fields holding the key \u-escaped inside the answer, wholly or from half way
+	fields() {
+		jq -cn --arg a "$1" --argjson bx "${2:-256}" '{candidates: [{think: ("think " + $a), method: ("Tiling " + $a),
+			detail: ("detail " + $a), patch: null, source: ("// " + $a + "\n"),
+			config: {block_size_x: $bx, items_per_thread: 2, use_fma: true},
+			launch_update: null}]}'
+	}
+	# the same escaped in the envelope the answer comes in (the first parse decodes it)
+	envelope=$(jq -cn --arg c "$(fields '{auth}' 128)" '{id: "x", object: "chat.completion", model: "m",
+		choices: [{index: 0, message: {role: "assistant", content: $c}, finish_reason: "stop"}],
+		usage: {prompt_tokens: 1, completion_tokens: 1, total_tokens: 2}}' | sed 's/{auth}/{auth_u}/g')
+	mock "{\"rules\": [$(rule 'role: throughput' "$(fields '{auth_u}')" '{"echo_auth": true}'),
+		$(rule 'role: memory' "$(fields '{auth_half_u}' 64)" '{"echo_auth": true}'),
+		$(jq -cn --arg b "$envelope" '{match: "role: robustness", echo_auth: true, body: $b}')]}"
+	run_tool 0 kg-propose --llm pick.jsonl
+	[ "$(jq -c '.candidate | [.think, .method, .detail, .source]' <<<"$output" | sort -u)" = \
+		'["think Bearer [redacted]","Tiling Bearer [redacted]","detail Bearer [redacted]","// Bearer [redacted]\n"]' ]
+	[ "$(wc -l <<<"$output")" -eq 3 ]
+	proposed=$output
+	kg-relabel <<<"$proposed" > relabeled.jsonl
+	grep -qF -- 'Tiling Bearer [redacted]' out/methods.json
+	# the Responses API's output_text parts, joined by the client, with the key across two
+	mock "{\"rules\": [$(rule 'role: latency' "$(fields "${KEY:0:9}{split}${KEY:9}")")]}"
+	printf 'You are the latency expert.\n' > latency.txt
+	run_tool 0 kg-propose --llm --api responses --persona latency.txt pick.jsonl
+	[ "$(jq -c '.candidate | [.think, .method]' <<<"$output")" = '["think [redacted]","Tiling [redacted]"]' ]
+	said="$proposed$output$stderr"
+	run ! grep -F -- "$KEY" <<<"$said"
+	run ! grep -rF -- "$KEY" out relabeled.jsonl
+}
+
+@test "a link planted as the run's llm folder is refused: nothing is logged or cached where it points" {
+	mkdir elsewhere
+	ln -s ../../../elsewhere "$RUN/llm"
+	mock "{\"rules\": [$(rule 'role: throughput' "$(answer)")]}"
+	run_tool 0 kg-propose --llm --persona throughput pick.jsonl
+	[ "$(jq -r .candidate.proposer <<<"$output")" = llm:gpt-5-mini/throughput ]
+	[[ "$stderr" == *"cannot create '$RUN/llm': Too many levels of symbolic links"* ]]
+	[ -z "$(ls -A elsewhere)" ]
+}
+
 @test "a cache entry written before the key was cut from answers is served without it" {
 	mock "{\"rules\": [$(rule 'role: throughput' "$(answer | sed 's/Thread coarsening/{auth}/')" '{"echo_auth": true}')]}"
 	kg-propose --llm --persona throughput pick.jsonl > /dev/null
@@ -462,7 +504,34 @@ METRICS='{"status":"ok","source":"cupti-range-profiler","device":"NVIDIA H100 80
 		$(jq -cn --argjson a "$(answer)" '{match: ["call_1_1", "\"tool_choice\":\"none\""], times: 1, content: ($a | tojson)}')]}"
 	run_tool 0 kg-propose --llm --persona throughput --tool-rounds 4 --tool-total-bytes 200 pick.jsonl
 	[ "$(jq -r 'select(.n == 2) | .body.messages[-1].content' requests.jsonl)" = \
-		'error: the results of this conversation reached their limit (200 bytes): answer now with what you have' ]
+		'error: the results of this conversation reached their limit (200 bytes): this call and the 0 after it were not run; answer now with what you have' ]
+}
+
+@test "--tool-total-bytes bounds what goes back: 30,000 calls in one answer get one short refusal, not 30,000 (Chat; Responses)" {
+	# (the Responses API's items are larger: 15,000 of them stay within the 4 MiB of an answer)
+	for api in chat:30000 responses:15000; do
+		jq -cn --argjson a "$(answer)" --argjson n "${api#*:}" '{rules: [{match: "role: throughput", times: 1,
+			tool_calls: [range($n) | {name: "source_lines", arguments: {start: 1, end: 2}}]},
+			{match: "call_1_", content: ($a | tojson)}]}' > many.json
+		api=${api%:*}
+		rm -f requests.jsonl
+		mock "$(cat many.json)"
+		run_tool 0 kg-propose --llm --api $api --no-cache --persona throughput --tool-rounds 4 --tool-total-bytes 2000 pick.jsonl
+		[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
+		first=$(jq -c 'select(.n == 1) | .body' requests.jsonl | wc -c)
+		second=$(jq -c 'select(.n == 2) | .body' requests.jsonl | wc -c)
+		# the conversation grew by the limit and a fixed margin (8 MB when every call went back)
+		[ $((second - first)) -le $((2000 + 1500)) ]
+		if [ $api = chat ]; then
+			msgs=$(jq -c 'select(.n == 2) | .body.messages' requests.jsonl)
+			# every call sent back has its result; the last kept is the refusal, for it and all after it
+			[ "$(jq '[.[] | select(.role == "tool")] | length' <<<"$msgs")" = "$(jq '.[2].tool_calls | length' <<<"$msgs")" ]
+			[[ "$(jq -r '.[-1].content' <<<"$msgs")" =~ ^error:\ the\ results\ of\ this\ conversation\ reached\ their\ limit\ \(2000\ bytes\):\ this\ call\ and\ the\ [0-9]+\ after\ it\ were\ not\ run ]]
+		else
+			input=$(jq -c 'select(.n == 2) | .body.input' requests.jsonl)
+			[ "$(jq '[.[] | select(.type == "function_call")] | length' <<<"$input")" = "$(jq '[.[] | select(.type == "function_call_output")] | length' <<<"$input")" ]
+		fi
+	done
 }
 
 # An illustration of kg-bench --metrics' lines.json, written by hand.

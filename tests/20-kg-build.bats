@@ -87,6 +87,15 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 	cmp "run/variants/$state/kernel.cu" run/scale.cu
 }
 
+@test "a link planted as the run's variants folder is refused, naming it; nothing is built where it points" {
+	new_run run
+	mkdir elsewhere
+	ln -s ../elsewhere run/variants
+	run_tool 1 kg-build <<<'{"run": "run", "candidate": {"id": "baseline"}}'
+	[[ "$stderr" == *"cannot create 'run/variants': Too many levels of symbolic links"* ]]
+	[ -z "$(ls -A elsewhere)" ]
+}
+
 @test "a knob change completes the configuration from the parent and gets its own state" {
 	new_run run
 	base=$(build_baseline run)

@@ -36,6 +36,8 @@ built() {
 	assert_stderr "$(printf '%s\n' "kg-bench: --budget: '0': out of range" "Try 'kg-bench --help' for more information.")"
 	run_tool 2 kg-bench --noise x
 	assert_stderr "$(printf '%s\n' "kg-bench: --noise: 'x': not a number" "Try 'kg-bench --help' for more information.")"
+	run_tool 2 kg-bench --gpu-wait -1
+	assert_stderr "$(printf '%s\n' "kg-bench: --gpu-wait: '-1': out of range" "Try 'kg-bench --help' for more information.")"
 	run_tool 2 kg-bench --calibrate --replay x
 	assert_stderr "$(printf '%s\n' "kg-bench: --calibrate takes no input and no --replay" "Try 'kg-bench --help' for more information.")"
 	run_tool 2 kg-bench --replay /nonexistent.json </dev/null
@@ -333,6 +335,19 @@ built() {
 	jq '.KernelSpecification.Arguments[3].DataSource = "j + 1"' spec.json >gen.json
 	run_tool 1 "$LIBTEST" kargs gen.json
 	assert_stderr "kg-libtest: gen.json: KernelSpecification.Arguments[3].DataSource: column 1: name 'j' is not defined in \"j + 1\""
+	# a BinaryRaw file in the spec's folder only, as its KernelFile
+	only="a spec may name only files in its folder, as a kernel may include only files in its"
+	jq '.KernelSpecification.Arguments[5].DataSource = "/etc/passwd"' spec.json >host.json
+	run_tool 1 "$LIBTEST" kargs host.json
+	assert_stderr "kg-libtest: host.json: KernelSpecification.Arguments[5].DataSource: '/etc/passwd': an absolute path; $only"
+	jq '.KernelSpecification.Arguments[5].DataSource = "../bytes.bin"' spec.json >up.json
+	run_tool 1 "$LIBTEST" kargs up.json
+	assert_stderr "kg-libtest: up.json: KernelSpecification.Arguments[5].DataSource: '../bytes.bin': a path through \"..\"; $only"
+	# a link in the folder that leads out of it
+	mkdir sub && mv bytes.bin sub/
+	mkdir in && cp spec.json in/ && ln -s ../sub/bytes.bin in/bytes.bin
+	run_tool 1 "$LIBTEST" kargs in/spec.json
+	[[ "$stderr" == *"KernelSpecification.Arguments[5].DataSource: 'bytes.bin': no such file in the folder of the spec; $only" ]]
 }
 
 @test "comparison: |out - ref| <= atol + rtol |ref|; NaN where the reference is finite fails; integers exact" {

@@ -904,11 +904,58 @@ damaged() {
 	[ "$(jq -r .candidate.id <<<"$output")" = c-S1 ]
 	grep -qx "kg-select: <stdin>:1: not learned: the run's log could not hold it (the graph stays as the log has it)" err
 	cmp "$RUN/events.jsonl" events.before
+	# no dataset row for the record the log refused
+	[ ! -s out/regraph_dataset.jsonl ]
 	[ "$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state], .events_len]')" = "$want" ]
 	# with space again, the same record is learned whole
 	run_tool 0 kg-select --update "$RUN" <one.jsonl
 	[ "$(kg-select --export "$RUN" | jq .builds)" = 1 ]
 	jq -e . "$RUN/events.jsonl" >/dev/null
+	[ "$(jq -r .candidate_id out/regraph_dataset.jsonl)" = c-S1 ]
+}
+
+@test "a kill between the log and the dataset row: the catch-up writes the rows the dataset lacks, by candidate id, once" {
+	start
+	kg-select "$RUN" >pick.jsonl
+	cp "$RUN/graph.bin" "$RUN/graph.blobs" .
+	{ evaluated pick.jsonl S1 2.0; evaluated pick.jsonl S2 0; } | kg-select --update "$RUN" >/dev/null
+	[ "$(jq -r .candidate_id out/regraph_dataset.jsonl | paste -sd' ')" = "c-S1 c-S2" ]
+	# killed after S1's row, before S2's: the graph as before the update, the log as after
+	head -1 out/regraph_dataset.jsonl >rows && cp rows out/regraph_dataset.jsonl
+	cp graph.bin graph.blobs "$RUN/"
+	run_tool 0 kg-select --update "$RUN" </dev/null
+	[ "$(jq -r .candidate_id out/regraph_dataset.jsonl | paste -sd' ')" = "c-S1 c-S2" ]
+	# the row learned again carries the logged time, and the same fields
+	[ "$(sed -n 2p out/regraph_dataset.jsonl | jq -r .t)" = "$(sed -n 3p "$RUN/events.jsonl" | jq -r .t)" ]
+	[ "$(sed -n 2p out/regraph_dataset.jsonl | jq -c '[.kernel, .from_method, .to_method, .ok, .reward]')" = '["k","init","tile",false,-3]' ]
+	# rows present are not written again
+	cp out/regraph_dataset.jsonl rows.after
+	cp graph.bin graph.blobs "$RUN/"
+	run_tool 0 kg-select --update "$RUN" </dev/null
+	cmp out/regraph_dataset.jsonl rows.after
+}
+
+@test "a link planted where a run file should be is an error naming it; nothing is written where it points" {
+	start
+	kg-select "$RUN" >pick.jsonl
+	printf 'keep\n' >victim
+	for f in "$RUN/events.jsonl" "$RUN/trace.md" out/regraph_dataset.jsonl "$RUN/graph.bin" "$RUN/graph.blobs"; do
+		[ ! -e "$f" ] || mv "$f" saved
+		ln -s "$PWD/victim" "$f"
+		run --separate-stderr kg-select --update "$RUN" < <(evaluated pick.jsonl S1 2.0)
+		# the graph's files are read first, and the victim is no graph: refused before any
+		# write; the trace is a warning (exit 0), as any trace that cannot be written is
+		[[ $f == *trace.md ]] || [ "$status" -ne 0 ]
+		[[ $f == *graph* ]] || [[ "$stderr" == *"'$f': Too many levels of symbolic links"* ]]
+		[ "$(cat victim)" = keep ]
+		rm "$f"
+		[ ! -e saved ] || mv saved "$f"
+	done
+	# the run lock, beside the run's files
+	rm "$RUN/.lock" && ln -s "$PWD/created" "$RUN/.lock"
+	run_tool 2 kg-select --update "$RUN" < <(evaluated pick.jsonl S1 2.0)
+	assert_stderr "kg-select: cannot lock the run '$RUN': Too many levels of symbolic links"
+	[ ! -e created ]
 }
 
 @test "a dataset row that cannot be appended is an I/O error, exit 4: the record is learned, logged and goes out" {

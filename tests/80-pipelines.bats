@@ -141,23 +141,54 @@ evaluated() {
 	assert_stderr "kg-report: empty/events.jsonl: no measurements to report"
 }
 
+@test "a spec may name only files in its folder: a host file, \"..\" or a link out is refused, naming the spec and field; nothing is copied" {
+	mkdir src
+	cp "$FIXTURES"/build/{scale.cu,scale_helper.cuh} src/
+	echo 'outside' >secret.cu
+	ln -s ../secret.cu src/link.cu
+	only="a spec may name only files in its folder, as a kernel may include only files in its"
+	for k in /etc/passwd /proc/self/environ ../secret.cu sub/../../secret.cu; do
+		jq --arg k "$k" '.KernelSpecification.KernelFile = $k' "$FIXTURES/build/spec.json" >src/spec.json
+		run_tool 1 kg-init --replay none.json src/spec.json out
+		why=$([[ $k == /* ]] && echo 'an absolute path' || echo 'a path through ".."')
+		assert_stderr "kg-propose: src/spec.json: KernelSpecification.KernelFile: '$k': $why; $only"
+		# kg-build refuses it in a run's spec too
+		mkdir -p run && cp src/spec.json run/spec.json
+		run_tool 1 kg-build <<<'{"run": "run", "candidate": {"id": "baseline"}}'
+		[[ "$stderr" == *"run/spec.json: KernelSpecification.KernelFile: '$k': $why; $only"* ]]
+	done
+	jq '.KernelSpecification.KernelFile = "link.cu"' "$FIXTURES/build/spec.json" >src/spec.json
+	run_tool 1 kg-init --replay none.json src/spec.json out
+	assert_stderr "kg-init: src/spec.json: KernelSpecification.KernelFile: 'link.cu': no such file in the folder 'src'; $only"
+	jq '.KernelSpecification.KernelFile = "scale.cu" | .KernelGraph.Patches = [{Name: "p", PatchFile: "/etc/passwd"}]' \
+		"$FIXTURES/build/spec.json" >src/spec.json
+	run_tool 1 kg-init --replay none.json src/spec.json out
+	assert_stderr "kg-propose: src/spec.json: KernelGraph.Patches[0].PatchFile: '/etc/passwd': an absolute path; $only"
+	[ ! -e out/kernels/scale ] && [ ! -e out/kernels/.scale.init ]
+	# a link out of a run is no kernel for kg-build either
+	mkdir -p run2 && cp "$FIXTURES/build/spec.json" run2/ && ln -s ../secret.cu run2/scale.cu
+	run_tool 1 kg-build <<<'{"run": "run2", "candidate": {"id": "baseline"}}'
+	assert_stderr "kg-build: <stdin>:1: run2/spec.json: KernelSpecification.KernelFile: 'scale.cu': no such file in the folder 'run2'; $only"
+}
+
 @test "kg-init copies the spec and what it needs into the run, benches the baseline and makes it the root" {
 	mkdir -p src/inc
 	cp "$FIXTURES"/build/{scale.cu,scale_helper.cuh} src/inc/
 	echo '#include "scale_helper.cuh"' >src/inc/wrapper.cuh
 	sed -i 's/#include "scale_helper.cuh"/#include "wrapper.cuh"/' src/inc/scale.cu
 	echo 'not a real patch' >src/tile.diff
-	# the kernel named by an absolute path, a patch file beside the spec
-	jq --arg k "$PWD/src/inc/scale.cu" '.KernelSpecification.KernelFile = $k
+	# the kernel in a folder below the spec's, a patch file beside the spec
+	jq '.KernelSpecification.KernelFile = "inc/scale.cu"
 		| .KernelGraph.Patches = [{Name: "tile", PatchFile: "tile.diff"}]' "$FIXTURES/build/spec.json" >src/spec.json
 	kg-propose -x -s src/spec.json | jq -cs '{schema_version: "1.0.0", results: [.[] |
 		{configuration: .candidate.config, times: {runtimes: [1.5, 1.4, 1.6]}, invalidity: "correct", correctness: 1}]}' >table.json
 	run_tool 0 kg-init --replay table.json --seed 3 --select-opt '--c-puct 2' src/spec.json out
 	assert_output out/kernels/scale
 	assert_stderr "kg-init: out/kernels/scale: baseline 1.5 ms; ready"
-	# the run holds its own copies: the kernel under its name, the headers it includes, the patch
-	[ "$(cd out/kernels/scale && ls)" = "$(printf '%s\n' best best.json events.jsonl graph.bin graph.blobs scale.cu scale_helper.cuh spec.json tile.diff trace.md variants wrapper.cuh)" ]
-	[ "$(jq -r '.KernelSpecification.KernelFile, .KernelGraph.Patches[0].PatchFile' out/kernels/scale/spec.json)" = "$(printf 'scale.cu\ntile.diff')" ]
+	# the run holds its own copies: the kernel at its path, the headers it includes, the patch
+	[ "$(cd out/kernels/scale && ls)" = "$(printf '%s\n' best best.json events.jsonl graph.bin graph.blobs inc spec.json tile.diff trace.md variants)" ]
+	[ "$(cd out/kernels/scale/inc && ls)" = "$(printf '%s\n' scale.cu scale_helper.cuh wrapper.cuh)" ]
+	[ "$(jq -r '.KernelSpecification.KernelFile, .KernelGraph.Patches[0].PatchFile' out/kernels/scale/spec.json)" = "$(printf 'inc/scale.cu\ntile.diff')" ]
 	[ "$(jq -c '[.update.root, .build.baseline, .bench.median_ms]' out/kernels/scale/events.jsonl)" = '[true,true,1.5]' ]
 	[ "$(kg-select --export out/kernels/scale | jq -c .params.c_init)" = 2 ]
 	# a run is never made twice
@@ -211,6 +242,24 @@ evaluated() {
 	[[ "$stderr" == "kg-bench: no CUDA driver on this machine ("*"); give --replay FILE to answer from recorded measurements" ]]
 }
 
+@test "kg-init killed between the baseline's log line and the graph's first save: the root is made from the log, not measured again" {
+	run_tool 0 kg-init -q --replay "$TABLE" "$VECTOR_ADD" out
+	cp "$RUN/events.jsonl" events.before
+	want=$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state], .events_len]')
+	# what the kill leaves: the log has the root; the graph was never saved
+	rm "$RUN/graph.bin" "$RUN/graph.blobs"
+	run_tool 0 kg-init --replay "$TABLE" "$VECTOR_ADD" out
+	assert_output "$RUN"
+	[[ "$stderr" == "kg-init: $RUN: the baseline was measured and logged before kg-init stopped; the root is made from the log"* ]]
+	cmp "$RUN/events.jsonl" events.before
+	[ "$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state], .events_len]')" = "$want" ]
+	# and kg-tune --resume goes on from it
+	rm "$RUN/graph.bin" "$RUN/graph.blobs"
+	run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --resume --budget-builds 2 --outdir out "$VECTOR_ADD"
+	[ "$(head -1 "$RUN/events.jsonl")" = "$(head -1 events.before)" ]
+	[ "$(evaluated "$RUN" | wc -l)" -eq 2 ]
+}
+
 @test "kg-init killed (kill -9) at any moment: kg-init, or kg-tune --resume, starts it again" {
 	for delay in 0.02 0.05 0.08 0.11 0.14 0.17 0.2 0.23 0.26 0.29 0.32 0.35 0.4; do
 		rm -rf out
@@ -240,6 +289,9 @@ evaluated() {
 	run bash -c "kg-tune --no-llm --replay '$TABLE' --resume --budget-builds 2 --outdir out '$VECTOR_ADD' >&- 2>err"
 	[ "$status" -eq 4 ]
 	[ "$(tail -1 err)" = "kg-tune: cannot write the summary to standard output" ]
+	# trace.md still gets its closing summary, and nothing says it has none
+	run ! grep -e 'no closing summary' -e 'kg-select: cannot write' err
+	[ "$(grep -c '^The search is over' "$RUN/trace.md")" -eq 1 ]
 }
 
 @test "kg-iterate: one iteration through every tool; stages' failures reach the caller by name and status" {
@@ -614,6 +666,23 @@ fake_stage() {
 	[ "$(evaluated "$RUN" | wc -l)" -eq 8 ]
 }
 
+@test "a link planted at the run's lock or kg-nightly's files is refused, exit 4, naming it; nothing is made where it points" {
+	run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --budget-builds 2 --outdir out "$VECTOR_ADD"
+	rm -f out/kernels/.vector_add.lock
+	ln -s "$PWD/created" out/kernels/.vector_add.lock
+	run_tool 4 kg-tune -q --no-llm --replay "$TABLE" --resume --budget-builds 4 --outdir out "$VECTOR_ADD"
+	assert_stderr "kg-tune: out/kernels/.vector_add.lock: a symbolic link is there, where a run file should be: not followed"
+	run_tool 4 kg-iterate "$RUN"
+	assert_stderr "kg-iterate: out/kernels/.vector_add.lock: a symbolic link is there, where a run file should be: not followed"
+	[ ! -e created ]
+	mkdir night
+	echo '{"outdir": "night", "specs": ["none.json"]}' >nightly.json
+	ln -s "$PWD/created" night/nightly.lock
+	run_tool 4 kg-nightly nightly.json
+	assert_stderr "kg-nightly: $PWD/night/nightly.lock: a symbolic link is there, where a run file should be: not followed"
+	[ ! -e created ]
+}
+
 @test "kg-tune interrupted (TERM) while picking finishes the iteration in flight, logs it (--log), exits 130, leaves nothing running" {
 	# the signal comes while a front is picking (a kg-iterate beside kg-tune makes it slow
 	# once asked to): the iteration being measured waits for that pick before it is learned
@@ -724,6 +793,23 @@ fake_stage() {
 	[ "$(jq -c 'select(.nightly == "spec") | [.status, .builds, .run, .regraph]' "$log" | tr -d '\n')" = '[0,5,"'"$night"'/kernels/vector_add",null][0,4,"'"$night"'/kernels/softmax",null][0,5,"'"$night"'/kernels/transpose",null][2,0,null,null]' ]
 	[ "$(jq -c 'select(.nightly == "end") | del(.t)' "$log")" = '{"nightly":"end","failed":1,"regraph":null,"regraph_status":4}' ]
 	[ "$(evaluated night/kernels/vector_add | wc -l)" -eq 15 ]
+}
+
+@test "kg-nightly: a night killed before its end line is said to be unfinished by the next night, on stderr and in its log" {
+	mkdir -p night/logs
+	ln -s "$KG_ROOT/examples" ex
+	jq -n '{outdir: "night", budget_builds: 2, options: ["--no-llm"],
+		specs: [{spec: "ex/vector_add/vector_add.json", replay: "ex/vector_add/vector_add_H100_T4.json"}]}' >nightly.json
+	printf '%s\n' '{"t":"2026-11-01T00:00:00Z","nightly":"start","pid":1,"specs":1}' \
+		'{"t":"2026-11-01T00:00:01Z","nightly":"spec","status":0}' >night/logs/20261101T000000Z.jsonl
+	run_tool 0 kg-nightly nightly.json
+	[[ "$stderr" == *"kg-nightly: warning: the night 20261101T000000Z did not finish: $PWD/night/logs/20261101T000000Z.jsonl has its start line and no end line (killed, or its machine stopped)"* ]]
+	log=$(ls night/logs/*.jsonl | grep -v 20261101T000000Z)
+	[ "$(jq -c 'select(.nightly == "unfinished") | .night' "$log")" = '"20261101T000000Z"' ]
+	# a night that ended is not reported again
+	sleep 1
+	run_tool 0 kg-nightly nightly.json
+	assert_stderr_empty
 }
 
 @test "kg-nightly exits at once, exit 6, while another holds the lock" {
@@ -922,6 +1008,25 @@ fake_stage() {
 	grep -q "search graph, $((path > 2 ? path : 2)) of $(($(evaluated "$RUN" | wc -l) + 1)) nodes: the incumbent's path and the fastest" "$dot"
 	run_tool 1 kg-report nowhere
 	assert_stderr "kg-report: nowhere: not a run (kg-init SPEC OUTDIR makes one)"
+}
+
+@test "under umask 000 the pipelines make nothing others may write" {
+	(umask 000 && kg-tune -q --no-llm --replay "$TABLE" --budget-builds 3 --outdir out "$VECTOR_ADD" >/dev/null &&
+		kg-report -q "$RUN" >/dev/null)
+	[ -s "$RUN/events.jsonl" ] && [ -s "$RUN/report/index.html" ]
+	[ "$(find out \( -type f -o -type d \) -perm -o+w)" = "" ]
+}
+
+@test "kg-report --report-dir: a run it may not write is reported elsewhere, the run left as it was" {
+	kg-init -q --replay "$EVENTS" "$VECTOR_ADD" out >/dev/null
+	kg-iterate -q --replay "$EVENTS" "$RUN" >/dev/null || true
+	(cd "$RUN" && find . -type f -exec sha256sum {} + | sort -k2) >before
+	run_tool 0 kg-report --report-dir elsewhere "$RUN"
+	assert_line "Report: elsewhere/index.html"
+	[ "$(ls elsewhere)" = "$(printf '%s\n' convergence.svg graph.dot graph.svg index.html roofline.svg summary.md vector_add_T4.json)" ]
+	[ "$(head -1 elsewhere/summary.md)" = '<!-- kg-report -->' ]
+	(cd "$RUN" && find . -type f -exec sha256sum {} + | sort -k2) | diff before -
+	[ ! -e "$RUN/report" ]
 }
 
 @test "kg-report on replayed tables: the roofline from the table's figures, both roofs and where they came from" {

@@ -49,6 +49,17 @@ apply() {
 	done
 }
 
+@test "the copies of matmul's kernel and patches that other specs' folders hold are identical to matmul's" {
+	# a spec may name only files in its folder, so the specs sharing matmul's files hold copies
+	for f in matmul.cu tma_to_ws.diff wgmma.diff wgmma_tma_ws.diff wgmma_to_tma.diff wgmma_to_tma_ws.diff; do
+		cmp "$KG_ROOT/examples/matmul/$f" "$KG_ROOT/examples/fused_matmul_act/$f"
+	done
+	cmp "$KG_ROOT/examples/matmul/matmul.cu" "$KG_ROOT/benchmarks/data/matmul_H100/matmul.cu"
+	for spec in "$KG_ROOT"/benchmarks/data/matmul_H100/matmul_{1024,2048,4096_sub}.json; do
+		run_tool 0 kg-propose --random 1 --spec "$spec"
+	done
+}
+
 @test "the README's table of examples gives each space's size as kg-propose counts it" {
 	rows=0
 	while IFS='|' read -r _ name _ size _; do

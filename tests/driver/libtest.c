@@ -43,6 +43,8 @@ static int usage(void)
 	      "       kg-libtest sha256 FILE|-\n"
 	      "       kg-libtest atomic-write PATH < data\n"
 	      "       kg-libtest lock [--nowait] DIR CMD [ARG]...\n"
+	      "       kg-libtest write write|append|tail|atomic PATH < data\n"
+	      "       kg-libtest gpu-lock SYSTEM-DIR BUS-ID WAIT-SEC CMD [ARG]...\n"
 	      "       kg-libtest parse int64|uint64|double TEXT MIN MAX\n"
 	      "       kg-libtest t4 PATH < results.jsonl\n"
 	      "       kg-libtest t1-count SPEC LIMIT\n"
@@ -694,6 +696,62 @@ static int cmd_lock(int argc, char **argv)
 	int wstatus = 0;
 	waitpid(pid, &wstatus, 0);
 	dirlock_release(&lock);
+	return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 1;
+}
+
+/* Writes stdin to path by one of fileio's writers (tail: from offset 0). */
+static int cmd_write(const char *how, const char *path)
+{
+	size_t len;
+	char *data = file_read_all("/dev/stdin", &len);
+	if (!data)
+		log_die(KG_EXIT_IO, "cannot read standard input:");
+	int rc = strcmp(how, "write") == 0    ? file_write(path, data, len)
+		 : strcmp(how, "append") == 0 ? file_append(path, data, len)
+		 : strcmp(how, "tail") == 0   ? file_write_tail(path, 0, data, len)
+		 : strcmp(how, "atomic") == 0 ? file_write_atomic(path, data, len)
+					      : (errno = EINVAL, -2);
+	free(data);
+	if (rc == -2)
+		return usage();
+	if (rc)
+		log_die(KG_EXIT_IO, "cannot write '%s':", path);
+	return KG_EXIT_OK;
+}
+
+/* Takes the GPU lock kg-bench takes (the folder gpu_lock_dir picks, the file named by the bus
+ * id), waiting at most WAIT-SEC, and runs CMD while holding it; prints the lock's path, and who holds it when the wait runs out (exit 1). */
+static int cmd_gpu_lock(int argc, char **argv)
+{
+	double wait_s;
+	if (argc < 4 || parse_double(argv[2], 0, 86400, &wait_s))
+		return usage();
+	struct strbuf why;
+	strbuf_init(&why);
+	char *dir = gpu_lock_dir(argv[0], &why);
+	if (!dir)
+		log_die(KG_EXIT_ENV, "%s", why.buf);
+	char *path = xasprintf("%s/gpu-%s.lock", dir, argv[1]);
+	printf("%s\n", path);
+	fflush(stdout);
+	struct dirlock lock;
+	if (filelock_acquire_timed(&lock, path, wait_s * 1e3, NULL) != 0) {
+		if (errno != ETIMEDOUT)
+			log_die(KG_EXIT_IO, "cannot lock '%s':", path);
+		char *holder = filelock_holder(path);
+		log_die(KG_EXIT_INPUT, "'%s' is held by %s", path, holder ? holder : "another process");
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		execvp(argv[3], argv + 3);
+		_exit(127);
+	}
+	int wstatus = 0;
+	waitpid(pid, &wstatus, 0);
+	dirlock_release(&lock);
+	free(path);
+	free(dir);
+	strbuf_release(&why);
 	return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 1;
 }
 
@@ -1454,6 +1512,10 @@ int main(int argc, char **argv)
 		status = cmd_sha256(argv[2]);
 	else if (strcmp(cmd, "atomic-write") == 0 && argc == 3)
 		status = cmd_atomic_write(argv[2]);
+	else if (strcmp(cmd, "write") == 0 && argc == 4)
+		status = cmd_write(argv[2], argv[3]);
+	else if (strcmp(cmd, "gpu-lock") == 0)
+		status = cmd_gpu_lock(argc - 2, argv + 2);
 	else if (strcmp(cmd, "lock") == 0)
 		status = cmd_lock(argc - 2, argv + 2);
 	else if (strcmp(cmd, "t4") == 0 && argc == 3)

@@ -10,8 +10,11 @@ is not used up answers. "tool_calls": [{"name", "arguments"}, ...] answers with 
 calls instead of content (Chat's "tool_calls", the Responses API's "function_call" items;
 "arguments" a JSON value, or a string sent as it is), so that a script of rules, each matching
 what the previous call's result must hold, plays a tool loop. "echo_auth" puts the
-Authorization header in place of "{auth}" in "body" or "content" (or after the content); "pad"
-appends that many spaces to the content (an answer too large)."""
+Authorization header in place of "{auth}" in "body" or "content" (or after the content), with
+every character JSON-escaped (\\uXXXX) in place of "{auth_u}" and with the second half escaped
+in place of "{auth_half_u}"; "{split}" in a Responses API content splits it into output_text
+parts there (joined again by the client). "pad" appends that many spaces to the content (an
+answer too large)."""
 import json
 import os
 import signal
@@ -51,7 +54,8 @@ def envelope(api, n, model, content, prompt_tokens, completion_tokens, tool_call
     if not calls:
         output = [{"type": "message", "id": f"msg-mock-{n}", "status": "completed",
                    "role": "assistant",
-                   "content": [{"type": "output_text", "text": content, "annotations": []}]}]
+                   "content": [{"type": "output_text", "text": part, "annotations": []}
+                               for part in content.split("{split}")]}]
     return {"id": f"resp-mock-{n}", "object": "response", "created_at": int(time.time()),
             "status": "completed", "model": model, "output": output,
             "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens,
@@ -112,7 +116,11 @@ class Handler(BaseHTTPRequestHandler):
             status, body = 500, error_body("mock: no rule matches", "server_error")
         else:
             time.sleep(rule.get("delay", 0))
-            fill = (lambda s: s.replace("{auth}", auth or "")) if rule.get("echo_auth") else str
+            escaped = lambda t: "".join(f"\\u{ord(ch):04x}" for ch in t)
+            a = auth or ""
+            fill = (lambda s: s.replace("{auth}", a).replace("{auth_u}", escaped(a))
+                    .replace("{auth_half_u}", a[:len(a) // 2] + escaped(a[len(a) // 2:]))) \
+                if rule.get("echo_auth") else str
             if rule.get("close"):
                 # A network error as the client sees it: the connection ends, no reply at all.
                 self.close_connection = True

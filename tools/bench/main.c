@@ -74,6 +74,10 @@ static void usage(FILE *fp)
 	      "                         into variants/STATE/lines.json\n"
 	      "      --metrics-every N  only of every Nth candidate the run evaluates, the baseline\n"
 	      "                         and each that beats the run's best speedup (RUN/best.json)\n"
+	      "      --gpu-wait SEC     wait at most SEC for the GPU's lock, which one record at a\n"
+	      "                         time holds (every kg-bench on the machine shares it: see\n"
+	      "                         the README's reliability section); then the record is an\n"
+	      "                         error naming who holds it (default 600; 0: no wait)\n"
 	      "  -w, --watchdog SEC     a kernel silent this long is killed (default: the larger of\n"
 	      "                         10 s and 100 times the baseline's median)\n"
 	      "      --replay FILE      answer from recorded measurements (a T4 file, or an\n"
@@ -109,11 +113,12 @@ static void usage(FILE *fp)
 static void parse_options(int argc, char **argv, struct options *opt)
 {
 	enum { OPT_HOT = 256, OPT_MIN_SAMPLES, OPT_NOISE, OPT_INPUT_SETS, OPT_REPLAY, OPT_CALIBRATE, OPT_T4, OPT_METRICS,
-	       OPT_METRICS_EVERY };
+	       OPT_METRICS_EVERY, OPT_GPU_WAIT };
 	static const struct option longopts[] = {
 		{"budget", required_argument, NULL, 'b'},
 		{"calibrate", no_argument, NULL, OPT_CALIBRATE},
 		{"device", required_argument, NULL, 'd'},
+		{"gpu-wait", required_argument, NULL, OPT_GPU_WAIT},
 		{"help", no_argument, NULL, 'h'},
 		{"hot", no_argument, NULL, OPT_HOT},
 		{"input-sets", required_argument, NULL, OPT_INPUT_SETS},
@@ -139,6 +144,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	s->min_samples = 10;
 	s->noise = 0.005;
 	s->input_sets = 2;
+	s->gpu_wait_s = 600;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":b:d:hqr:vVw:", longopts, NULL)) != -1) {
 		switch (c) {
@@ -152,6 +158,11 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			if ((why = parse_int64(optarg, 0, 1023, &i64)))
 				cli_usage_error("--device: '%s': %s", optarg, why);
 			s->device = (int)i64;
+			break;
+		case OPT_GPU_WAIT:
+			if ((why = parse_double(optarg, 0, 86400, &d)))
+				cli_usage_error("--gpu-wait: '%s': %s", optarg, why);
+			s->gpu_wait_s = d;
 			break;
 		case 'h': usage(stdout); exit(cli_finish(KG_EXIT_OK));
 		case OPT_HOT: s->hot = 1; break;

@@ -162,25 +162,41 @@ static int open_device(const struct bench_settings *settings, struct strbuf *why
 
 /* One record (or a run's preparation) at a time on a GPU, whichever kg-bench process asks:
  * the next iteration's kg-bench starts its context while this one measures, and two searches
- * on one GPU never time each other's kernels. A flock on a file named by the GPU's bus id,
- * in /tmp so that every user of the machine sees the same one. */
+ * on one GPU never time each other's kernels. A flock on a file named by the GPU's bus id, in
+ * the folder gpu_lock_dir picks (/run/kernelgraph for every user of the machine, where make
+ * install made it), opened without following links. */
 static struct dirlock gpu_lock = {.fd = -1};
 
-/* Takes the lock, telling the parent it is alive while it waits; adds the wait to *wait_ms. */
-static void gpu_lock_take(double *wait_ms)
+/* Takes the lock, telling the parent it is alive while it waits, for at most --gpu-wait; adds
+ * the wait to *wait_ms. Returns 0, or -1 with f filled: a record is never measured without
+ * the lock, where another search's kernels would be timed with it. */
+static int gpu_lock_take(const struct bench_settings *cfg, double *wait_ms, struct failure *f)
 {
-	char *path = xasprintf("/tmp/kernelgraph-gpu-%s.lock", gpu.pci_bus_id);
-	double t0 = monotonic_ms();
-	while (filelock_acquire(&gpu_lock, path, 0) != 0) {
-		if (errno != EWOULDBLOCK) {
-			log_warn("cannot lock '%s' (measuring without it):", path);
-			break;
-		}
-		progress();
-		usleep(200);
+	struct strbuf why;
+	strbuf_init(&why);
+	char *dir = gpu_lock_dir(KG_LOCK_DIR, &why);
+	if (!dir) {
+		fail_with(f, "error", "%s", why.buf);
+		strbuf_release(&why);
+		return -1;
 	}
+	strbuf_release(&why);
+	char *path = xasprintf("%s/gpu-%s.lock", dir, gpu.pci_bus_id);
+	free(dir);
+	double t0 = monotonic_ms();
+	int rc = filelock_acquire_timed(&gpu_lock, path, cfg->gpu_wait_s * 1e3, progress);
 	*wait_ms += monotonic_ms() - t0;
+	if (rc != 0 && errno == ETIMEDOUT) {
+		char *holder = filelock_holder(path);
+		fail_with(f, "error", "the GPU's lock '%s' is held by %s: waited %g s (--gpu-wait)", path,
+			  holder ? holder : "another process", cfg->gpu_wait_s);
+		free(holder);
+	} else if (rc != 0) {
+		fail_with(f, "error", "cannot lock the GPU with '%s': %s", path,
+			  errno == ELOOP ? "a symbolic link is there" : errno == EINVAL ? "not a regular file" : strerror(errno));
+	}
 	free(path);
+	return rc;
 }
 
 static void gpu_lock_release(void)
@@ -1021,7 +1037,7 @@ static int make_reference(struct wrun *r, double *fill_ms, struct failure *f)
 	    check_cuda(f, cu.cuStreamSynchronize(gpu.stream), "the baseline"))
 		return -1;
 	char *dir = run_path(r->run.dir, RUN_REFERENCE);
-	if (dir_create(dir) != 0)
+	if (dir_create_nofollow(dir, 1) != 0)
 		log_warn("cannot create '%s':", dir);
 	for (size_t k = 0; k < r->ka.n; k++) {
 		struct warg *w = &r->args[k];
@@ -2120,8 +2136,12 @@ NORETURN void worker_main(int in_fd, int out_fd, const struct bench_settings *cf
 	}
 	if (cfg->prepare_run) {
 		double wait_ms = 0;
-		gpu_lock_take(&wait_ms);
-		prepare_run(cfg->prepare_run);
+		struct failure f = {0};
+		/* Without the lock the run is readied by its first record instead. */
+		if (gpu_lock_take(cfg, &wait_ms, &f) == 0)
+			prepare_run(cfg->prepare_run);
+		else
+			log_debug("could not prepare %s ahead of its records: %s", cfg->prepare_run, f.what);
 		gpu_lock_release();
 	}
 	cJSON *request;
@@ -2133,13 +2153,15 @@ NORETURN void worker_main(int in_fd, int out_fd, const struct bench_settings *cf
 			const cJSON *build = cJSON_GetObjectItemCaseSensitive(request, "build");
 			double wait_ms = 0;
 			char started[40];
-			gpu_lock_take(&wait_ms);
-			utc_now(started, sizeof(started), 1);
-			double t0 = monotonic_ms();
-			bench_record(run->valuestring, build, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(request, "baseline")),
-				     json_number(request, "metrics_above", NAN), cfg, wait_ms, bench, &f);
-			json_add_number(bench, "wall_ms", monotonic_ms() - t0);
-			json_add_string(bench, "started", started);
+			if (gpu_lock_take(cfg, &wait_ms, &f) == 0) {
+				utc_now(started, sizeof(started), 1);
+				double t0 = monotonic_ms();
+				bench_record(run->valuestring, build,
+					     cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(request, "baseline")),
+					     json_number(request, "metrics_above", NAN), cfg, wait_ms, bench, &f);
+				json_add_number(bench, "wall_ms", monotonic_ms() - t0);
+				json_add_string(bench, "started", started);
+			}
 			gpu_lock_release();
 		}
 		if (f.failed) {
@@ -2167,7 +2189,10 @@ int worker_calibrate(const struct bench_settings *cfg)
 	}
 	struct failure f = {0};
 	double wait_ms = 0;
-	gpu_lock_take(&wait_ms); /* released when the process ends */
+	if (gpu_lock_take(cfg, &wait_ms, &f) != 0) { /* released when the process ends */
+		log_error("%s", f.what);
+		return KG_EXIT_ENV;
+	}
 	size_t bytes = (size_t)1 << 30;
 	CUdeviceptr a = 0, b = 0;
 	CUevent start, stop;

@@ -17,6 +17,7 @@ struct bench_settings {
 	size_t input_sets;     /* --input-sets: fresh random input sets checked per candidate */
 	const char *cache_dir; /* where --calibrate's figures and the harness are kept ($XDG_CACHE_HOME/kernelgraph) */
 	const char *prepare_run; /* --run: the run readied before the first record */
+	double gpu_wait_s;	 /* --gpu-wait: the longest wait for the GPU's lock, then an error record */
 };
 
 /* The worker's side: reads requests on in_fd and answers on out_fd until in_fd closes.

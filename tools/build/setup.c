@@ -200,6 +200,14 @@ struct build_run *build_run_load(const char *dir, const char *arch_option, int c
 		goto done;
 	}
 	size_t len;
+	const struct t1_spec *spec = run->run.spec;
+	/* A link in the run that leads out of it is no kernel either (the spec loader refused
+	 * absolute and ".." names already). */
+	if (file_confined(spec->kernel_dir, spec->kernel_file, 1) && access(spec->kernel_path, F_OK) == 0) {
+		run->error = xasprintf("%s: KernelSpecification.KernelFile: '%s': %s '%s'; %s", spec_path, spec->kernel_file,
+				       FILE_NOT_INSIDE, spec->kernel_dir, T1_FILES_RULE);
+		goto done;
+	}
 	char *text = file_read_all(run->run.spec->kernel_path, &len);
 	if (!text) {
 		run->error = xasprintf("%s: KernelSpecification.KernelFile: cannot read '%s': %s", spec_path,
@@ -222,7 +230,7 @@ struct build_run *build_run_load(const char *dir, const char *arch_option, int c
 	if (setup_compiler_options(run, arch_option, check_nvrtc))
 		goto done;
 	char *variants = run_path(dir, RUN_VARIANTS);
-	if (dir_create(variants) != 0)
+	if (dir_create_nofollow(variants, 1) != 0)
 		run->error = xasprintf("cannot create '%s': %s", variants, strerror(errno));
 	else
 		remove_stale_temporaries(variants);

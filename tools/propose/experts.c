@@ -832,6 +832,9 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 			struct strbuf why;
 			strbuf_init(&why);
 			cJSON *answer = answer_extract(r->text, &why);
+			/* Every field of a candidate (think, method, detail, source, patch, config) is
+			 * text only after this parse, where an escaped key becomes the key. */
+			llm_redact_json(&s, answer);
 			if (answer && take_candidates(answer, c->proposer, list, n, &why) >= 0) {
 				if (why.len)
 					log_warn("%s: node %s: %s: dropped %s", run->run.dir, node->state, c->persona->name, why.buf);

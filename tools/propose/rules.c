@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fileio.h"
 #include "fnv1a.h"
@@ -27,6 +28,10 @@
 /* Spaces up to this many valid configurations are listed whole for sampling, so that a
  * draw never repeats and a small space is sampled exhaustively. */
 #define LISTED_MAX 200000
+/* When random draws find no valid configuration of a space too large to list (its valid ones
+ * too rare among its points), the space is walked for them, binding at most this many values
+ * (about 5 s): a sparse but valid space is never reported empty while a walk can list it. */
+#define WALK_MAX_TRIES 64000000
 
 /* Whether p may go out (context_accept); a refused p is reported, counted and released. Checked
  * at once, so that the random draws that follow never take a neighbour's place. */
@@ -212,7 +217,10 @@ static void library(struct run_info *run, const struct node_info *node, struct p
 		if (!text) {
 			char *path = xasprintf("%s/%s", run->run.dir, file);
 			size_t len;
-			if (!(patch = file_read_all(path, &len)))
+			if (file_confined(run->run.dir, file, 1) && access(path, F_OK) == 0) /* a link out of the run */
+				log_warn("%s/spec.json: KernelGraph.Patches[%d].PatchFile: '%s': %s '%s'; %s", run->run.dir, i, file,
+					 FILE_NOT_INSIDE, run->run.dir, T1_FILES_RULE);
+			else if (!(patch = file_read_all(path, &len)))
 				log_warn("%s/spec.json: KernelGraph.Patches[%d].PatchFile: cannot read '%s':", run->run.dir, i, path);
 			free(path);
 			if (!patch)
@@ -296,6 +304,29 @@ long run_listing(struct run_info *run, const size_t **indices)
 	return run->nlisting;
 }
 
+/* random_configs' fallback after tries draws found nothing valid: lists the valid
+ * configurations by a walk of at most WALK_MAX_TRIES values and draws from those, saying so. */
+static long walked_configs(const struct t1_spec *spec, size_t tries, uint64_t *rng, size_t want, random_config_fn fn,
+			   void *ctx)
+{
+	struct listing l = {.nparams = spec->nparams};
+	int cut;
+	if (t1_enumerate_bounded(spec, WALK_MAX_TRIES, list_config, &l, &cut) < 0) {
+		free(l.indices);
+		return -1;
+	}
+	if (l.count == 0 && cut)
+		log_warn("%s: ConfigurationSpace: %zu random draws found no valid configuration, nor did a walk of its "
+			 "first %d values", spec->path, tries, WALK_MAX_TRIES);
+	else if (l.count)
+		log_warn("%s: ConfigurationSpace: %zu random draws found no valid configuration (a sparse space); "
+			 "drawing from the %zu a walk of %s listed", spec->path, tries, l.count,
+			 cut ? "part of it" : "the whole space");
+	long accepted = l.count ? random_configs(spec, l.indices, (long)l.count, rng, want, fn, ctx) : 0;
+	free(l.indices);
+	return accepted;
+}
+
 long random_configs(const struct t1_spec *spec, const size_t *listed, long nlisted, uint64_t *rng, size_t want,
 		    random_config_fn fn, void *ctx)
 {
@@ -322,8 +353,8 @@ long random_configs(const struct t1_spec *spec, const size_t *listed, long nlist
 		return accepted;
 	}
 	/* A large space: uniform points of the Cartesian product, kept when valid. */
-	size_t *indices = xcalloc(spec->nparams + 1, sizeof(*indices));
-	for (size_t tries = 0; tries < 1000 * want && (size_t)accepted < want; tries++) {
+	size_t *indices = xcalloc(spec->nparams + 1, sizeof(*indices)), tries;
+	for (tries = 0; tries < 1000 * want && (size_t)accepted < want; tries++) {
 		for (size_t k = 0; k < spec->nparams; k++)
 			indices[k] = (size_t)(rng_uniform(rng) * (double)spec->params[k].nvalues);
 		if (!config_valid(spec, indices))
@@ -335,6 +366,8 @@ long random_configs(const struct t1_spec *spec, const size_t *listed, long nlist
 			break;
 	}
 	free(indices);
+	if (accepted == 0 && want > 0 && tries >= 1000 * want)
+		return walked_configs(spec, tries, rng, want, fn, ctx);
 	return accepted;
 }
 

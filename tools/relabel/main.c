@@ -190,6 +190,7 @@ static void ask_llm(const struct options *opt, const char *run, const cJSON *cat
 	struct llm_request req = {.label = "relabel", .messages = messages, .schema = schema, .schema_name = "relabel"};
 	llm_run(&s, &req, 1);
 	cJSON *answer = req.ok ? cJSON_Parse(req.text) : NULL;
+	llm_redact_json(&s, answer); /* a name escaped in the answer's JSON is the key once parsed */
 	if (!req.ok)
 		log_warn("relabel by LLM failed: %s; the steps become new methods", req.error);
 	else if (!answer)

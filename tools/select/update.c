@@ -38,6 +38,13 @@ struct updater {
 	int catching_up;
 	/* RUN's ReGraph dataset (OUTDIR_REGRAPH_DATASET), made once rather than per record */
 	char *dataset;
+	/* The dataset row of the evaluated record just learned, or NULL: appended only once the
+	 * log holds the record (write_row), so that no row stands for a record the log refused. */
+	cJSON *row;
+	/* While catching up: the candidate ids of this kernel the dataset has rows for (an
+	 * object used as a set), read once; rows of the records learned again that it lacks
+	 * (a kill between the log and the row) are written then. */
+	cJSON *rows_seen;
 };
 
 /* Reports a record that cannot be handled; it is passed on unchanged. */
@@ -339,30 +346,23 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	json_add_number(upd, "learned_iter", (double)g->iter);
 	json_add(record, "update", upd);
 
-	/* One row per evaluated transition, for kg-regraph; a record learned again while catching
-	 * up wrote its row then. */
-	if (!u->catching_up) {
-		char t[40];
-		utc_now(t, sizeof(t), 1);
-		cJSON *row = json_object();
-		json_add_string(row, "t", t);
-		json_add_string(row, "kernel", g->kernel);
-		json_add_string(row, "arch", json_string(build, "arch") ? json_string(build, "arch") : "");
-		json_add_string(row, "from_method", last_method(g, parent));
-		json_add_string(row, "to_method", graph_edge_method(g, e)[0] ? graph_edge_method(g, e) : "unknown");
-		json_add(row, "ok", cJSON_CreateBool(ok));
-		json_add_number(row, "median_ms", median);
-		json_add_number(row, "baseline_ms", g->baseline_ms);
-		json_add_number(row, "speedup", ok ? speedup : NAN);
-		json_add_number(row, "reward", reward);
-		json_add_string(row, "candidate_id", json_string(candidate, "id") ? json_string(candidate, "id") : "");
-		json_add_string(row, "variant_dir", json_string(build, "dir") ? json_string(build, "dir") : "");
-		/* A measured transition the dataset lacks would be missing from every ReGraph built
-		 * from it: an I/O error, as a failed write of the log is. */
-		if (append_line(u, u->dataset, row) != 0)
-			u->status = exit_status_merge(u->status, KG_EXIT_IO);
-		cJSON_Delete(row);
-	}
+	/* One row per evaluated transition, for kg-regraph, written after the record is logged. */
+	cJSON_Delete(u->row);
+	u->row = json_object();
+	char t[40];
+	utc_now(t, sizeof(t), 1);
+	json_add_string(u->row, "t", u->catching_up && json_string(record, "t") ? json_string(record, "t") : t);
+	json_add_string(u->row, "kernel", g->kernel);
+	json_add_string(u->row, "arch", json_string(build, "arch") ? json_string(build, "arch") : "");
+	json_add_string(u->row, "from_method", last_method(g, parent));
+	json_add_string(u->row, "to_method", graph_edge_method(g, e)[0] ? graph_edge_method(g, e) : "unknown");
+	json_add(u->row, "ok", cJSON_CreateBool(ok));
+	json_add_number(u->row, "median_ms", median);
+	json_add_number(u->row, "baseline_ms", g->baseline_ms);
+	json_add_number(u->row, "speedup", ok ? speedup : NAN);
+	json_add_number(u->row, "reward", reward);
+	json_add_string(u->row, "candidate_id", json_string(candidate, "id") ? json_string(candidate, "id") : "");
+	json_add_string(u->row, "variant_dir", json_string(build, "dir") ? json_string(build, "dir") : "");
 
 	if (!u->catching_up) {
 		struct trace_step step = {.record = record, .method = graph_edge_method(g, e), .parent = parent,
@@ -405,6 +405,57 @@ static int mark_exhausted(struct updater *u, cJSON *record, long line)
 	return 0;
 }
 
+/* Appends the row of the record just learned (u->row) to the dataset, once its record is
+ * in the log: a measured transition the dataset lacks would be missing from every ReGraph
+ * built from it, an I/O error as a failed write of the log is. */
+static void write_row(struct updater *u)
+{
+	if (!u->row)
+		return;
+	if (jsonl_append(u->dataset, u->row) != 0) {
+		log_error("cannot append to '%s':", u->dataset);
+		u->status = exit_status_merge(u->status, KG_EXIT_IO);
+	}
+	cJSON_Delete(u->row);
+	u->row = NULL;
+}
+
+/* While catching up: writes the row of a record learned again unless the dataset has its
+ * candidate's row already (the update killed after its row rather than before). */
+static void catch_up_row(struct updater *u)
+{
+	if (!u->row)
+		return;
+	if (!u->rows_seen) {
+		u->rows_seen = json_object();
+		FILE *fp = fopen(u->dataset, "r");
+		if (fp) {
+			struct jsonl_reader reader;
+			jsonl_reader_init(&reader, fp, u->dataset);
+			cJSON *row;
+			enum jsonl_status st;
+			while ((st = jsonl_next(&reader, &row)) != JSONL_EOF && st != JSONL_IO_ERROR) {
+				const char *kernel = json_string(row, "kernel"), *id = json_string(row, "candidate_id");
+				if (st == JSONL_RECORD && kernel && id && strcmp(kernel, u->g->kernel) == 0 &&
+				    !cJSON_GetObjectItemCaseSensitive(u->rows_seen, id))
+					json_add(u->rows_seen, id, cJSON_CreateTrue());
+				cJSON_Delete(row);
+			}
+			jsonl_reader_release(&reader);
+			fclose(fp);
+		}
+	}
+	const char *id = json_string(u->row, "candidate_id");
+	if (id[0] && cJSON_GetObjectItemCaseSensitive(u->rows_seen, id)) {
+		cJSON_Delete(u->row);
+		u->row = NULL;
+		return;
+	}
+	if (id[0])
+		json_add(u->rows_seen, id, cJSON_CreateTrue());
+	write_row(u);
+}
+
 /* Learns from one finished record; returns whether the graph changed. */
 static int apply_record(struct updater *u, cJSON *record, long line)
 {
@@ -429,7 +480,9 @@ static void catch_up_with_log(struct updater *u, const char *events)
 {
 	struct graph *g = u->g;
 	uint64_t size = events_size_at(events);
-	if (!u->exists || size == g->events_len)
+	/* With no graph yet, a log that holds records (the baseline's root, logged by a kg-init
+	 * killed before the graph's first save) is learned from its start, root first. */
+	if (size == g->events_len || (!u->exists && size == 0))
 		return;
 	if (size < g->events_len) {
 		log_warn("%s: %" PRIu64 " bytes, shorter than the %" PRIu64 " the graph learned from: not read", events, size,
@@ -462,6 +515,7 @@ static void catch_up_with_log(struct updater *u, const char *events)
 		if (st == JSONL_RECORD) {
 			cJSON_DeleteItemFromObjectCaseSensitive(record, "update");
 			apply_record(u, record, reader.line);
+			catch_up_row(u);
 			cJSON_Delete(record);
 		}
 	}
@@ -484,6 +538,8 @@ static void updater_init(struct updater *u, struct step *step, int exists, const
 static void updater_release(struct updater *u)
 {
 	cJSON_Delete(u->regraph_doc);
+	cJSON_Delete(u->row);
+	cJSON_Delete(u->rows_seen);
 	free(u->dataset);
 }
 
@@ -508,8 +564,8 @@ struct update_stream {
 	int learning; /* 0 once the log could not hold a record: the rest passes on unlearned */
 };
 
-/* Learns a record (the log first, then the graph: never a graph ahead of its log) and passes
- * it on. */
+/* Learns a record (the log first, then its dataset row, then the graph: never a graph or a
+ * row ahead of the log) and passes it on. */
 static enum stream_action update_record(struct stream *s, cJSON *record, void *ctx)
 {
 	struct update_stream *us = ctx;
@@ -530,8 +586,11 @@ static enum stream_action update_record(struct stream *s, cJSON *record, void *c
 			  s->in.name, s->in.line);
 		stream_fail(s, KG_EXIT_IO);
 		us->learning = 0;
+		cJSON_Delete(us->u.row); /* no row without its record */
+		us->u.row = NULL;
 	}
 	cJSON_Delete(logged);
+	write_row(&us->u);
 	if (us->learning) {
 		step->g->events_len = events_size_at(us->events);
 		if (step_save(step) != 0)
