@@ -236,10 +236,14 @@ static cJSON *request_body(const struct call *c)
 		}
 	}
 	cJSON *format = NULL;
-	if (s->format == LLM_FORMAT_JSON) {
+	/* A round that may call functions asks for no answer format: llama-server constrains
+	 * the whole answer to the format (a grammar), so a model asked for both could never
+	 * call a function. The round that must answer (tool_choice "none") asks for it. */
+	int answers = !r->tools || !may_call(c);
+	if (answers && s->format == LLM_FORMAT_JSON) {
 		format = json_object();
 		json_add_string(format, "type", "json_object");
-	} else if (s->format == LLM_FORMAT_SCHEMA && r->schema) {
+	} else if (answers && s->format == LLM_FORMAT_SCHEMA && r->schema) {
 		/* Chat nests the schema under json_schema; Responses puts it beside the type. */
 		format = json_object();
 		json_add_string(format, "type", "json_schema");
