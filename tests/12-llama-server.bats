@@ -1,0 +1,189 @@
+#!/usr/bin/env bats
+# 12-llama-server.bats: kg-propose's LLM experts and a whole kg-tune against a real
+# OpenAI-compatible server, llama.cpp's llama-server on a tiny random model (make llm-server).
+
+load test_helper
+
+RUN=out/kernels/scale
+KEY=sk-llama-7c41d0-secret
+MODEL_NAME=tiny
+
+# The server and model `make test` builds (make llm-server); where they could not be built, the
+# file says why and skips, except under CI=true, where that is a failure.
+need_server() {
+	SERVER="$(dirname "${KG_TINY_GGUF:-$KG_ROOT/build/llm/tiny.gguf}")/llama-server"
+	MODEL="${KG_TINY_GGUF:-$KG_ROOT/build/llm/tiny.gguf}"
+	if [ -x "$SERVER" ] && [ -s "$MODEL" ]; then
+		return 0
+	fi
+	local why="no llama-server or tiny model: run make llm-server"
+	[ ! -s "$MODEL.why" ] || why="make llm-server failed: $(cat "$MODEL.why")"
+	if [ "${CI:-}" = true ]; then
+		echo "$why" >&2
+		return 1
+	fi
+	skip "$why"
+}
+
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# serve NAME [ARG]...: starts llama-server on the tiny model, on loopback at a free port, with the
+# key; NAME.port and NAME.pid say where and who; waits until it is ready (its /health).
+serve() {
+	local name=$1 port
+	shift
+	port=$(free_port)
+	"$SERVER" -m "$MODEL" --host 127.0.0.1 --port "$port" --api-key "$KEY" --alias "$MODEL_NAME" \
+		--threads 1 --no-warmup --no-webui "$@" >"$name.log" 2>&1 &
+	echo $! >"$name.pid"
+	echo "$port" >"$name.port"
+	for _ in $(seq 600); do
+		if curl -sf "http://127.0.0.1:$port/health" >/dev/null; then
+			return 0
+		fi
+		kill -0 "$(cat "$name.pid")" 2>/dev/null || { tail -n 20 "$name.log" >&2; return 1; }
+		sleep 0.1
+	done
+	echo "llama-server did not get ready in 60 s" >&2
+	tail -n 20 "$name.log" >&2
+	return 1
+}
+
+# stop NAME: ends the server NAME started by serve.
+stop() {
+	if [ -f "$1.pid" ]; then
+		kill "$(cat "$1.pid")" 2>/dev/null || true
+		wait "$(cat "$1.pid")" 2>/dev/null || true
+		rm -f "$1.pid"
+	fi
+}
+
+setup_file() {
+	need_server
+	local t="$BATS_FILE_TMPDIR/template"
+	mkdir -p "$t/$RUN"
+	cp "$FIXTURES"/build/{spec.json,scale.cu,scale_helper.cuh} "$t/$RUN/"
+	(cd "$t" && echo "{\"v\":1,\"run\":\"$RUN\",\"kernel\":\"scale\",\"candidate\":{\"id\":\"baseline\"}}" | kg-build |
+		jq -c '. + {bench: {status: "ok", median_ms: 1.0, speedup: 1}}' | kg-select --update "$RUN" >/dev/null &&
+		kg-select "$RUN" > pick.jsonl)
+	# One server for the file: three slots, so that the three experts are answered at once.
+	cd "$BATS_FILE_TMPDIR"
+	serve main --ctx-size 65536 --parallel 3 --seed 38
+}
+
+teardown_file() {
+	cd "$BATS_FILE_TMPDIR"
+	stop main
+}
+
+setup() {
+	need_server
+	cd "$BATS_TEST_TMPDIR"
+	cp -r "$BATS_FILE_TMPDIR/template/out" "$BATS_FILE_TMPDIR/template/pick.jsonl" .
+	export OPENAI_API_KEY=$KEY OPENAI_BASE_URL="http://127.0.0.1:$(cat "$BATS_FILE_TMPDIR/main.port")/v1"
+}
+
+teardown() {
+	stop small
+}
+
+# calls: the lines of RUN/llm/calls.jsonl, each as [label, round or null, ok, http_status].
+calls() {
+	jq -c '[.label, .round, .ok, .http_status]' "$RUN/llm/calls.jsonl"
+}
+
+# schema_shaped FILE: the answer of a logged request has the shape of the schema the last
+# request of the conversation asked for (FILE's, or LAST's), each value of its configurations
+# one of the schema's.
+schema_shaped() {
+	jq -e --slurpfile last "${2:-$1}" '
+		($last[0].request.response_format.json_schema.schema.properties.candidates.items.properties.config.anyOf[1].properties) as $space |
+		.response.choices[0].message.content | fromjson | .candidates | length >= 1 and all(
+			(keys == ["config", "detail", "launch_update", "method", "patch", "source", "think"]) and
+			(.think | type == "string") and (.method | type == "string") and (.detail | type == "string") and
+			(.patch | type == "string" or type == "null") and (.source | type == "string" or type == "null") and
+			.launch_update == null and (.config == null or ((.config | keys) == ($space | keys) and
+				(.config | to_entries | all(.value as $v | $space[.key].enum | index([$v]) != null)))))' "$1" >/dev/null
+}
+
+@test "each expert's answer through response_format json_schema has the schema's shape: candidates, or drops with their reason" {
+	run -0 --separate-stderr timeout 120 kg-propose --llm --model "$MODEL_NAME" --max-output-tokens 1000 pick.jsonl
+	# every request went out with the strict schema, and was answered (3 experts, at most 3 corrections)
+	n=$(jq -s length "$RUN/llm/calls.jsonl")
+	[ "$n" -ge 3 ] && [ "$n" -le 6 ]
+	[ "$(jq -c '[.ok, .http_status, .model, .cached, .attempts]' "$RUN/llm/calls.jsonl" | sort -u)" = '[true,200,"tiny",false,1]' ]
+	jq -s -e 'all(.tokens_in > 1000 and .tokens_out > 0 and .cost_usd == 0)' "$RUN/llm/calls.jsonl"
+	for f in "$RUN"/llm/*-*.json; do
+		[ "$(jq -c '.request.response_format | [.type, .json_schema.name, .json_schema.strict]' "$f")" = '["json_schema","candidates",true]' ]
+		[ "$(jq -r '.response.choices[0].finish_reason' "$f")" = stop ]
+		schema_shaped "$f" || { echo "not the schema's shape: $f"; false; }
+	done
+	# nonsense that has the shape: a candidate for each usable answer, a warning for each dropped one
+	[ "$(jq -c 'select(.candidate) | .candidate.proposer' <<<"$output" | sort -u | wc -l)" -ge 1 ]
+	jq -e 'select(.candidate) | .candidate | (.proposer | test("^llm:tiny/(throughput|memory|robustness)$")) and
+		(.method | length > 0) and (.config | type == "object")' <<<"$output" >/dev/null
+	[ -z "$stderr" ] || [[ "$stderr" =~ ^(kg-propose:\ warning:\ [^$'\n']*(dropped|malformed\ answer)[^$'\n']*$'\n'?)+$ ]]
+}
+
+@test "the tool loop: llama-server's own tool-call ids go back with each result; the last round answers in the schema" {
+	run_tool 0 kg-propose --llm --model "$MODEL_NAME" --max-output-tokens 1000 --persona throughput --tool-rounds 2 pick.jsonl
+	# rounds 1 and 2 called a function each, round 3 (tool_choice none) answered
+	[ "$(calls | head -3 | tr -d '\n')" = '["throughput",1,true,200]["throughput",2,true,200]["throughput",3,true,200]' ]
+	[ "$(jq -c '.function_calls' "$RUN/llm/calls.jsonl" | head -3 | tr -d '\n')" = 110 ]
+	r1=$(ls "$RUN"/llm/*-throughput-round1.json | head -1) r2=$(ls "$RUN"/llm/*-throughput-round2.json | head -1)
+	r3=$(ls "$RUN"/llm/*-throughput-round3.json | head -1)
+	id=$(jq -r '.response.choices[0].message.tool_calls[0].id' "$r1")
+	# the server's id (random letters and digits), not one of ours
+	[[ "$id" =~ ^[A-Za-z0-9]{32}$ ]]
+	[ "$(jq -r '.function_calls[0].id' "$r1")" = "$id" ]
+	[ "$(jq -r '.response.choices[0].finish_reason' "$r1")" = tool_calls ]
+	# round 2 sends it back: the assistant's tool_calls, then the result under that id
+	[ "$(jq -c '.request.messages[2:] | map([.role, .tool_call_id // .tool_calls[0].id])' "$r2")" = "[[\"assistant\",\"$id\"],[\"tool\",\"$id\"]]" ]
+	[ "$(jq -r '.request.messages[3].content' "$r2")" = "$(jq -r '.function_calls[0].result' "$r1")" ]
+	# a round that may call asks for no format (the server's grammar would forbid the call); the last does
+	[ "$(jq -c '[.request.tool_choice, .request.response_format.type]' "$r1" "$r2" "$r3" | tr -d '\n')" = '["auto",null]["auto",null]["none","json_schema"]' ]
+	schema_shaped "$r3"
+}
+
+@test "a prompt over the server's context is a clear error record, not retried, never an empty proposal" {
+	cd "$BATS_TEST_TMPDIR"
+	serve small --ctx-size 2048 --parallel 1
+	export OPENAI_BASE_URL="http://127.0.0.1:$(cat small.port)/v1"
+	run_tool 1 kg-propose --llm --model "$MODEL_NAME" --persona throughput pick.jsonl
+	[ "${#lines[@]}" -eq 1 ]
+	error=$(jq -r '.propose | select(.status == "error") | .errors[0].error' <<<"$output")
+	[[ "$error" =~ ^"HTTP 400 from $OPENAI_BASE_URL/chat/completions: request ("[0-9]+" tokens) exceeds the available context size (2048 tokens), try increasing it (1 attempt)"$ ]]
+	[ "$(calls)" = '["throughput",null,false,400]' ]
+}
+
+@test "the key: sent to a server started with --api-key, in no file or output; without it, the server's 401 is a clear error" {
+	run_tool 0 kg-propose --llm --model "$MODEL_NAME" --max-output-tokens 1000 --persona memory pick.jsonl
+	run ! grep -rl -- "$KEY" . "$BATS_FILE_TMPDIR/template"
+	[[ "$output$stderr" != *"$KEY"* ]]
+	unset OPENAI_API_KEY
+	run_tool 1 kg-propose --llm --model "$MODEL_NAME" --persona memory --no-cache pick.jsonl
+	[ "$(jq -r '.propose.errors[0].error' <<<"$output")" = "HTTP 401 from $OPENAI_BASE_URL/chat/completions: Invalid API Key (1 attempt)" ]
+	export OPENAI_API_KEY=sk-wrong-key
+	run_tool 1 kg-propose --llm --model "$MODEL_NAME" --persona memory --no-cache pick.jsonl
+	[ "$(jq -r '.propose.errors[0].error' <<<"$output")" = "HTTP 401 from $OPENAI_BASE_URL/chat/completions: Invalid API Key (1 attempt)" ]
+	run ! grep -rl -- sk-wrong-key .
+}
+
+@test "the cache answers a repeat without a request; the costs are the server's token counts at the given prices" {
+	run_tool 0 kg-propose --llm --model "$MODEL_NAME" --max-output-tokens 1000 --persona robustness \
+		--price-in 1.5 --price-out 4 pick.jsonl
+	first=$output
+	n=$(jq -s length "$RUN/llm/calls.jsonl")
+	jq -s -e 'all(.cost_usd == (.tokens_in * 1.5 + .tokens_out * 4) / 1e6 and .cost_usd > 0)' "$RUN/llm/calls.jsonl"
+	# the token counts are the server's usage figures
+	for f in "$RUN"/llm/*-robustness.json; do
+		[ "$(jq -c '.response.usage | [.prompt_tokens > 1000, .completion_tokens > 0]' "$f")" = '[true,true]' ]
+	done
+	run_tool 0 kg-propose --llm --model "$MODEL_NAME" --max-output-tokens 1000 --persona robustness \
+		--price-in 1.5 --price-out 4 pick.jsonl
+	[ "$output" = "$first" ]
+	[ "$(jq -s 'length' "$RUN/llm/calls.jsonl")" -eq $((2 * n)) ]
+	jq -s -e --argjson n "$n" '.[$n:] | all(.cached and .attempts == 0 and .cost_usd == 0)' "$RUN/llm/calls.jsonl"
+}
