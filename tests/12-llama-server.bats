@@ -187,3 +187,19 @@ schema_shaped() {
 	[ "$(jq -s 'length' "$RUN/llm/calls.jsonl")" -eq $((2 * n)) ]
 	jq -s -e --argjson n "$n" '.[$n:] | all(.cached and .attempts == 0 and .cost_usd == 0)' "$RUN/llm/calls.jsonl"
 }
+
+@test "a whole kg-tune with LLM experts on a replayed vector_add: schema-valid nonsense is relabelled, fails to build or to measure, and the budget is spent" {
+	export XDG_CACHE_HOME="$BATS_TEST_TMPDIR/cache"
+	run_tool 0 kg-tune --llm-model "$MODEL_NAME" --propose-opt "--max-output-tokens 1000" --seed 1 \
+		--replay "$FIXTURES/replay/vector_add_H200_T4.json" --budget-builds 6 --outdir tune "$KG_ROOT/examples/vector_add/vector_add.json"
+	assert_line --regexp '^vector_add +6 .* budget +tune/kernels/vector_add/best$'
+	run_dir=tune/kernels/vector_add
+	# the six candidates evaluated are the experts', each with its method relabelled onto the catalog
+	[ "$(jq -c 'select(.build.baseline | not) | .candidate.proposer' "$run_dir/events.jsonl" | grep -c '^"llm:tiny/')" -eq 6 ]
+	jq -e 'select(.build.baseline | not) | (.method.canonical | length > 0) and (.method.how | type == "string") and
+		(.build.status | IN("ok", "patch_failed", "invalid_config", "compile_failed")) and
+		(.build.status != "ok" or (.bench.status | IN("ok", "error")))' "$run_dir/events.jsonl" >/dev/null
+	# every call was answered; nothing was spent
+	[ "$(jq -c '[.ok, .http_status, .cost_usd]' "$run_dir/llm/calls.jsonl" | sort -u)" = '[true,200,0]' ]
+	[ -s "$run_dir/trace.md" ] && [ -f "$run_dir/best.json" ]
+}
