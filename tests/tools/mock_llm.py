@@ -4,12 +4,17 @@
 """Usage: mock_llm.py SCRIPT LOG PORTFILE
 
 SCRIPT: {"rules": [{"match", "times", "status", "headers", "delay", "content", "body",
-"tool_calls", "prompt_tokens", "completion_tokens", "echo_auth", "close", "pad"}, ...]}; the
+"tool_calls", "ignore_format", "prompt_tokens", "completion_tokens", "echo_auth", "close", "pad"},
+...]}; the
 first rule whose "match" is a substring of the request body (a list: each is) and whose "times"
 is not used up answers. "tool_calls": [{"name", "arguments"}, ...] answers with those function
 calls instead of content (Chat's "tool_calls", the Responses API's "function_call" items;
 "arguments" a JSON value, or a string sent as it is), so that a script of rules, each matching
-what the previous call's result must hold, plays a tool loop. "echo_auth" puts the
+what the previous call's result must hold, plays a tool loop. As llama-server does, a request
+that asks for an answer format (response_format, or the Responses API's text.format) gets no
+function calls: its answer is the rule's content (the server's grammar holds the whole answer
+to the format), unless the rule has "ignore_format" (a server that ignores the format).
+"echo_auth" puts the
 Authorization header in place of "{auth}" in "body" or "content" (or after the content); "pad"
 appends that many spaces to the content (an answer too large)."""
 import json
@@ -61,6 +66,14 @@ def envelope(api, n, model, content, prompt_tokens, completion_tokens, tool_call
 def matches(rule, text):
     match = rule.get("match", "")
     return all(m in text for m in (match if isinstance(match, list) else [match]))
+
+
+def asks_format(request):
+    """Whether a request asks for an answer format (Chat's response_format, Responses' text.format)."""
+    if not isinstance(request, dict):
+        return False
+    text = request.get("text")
+    return "response_format" in request or (isinstance(text, dict) and "format" in text)
 
 
 def error_body(message, kind):
@@ -130,10 +143,13 @@ class Handler(BaseHTTPRequestHandler):
                     content += " " + (auth or "")
                 content = fill(content) + " " * rule.get("pad", 0)
                 model = request.get("model", "mock") if isinstance(request, dict) else "mock"
+                tool_calls = rule.get("tool_calls")
+                if tool_calls and asks_format(request) and not rule.get("ignore_format"):
+                    tool_calls = None
                 body = json.dumps(envelope(api, n, model, content,
                                            rule.get("prompt_tokens", len(raw) // 4),
                                            rule.get("completion_tokens", len(content) // 4),
-                                           rule.get("tool_calls")))
+                                           tool_calls))
             else:
                 message = f"mock: status {status}"
                 if rule.get("echo_auth"):
