@@ -283,10 +283,13 @@ static const cJSON *chat_message(const cJSON *doc)
 
 /* The answer's text and token counts from a response body. Returns the text (the caller
  * frees it), or NULL with *why set. */
-static char *answer_text(const struct llm_settings *s, const cJSON *doc, double *in, double *out, char **why)
+static char *answer_text(const struct llm_settings *s, const cJSON *doc, double *in, double *out, int *cut, char **why)
 {
 	usage_of(s, doc, in, out);
 	if (s->api == LLM_CHAT) {
+		const cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "choices"), 0);
+		const char *finish = json_string(choice, "finish_reason");
+		*cut = finish && strcmp(finish, "length") == 0;
 		const cJSON *message = chat_message(doc);
 		const char *content = json_string(message, "content"), *refusal = json_string(message, "refusal");
 		if (content)
@@ -295,6 +298,8 @@ static char *answer_text(const struct llm_settings *s, const cJSON *doc, double 
 			       : xstrdup("no choices[0].message.content in the response");
 		return NULL;
 	}
+	const char *status = json_string(doc, "status");
+	*cut = status && strcmp(status, "incomplete") == 0;
 	struct strbuf text;
 	strbuf_init(&text);
 	int found = 0;
@@ -314,7 +319,6 @@ static char *answer_text(const struct llm_settings *s, const cJSON *doc, double 
 	if (found)
 		return strbuf_detach(&text);
 	strbuf_release(&text);
-	const char *status = json_string(doc, "status");
 	*why = xasprintf("no output_text in the response (status %s)", status ? status : "absent");
 	return NULL;
 }
@@ -714,7 +718,7 @@ static void finish(struct call *c, char *error)
 		c->has_calls = 1;
 		usage_of(c->s, doc, &in, &out);
 	} else {
-		r->text = doc ? answer_text(c->s, doc, &in, &out, &why) : NULL;
+		r->text = doc ? answer_text(c->s, doc, &in, &out, &r->cut, &why) : NULL;
 	}
 	cJSON_Delete(doc);
 	if (!c->has_calls && !r->text) {
@@ -1008,4 +1012,5 @@ void llm_request_release(struct llm_request *r)
 	free(r->error);
 	free(r->log_file);
 	r->text = r->error = r->log_file = NULL;
+	r->cut = 0;
 }

@@ -87,6 +87,8 @@ struct llm_request {
 
 	int ok;			  /* an answer came */
 	char *text;		  /* the answer's text (ok) */
+	int cut;		  /* the answer stopped at the output token limit (Chat's finish_reason
+				   * "length", the Responses API's status "incomplete"): text is its start */
 	char *error;		  /* why not (!ok): status, the server's message, attempts */
 	long http_status;	  /* of the last attempt; 0 when none answered */
 	int attempts;		  /* made for this request (0 when served by the cache) */

@@ -530,3 +530,16 @@ LINES='{"status":"ok","source":"cupti-pc-sampling","sampling_period_cycles":512,
 		.input[2].arguments, .input[3].call_id, .input[3].output]' requests.jsonl)" = \
 		'["none",["system","user","function_call","function_call_output"],"call_1_0","source_lines","{\"start\": 5, \"end\": 5}","call_1_0","   5  extern \"C\" __global__ void scale(float *y, const float *x, int n)\n"]' ]
 }
+
+@test "an answer that stops at --max-output-tokens is said to be unfinished, in either API" {
+	mock "{\"rules\": [$(rule 'role: throughput' "$(answer)")]}"
+	run_tool 1 kg-propose --llm --persona throughput --max-output-tokens 10 pick.jsonl
+	[ "$(jq -c '.body.max_completion_tokens' requests.jsonl | sort -u)" = 10 ]
+	[[ "$(jq -r '.propose.errors[0].error' <<<"$output")" == 'malformed answer after one correction: the answer stopped at --max-output-tokens 10, unfinished: no JSON object with "candidates" in the answer (see '* ]]
+	[ "$(jq -r '.response.choices[0].finish_reason' "$RUN"/llm/*-throughput.json | sort -u)" = length ]
+	run_tool 1 kg-propose --llm --api responses --persona throughput --max-output-tokens 10 pick.jsonl
+	[[ "$(jq -r '.propose.errors[0].error' <<<"$output")" == 'malformed answer after one correction: the answer stopped at --max-output-tokens 10, unfinished: '* ]]
+	# a limit the answer fits in changes nothing
+	run_tool 0 kg-propose --llm --persona throughput --max-output-tokens 1000 pick.jsonl
+	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
+}

@@ -4,19 +4,20 @@
 """Usage: mock_llm.py SCRIPT LOG PORTFILE
 
 SCRIPT: {"rules": [{"match", "times", "status", "headers", "delay", "content", "body",
-"tool_calls", "ignore_format", "prompt_tokens", "completion_tokens", "echo_auth", "close", "pad"},
-...]}; the
-first rule whose "match" is a substring of the request body (a list: each is) and whose "times"
-is not used up answers. "tool_calls": [{"name", "arguments"}, ...] answers with those function
-calls instead of content (Chat's "tool_calls", the Responses API's "function_call" items;
-"arguments" a JSON value, or a string sent as it is), so that a script of rules, each matching
-what the previous call's result must hold, plays a tool loop. As llama-server does, a request
-that asks for an answer format (response_format, or the Responses API's text.format) gets no
-function calls: its answer is the rule's content (the server's grammar holds the whole answer
-to the format), unless the rule has "ignore_format" (a server that ignores the format).
-"echo_auth" puts the
-Authorization header in place of "{auth}" in "body" or "content" (or after the content); "pad"
-appends that many spaces to the content (an answer too large)."""
+"tool_calls", "ignore_format", "prompt_tokens", "completion_tokens", "echo_auth", "close",
+"pad"}, ...]}; the first rule whose "match" is a substring of the request body (a list: each
+is) and whose "times" is not used up answers. "tool_calls": [{"name", "arguments"}, ...]
+answers with those function calls instead of content (Chat's "tool_calls", the Responses API's
+"function_call" items; "arguments" a JSON value, or a string sent as it is), so that a script
+of rules, each matching what the previous call's result must hold, plays a tool loop. As llama-
+server does, a request that asks for an answer format (response_format, or the Responses API's
+text.format) gets no function calls: its answer is the rule's content (the server's grammar
+holds the whole answer to the format), unless the rule has "ignore_format" (a server that
+ignores the format). An answer longer than the request's max_completion_tokens
+(max_output_tokens), at 4 characters a token, is cut there and ends with finish_reason "length"
+(status "incomplete"), as a server's does. "echo_auth" puts the Authorization header in place
+of "{auth}" in "body" or "content" (or after the content); "pad" appends that many spaces to
+the content (an answer too large)."""
 import json
 import os
 import signal
@@ -32,7 +33,7 @@ rules = []
 log_file = None
 
 
-def envelope(api, n, model, content, prompt_tokens, completion_tokens, tool_calls=None):
+def envelope(api, n, model, content, prompt_tokens, completion_tokens, tool_calls=None, cut=False):
     total = prompt_tokens + completion_tokens
     calls = []
     for k, call in enumerate(tool_calls or []):
@@ -48,7 +49,8 @@ def envelope(api, n, model, content, prompt_tokens, completion_tokens, tool_call
         return {"id": f"chatcmpl-mock-{n}", "object": "chat.completion",
                 "created": int(time.time()), "model": model,
                 "choices": [{"index": 0, "message": message,
-                             "finish_reason": "tool_calls" if calls else "stop"}],
+                             "finish_reason": ("tool_calls" if calls else
+                                               "length" if cut else "stop")}],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                           "total_tokens": total}}
     output = [{"type": "function_call", "id": f"fc_{i}", "call_id": i, "name": name,
@@ -57,8 +59,10 @@ def envelope(api, n, model, content, prompt_tokens, completion_tokens, tool_call
         output = [{"type": "message", "id": f"msg-mock-{n}", "status": "completed",
                    "role": "assistant",
                    "content": [{"type": "output_text", "text": content, "annotations": []}]}]
+    done = {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}} if cut \
+        else {"status": "completed"}
     return {"id": f"resp-mock-{n}", "object": "response", "created_at": int(time.time()),
-            "status": "completed", "model": model, "output": output,
+            **done, "model": model, "output": output,
             "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens,
                       "total_tokens": total}}
 
@@ -143,13 +147,20 @@ class Handler(BaseHTTPRequestHandler):
                     content += " " + (auth or "")
                 content = fill(content) + " " * rule.get("pad", 0)
                 model = request.get("model", "mock") if isinstance(request, dict) else "mock"
+                # As a server does, an answer longer than the request's output token limit
+                # (4 characters a token here) stops there: finish_reason "length".
+                limit = request.get("max_completion_tokens", request.get("max_output_tokens")) \
+                    if isinstance(request, dict) else None
+                cut = isinstance(limit, int) and len(content) > 4 * limit
+                if cut:
+                    content = content[:4 * limit]
                 tool_calls = rule.get("tool_calls")
                 if tool_calls and asks_format(request) and not rule.get("ignore_format"):
                     tool_calls = None
                 body = json.dumps(envelope(api, n, model, content,
                                            rule.get("prompt_tokens", len(raw) // 4),
                                            rule.get("completion_tokens", len(content) // 4),
-                                           tool_calls))
+                                           tool_calls, cut))
             else:
                 message = f"mock: status {status}"
                 if rule.get("echo_auth"):

@@ -832,7 +832,17 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 			struct strbuf why;
 			strbuf_init(&why);
 			cJSON *answer = answer_extract(r->text, &why);
-			if (answer && take_candidates(answer, c->proposer, list, n, &why) >= 0) {
+			int usable = answer && take_candidates(answer, c->proposer, list, n, &why) >= 0;
+			if (!usable && r->cut) { /* what went wrong first: the answer has no end */
+				char *was = strbuf_detach(&why);
+				if (s.max_output_tokens > 0)
+					strbuf_addf(&why, "the answer stopped at --max-output-tokens %ld, unfinished: %s",
+						    s.max_output_tokens, was);
+				else
+					strbuf_addf(&why, "the answer stopped at the server's output token limit, unfinished: %s", was);
+				free(was);
+			}
+			if (usable) {
 				if (why.len)
 					log_warn("%s: node %s: %s: dropped %s", run->run.dir, node->state, c->persona->name, why.buf);
 			} else if (round == 1) {
