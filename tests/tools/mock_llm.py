@@ -9,11 +9,11 @@ SCRIPT: {"rules": [{"match", "times", "status", "headers", "delay", "content", "
 is) and whose "times" is not used up answers. "tool_calls": [{"name", "arguments"}, ...]
 answers with those function calls instead of content (Chat's "tool_calls", the Responses API's
 "function_call" items; "arguments" a JSON value, or a string sent as it is), so that a script
-of rules, each matching what the previous call's result must hold, plays a tool loop. As llama-
-server does, a request that asks for an answer format (response_format, or the Responses API's
-text.format) gets no function calls: its answer is the rule's content (the server's grammar
-holds the whole answer to the format), unless the rule has "ignore_format" (a server that
-ignores the format). An answer longer than the request's max_completion_tokens
+of rules, each matching what the previous call's result must hold, plays a tool loop. As
+llama-server does, a request that asks for an answer format (response_format, or the Responses
+API's text.format) gets no function calls: its answer is the rule's content (the server's
+grammar holds the whole answer to the format), unless the rule has "ignore_format" (a server
+that ignores the format). An answer longer than the request's max_completion_tokens
 (max_output_tokens), at 4 characters a token, is cut there and ends with finish_reason "length"
 (status "incomplete"), as a server's does. "echo_auth" puts the Authorization header in place
 of "{auth}" in "body" or "content" (or after the content); "pad" appends that many spaces to
