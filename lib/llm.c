@@ -336,6 +336,41 @@ static char *server_message(const char *body)
 	return out;
 }
 
+/* The number after the first of phrases in text; 0 when none is there. */
+static long number_after(const char *text, const char *const *phrases, size_t n)
+{
+	for (size_t k = 0; text && k < n; k++) {
+		const char *at = strstr(text, phrases[k]);
+		if (at)
+			return strtol(at + strlen(phrases[k]), NULL, 10);
+	}
+	return 0;
+}
+
+/* The context a server said a prompt overflowed, and the prompt's size, in tokens; 0 where
+ * the body says none. llama-server: {"error": {"type": "exceed_context_size_error",
+ * "n_ctx": N, "n_prompt_tokens": M}}; OpenAI and vLLM: "This model's maximum context length
+ * is N tokens. However, your messages resulted in M tokens" ("you requested M tokens"). */
+static void context_of(const char *body, long *context, long *prompt)
+{
+	static const char *const context_phrases[] = {"maximum context length is "};
+	static const char *const prompt_phrases[] = {"resulted in ", "you requested "};
+	cJSON *doc = cJSON_Parse(body);
+	const cJSON *error = cJSON_GetObjectItemCaseSensitive(doc, "error");
+	const char *message = json_string(error, "message");
+	*context = (long)json_number(error, "n_ctx", 0);
+	*prompt = (long)json_number(error, "n_prompt_tokens", 0);
+	if (*context <= 0) {
+		*context = number_after(message, context_phrases, ARRAY_SIZE(context_phrases));
+		*prompt = number_after(message, prompt_phrases, ARRAY_SIZE(prompt_phrases));
+	}
+	if (*context <= 0)
+		*context = *prompt = 0;
+	if (*prompt < 0)
+		*prompt = 0;
+	cJSON_Delete(doc);
+}
+
 /* ---------------------------------------------------------------- function calls */
 
 static void add_asked(cJSON *asked, const char *id, const char *name, const char *arguments)
@@ -766,6 +801,8 @@ static void attempt_done(struct call *c, CURLcode code, uint64_t *rng)
 		char *message = server_message(c->response.buf ? c->response.buf : "");
 		error = xasprintf("HTTP %ld from %s: %s", status, c->url, message);
 		free(message);
+		if (status == 400)
+			context_of(c->response.buf ? c->response.buf : "", &r->context_tokens, &r->refused_tokens);
 		retryable = status == 408 || status == 409 || status == 429 || status >= 500;
 	}
 	cJSON *attempt = json_object();
@@ -1004,6 +1041,60 @@ size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
 	curl_multi_cleanup(multi);
 	free(calls_of);
 	return failed;
+}
+
+static size_t on_tokens(char *data, size_t size, size_t count, void *ctx)
+{
+	struct strbuf *sb = ctx;
+	if (sb->len + size * count > LLM_MAX_ANSWER_BYTES)
+		return 0;
+	strbuf_add(sb, data, size * count);
+	return size * count;
+}
+
+long llm_count_tokens(const struct llm_settings *s, const char *text)
+{
+	static int initialized;
+	if (!initialized && curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK)
+		initialized = 1;
+	size_t len = strlen(s->base_url);
+	while (len && s->base_url[len - 1] == '/')
+		len--;
+	if (len >= 3 && strncmp(s->base_url + len - 3, "/v1", 3) == 0)
+		len -= 3;
+	char *url = xasprintf("%.*s/tokenize", (int)len, s->base_url);
+	cJSON *body = json_object();
+	json_add_string(body, "content", text);
+	char *sent = cJSON_PrintUnformatted(body);
+	cJSON_Delete(body);
+	if (!sent)
+		xalloc_die();
+	struct curl_slist *headers = request_headers(s);
+	struct strbuf got;
+	strbuf_init(&got);
+	long status = 0, n = -1;
+	CURL *easy = curl_easy_init();
+	if (easy && headers && curl_easy_setopt(easy, CURLOPT_URL, url) == CURLE_OK &&
+	    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, sent) == CURLE_OK &&
+	    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers) == CURLE_OK &&
+	    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_tokens) == CURLE_OK &&
+	    curl_easy_setopt(easy, CURLOPT_WRITEDATA, &got) == CURLE_OK &&
+	    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)(fmin(s->timeout_s, 30) * 1000)) == CURLE_OK &&
+	    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L) == CURLE_OK && curl_easy_perform(easy) == CURLE_OK &&
+	    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK && status == 200) {
+		cJSON *doc = cJSON_Parse(got.buf ? got.buf : "");
+		const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(doc, "tokens");
+		if (cJSON_IsArray(tokens))
+			n = cJSON_GetArraySize(tokens);
+		cJSON_Delete(doc);
+	}
+	if (easy)
+		curl_easy_cleanup(easy);
+	curl_slist_free_all(headers);
+	strbuf_release(&got);
+	cJSON_free(sent);
+	free(url);
+	return n;
 }
 
 void llm_request_release(struct llm_request *r)

@@ -543,3 +543,25 @@ LINES='{"status":"ok","source":"cupti-pc-sampling","sampling_period_cycles":512,
 	run_tool 0 kg-propose --llm --persona throughput --max-output-tokens 1000 pick.jsonl
 	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
 }
+
+@test "a prompt the server refuses as longer than its context is shortened to fit, estimated where the server has no /tokenize" {
+	mock "{\"rules\": [{\"match\": \"## Method catalog\", \"status\": 400,
+		\"body\": \"{\\\"error\\\": {\\\"message\\\": \\\"This model's maximum context length is 4000 tokens. However, your messages resulted in 4400 tokens.\\\", \\\"type\\\": \\\"invalid_request_error\\\"}}\"},
+		$(rule 'role: throughput' "$(answer)")]}"
+	run_tool 0 kg-propose -v --llm --persona throughput pick.jsonl
+	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
+	# the refusal, then the shorter prompt; the mock has no /tokenize (404): estimated, at the
+	# bytes a token of the prompt refused (its bytes over the 4400 tokens the server said)
+	[ "$(jq -c '[.path, .status]' requests.jsonl | uniq | tr -d '\n')" = '["/v1/chat/completions",400]["/tokenize",404]["/v1/chat/completions",200]' ]
+	second=$(jq -r 'select(.status == 200) | .body.messages[1].content' requests.jsonl)
+	[[ "$second" == *'## Kernel source (kernel.cu)'* && "$second" != *'## Method catalog'* && "$second" != *'## Regions'* ]]
+	node=$(jq -r .node pick.jsonl)
+	[[ "$stderr" == *"kg-propose: $RUN: node $node: the prompt, "*" tokens (estimated at 1."*" bytes a token), is over 3000: left out regions ("*"), method catalog ("*")"* ]]
+	[[ "$stderr" == *"kg-propose: warning: $RUN: node $node: throughput: HTTP 400 from $OPENAI_BASE_URL/chat/completions: This model's maximum context length is 4000 tokens. However, your messages resulted in 4400 tokens. (1 attempt); asking again with the prompt shortened to 3000 tokens"* ]]
+	# with --max-prompt-tokens, the prompt fits from the start: no refusal
+	kill "$(cat mock.pid)"
+	rm requests.jsonl
+	mock "$(cat script.json)"
+	run_tool 0 kg-propose --llm --persona throughput --no-cache --max-prompt-tokens 1200 pick.jsonl
+	[ "$(jq -c '[.path, .status]' requests.jsonl | uniq | tr -d '\n')" = '["/tokenize",404]["/v1/chat/completions",200]' ]
+}

@@ -147,15 +147,50 @@ schema_shaped() {
 	schema_shaped "$r3"
 }
 
-@test "a prompt over the server's context is a clear error record, not retried, never an empty proposal" {
+@test "a prompt over the server's context is shortened to fit and asked again; where it cannot be, a clear error record" {
 	cd "$BATS_TEST_TMPDIR"
+	serve small --ctx-size 4096 --parallel 1 --seed 38
+	export OPENAI_BASE_URL="http://127.0.0.1:$(cat small.port)/v1"
+	run --separate-stderr timeout 120 kg-propose --llm --model "$MODEL_NAME" --persona throughput --max-output-tokens 1000 pick.jsonl
+	# refused (HTTP 400, its context said), then asked again without the sections it could do without
+	[ "$(calls | head -2 | tr -d '\n')" = '["throughput",null,false,400]["throughput",null,true,200]' ]
+	[[ "$stderr" == *"kg-propose: warning: $RUN: node $(jq -r .node pick.jsonl): throughput: HTTP 400 from $OPENAI_BASE_URL/chat/completions: request ("*" tokens) exceeds the available context size (4096 tokens), try increasing it (1 attempt); asking again with the prompt shortened to 3096 tokens"* ]]
+	f=$(jq -r 'select(.ok) | .file' "$RUN/llm/calls.jsonl" | head -1)
+	prompt=$(jq -r '.request.messages[1].content' "$RUN/llm/$f")
+	for part in '## Goal' '## Kernel source (kernel.cu)' '## Tuning space' '## Your role: throughput' '## Answer'; do
+		[[ "$prompt" == *"$part"* ]] || { echo "missing: $part"; false; }
+	done
+	for part in '## Regions' '## Method catalog' '## History' '## This variant'; do
+		[[ "$prompt" != *"$part"* ]] || { echo "not left out: $part"; false; }
+	done
+	[ "$(jq '.response.usage.prompt_tokens' "$RUN/llm/$f")" -le 3096 ]
+	# a status, not a crash: the answer to the shorter prompt is used or is the expert's error
+	[ "$status" -eq 0 ] || [ "$(jq -r '.propose.errors[0].error' <<<"$output")" != null ]
+	stop small
+
+	# a context too small even for the sections always kept: the server's refusal and why
 	serve small --ctx-size 2048 --parallel 1
 	export OPENAI_BASE_URL="http://127.0.0.1:$(cat small.port)/v1"
-	run_tool 1 kg-propose --llm --model "$MODEL_NAME" --persona throughput pick.jsonl
+	rm -r "$RUN/llm"
+	run_tool 1 kg-propose --llm --model "$MODEL_NAME" --persona throughput --max-output-tokens 400 pick.jsonl
 	[ "${#lines[@]}" -eq 1 ]
 	error=$(jq -r '.propose | select(.status == "error") | .errors[0].error' <<<"$output")
-	[[ "$error" =~ ^"HTTP 400 from $OPENAI_BASE_URL/chat/completions: request ("[0-9]+" tokens) exceeds the available context size (2048 tokens), try increasing it (1 attempt)"$ ]]
+	[[ "$error" =~ ^"HTTP 400 from $OPENAI_BASE_URL/chat/completions: request ("[0-9]+" tokens) exceeds the available context size (2048 tokens), try increasing it (1 attempt); and the prompt is "[0-9]+" tokens (counted by the server) without its sections that may be left out, more than the 1648 it may have"$ ]]
 	[ "$(calls)" = '["throughput",null,false,400]' ]
+}
+
+@test "--max-prompt-tokens: sections are left out, least needed first, counted by the server's /tokenize" {
+	run_tool 0 kg-propose -v --llm --model "$MODEL_NAME" --persona memory --max-output-tokens 1000 --max-prompt-tokens 4000 pick.jsonl
+	[[ "$stderr" == *"kg-propose: $RUN: node $(jq -r .node pick.jsonl): the prompt, "*" tokens (counted by the server), is over 4000: left out regions ("*"), method catalog ("*")"$'\n'* ]]
+	f=$(ls "$RUN"/llm/*-memory.json | head -1)
+	[ "$(jq '.response.usage.prompt_tokens' "$f")" -le 4000 ]
+	prompt=$(jq -r '.request.messages[1].content' "$f")
+	[[ "$prompt" == *'## History of this search'* && "$prompt" != *'## Method catalog'* && "$prompt" != *'## Regions'* ]]
+	# the count was the server's: what is left is what it was sent, give or take the template's framing
+	n=$(jq '.response.usage.prompt_tokens' "$f")
+	[[ "$stderr" =~ "the prompt, "([0-9]+)" tokens (counted by the server), is over 4000: left out regions ("([0-9]+)"), method catalog ("([0-9]+)")" ]]
+	kept=$((BASH_REMATCH[1] - BASH_REMATCH[2] - BASH_REMATCH[3]))
+	[ "$kept" -ge $((n - 32)) ] && [ "$kept" -le $((n + 32)) ]
 }
 
 @test "the key: sent to a server started with --api-key, in no file or output; without it, the server's 401 is a clear error" {
