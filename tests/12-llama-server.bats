@@ -29,12 +29,13 @@ free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# serve NAME [ARG]...: starts llama-server on the tiny model, on loopback at a free port, with the
-# key; NAME.port and NAME.pid say where and who; waits until it is ready (its /health).
+# serve NAME [ARG]...: starts llama-server on the tiny model, on loopback at a free port (or
+# $PORT), with the key; NAME.port and NAME.pid say where and who; waits until it is ready (its
+# /health).
 serve() {
-	local name=$1 port
+	local name=$1 port=${PORT:-}
 	shift
-	port=$(free_port)
+	[ -n "$port" ] || port=$(free_port)
 	"$SERVER" -m "$MODEL" --host 127.0.0.1 --port "$port" --api-key "$KEY" --alias "$MODEL_NAME" \
 		--threads 1 --no-warmup --no-webui "$@" >"$name.log" 2>&1 &
 	echo $! >"$name.pid"
@@ -191,6 +192,11 @@ schema_shaped() {
 	[[ "$stderr" =~ "the prompt, "([0-9]+)" tokens (counted by the server), is over 4000: left out regions ("([0-9]+)"), method catalog ("([0-9]+)")" ]]
 	kept=$((BASH_REMATCH[1] - BASH_REMATCH[2] - BASH_REMATCH[3]))
 	[ "$kept" -ge $((n - 32)) ] && [ "$kept" -le $((n + 32)) ]
+	# a budget the sections always kept do not fit: each expert's error, and no request
+	rm -r "$RUN/llm"
+	run_tool 1 kg-propose --llm --model "$MODEL_NAME" --persona memory --max-prompt-tokens 100 pick.jsonl
+	[[ "$(jq -r '.propose.errors[0].error' <<<"$output")" =~ ^"the prompt is "[0-9]+" tokens (counted by the server) without its sections that may be left out, more than the 100 it may have"$ ]]
+	[ ! -e "$RUN/llm/calls.jsonl" ]
 }
 
 @test "the key: sent to a server started with --api-key, in no file or output; without it, the server's 401 is a clear error" {
@@ -237,4 +243,28 @@ schema_shaped() {
 	# every call was answered; nothing was spent
 	[ "$(jq -c '[.ok, .http_status, .cost_usd]' "$run_dir/llm/calls.jsonl" | sort -u)" = '[true,200,0]' ]
 	[ -s "$run_dir/trace.md" ] && [ -f "$run_dir/best.json" ]
+}
+
+@test "a server that comes up while the requests are retried answers them; one slower than --timeout is a clear error" {
+	cd "$BATS_TEST_TMPDIR"
+	PORT=$(free_port)
+	export OPENAI_BASE_URL="http://127.0.0.1:$PORT/v1"
+	# nothing listens yet: the first attempts cannot connect, and are retried
+	kg-propose --llm --model "$MODEL_NAME" --persona throughput --max-output-tokens 1000 --retries 8 --backoff 0.5 \
+		--backoff-max 1 pick.jsonl >late.jsonl 2>late.err &
+	pid=$!
+	sleep 1.5
+	PORT=$PORT serve small --parallel 1 --ctx-size 16384 --seed 38
+	wait "$pid" || [ "$(jq -r '.propose.errors[0].error' late.jsonl)" != null ]
+	line=$(head -1 "$RUN/llm/calls.jsonl")
+	[ "$(jq -c '[.ok, .http_status, .attempts > 1]' <<<"$line")" = '[true,200,true]' ]
+	f=$(jq -r .file <<<"$line")
+	[[ "$(jq -r '.attempts[0].error' "$RUN/llm/$f")" == "$OPENAI_BASE_URL/chat/completions: "*"onnect"* ]]
+	[ "$(jq -c '.attempts[-1].http_status' "$RUN/llm/$f")" = 200 ]
+
+	# an attempt that outlasts --timeout is given up, retried, then the expert's error
+	run_tool 1 kg-propose --llm --model "$MODEL_NAME" --persona memory --timeout 0.05 --retries 1 --backoff 0.01 pick.jsonl
+	[ "$(jq -r '.propose.errors[0].error' <<<"$output")" = "no answer from $OPENAI_BASE_URL/chat/completions within 0.05 s (--timeout) (2 attempts)" ]
+	# the server is not left busy with what was given up: it answers the next request
+	run_tool 0 kg-propose --llm --model "$MODEL_NAME" --persona memory --max-output-tokens 1000 --no-cache pick.jsonl
 }
