@@ -24,6 +24,17 @@ fail() {
 	exit 1
 }
 
+# A virtual environment of the cache, with PyPI's gguf: its pip also fetches the sdist, so
+# that neither needs a pip of the system's Python.
+mkdir -p "$cache"
+venv="$cache/gguf-$gguf_version"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import gguf' 2>/dev/null; then
+	rm -rf "$venv"
+	python3 -m venv "$venv" >/dev/null 2>&1 || fail "python3 cannot make a virtual environment (make deps installs python3-venv)"
+	"$venv/bin/python" -m pip install -q "gguf==$gguf_version" >"$cache/gguf.log" 2>&1 ||
+		fail "cannot install gguf==$gguf_version from PyPI: $(tail -n 3 "$cache/gguf.log" | tr '\n' ' ')"
+fi
+
 if [ ! -x "$server" ]; then
 	command -v cmake >/dev/null || fail "no cmake (make deps installs it) to build llama-server"
 	command -v c++ >/dev/null || fail "no C++ compiler (make deps installs g++) to build llama-server"
@@ -31,7 +42,7 @@ if [ ! -x "$server" ]; then
 	tarball="$dir/llama_cpp_python-$version.tar.gz"
 	if [ ! -s "$tarball" ]; then
 		echo "llm_server_build: downloading the llama-cpp-python $version sdist (llama.cpp's sources) from PyPI" >&2
-		python3 -m pip download -q --no-deps --no-binary :all: --dest "$dir" "llama-cpp-python==$version" \
+		"$venv/bin/python" -m pip download -q --no-deps --no-binary :all: --dest "$dir" "llama-cpp-python==$version" \
 			>"$dir/download.log" 2>&1 || fail "cannot download llama-cpp-python==$version from PyPI: $(tail -n 3 "$dir/download.log" | tr '\n' ' ')"
 	fi
 	src="$dir/src"
@@ -57,13 +68,6 @@ if [ ! -x "$server" ]; then
 	rm -rf "$dir/cmake" # 1 GB of objects; the binary is what the tests need
 fi
 
-venv="$cache/gguf-$gguf_version"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import gguf' 2>/dev/null; then
-	rm -rf "$venv"
-	python3 -m venv "$venv" >/dev/null 2>&1 || fail "python3 cannot make a virtual environment (make deps installs python3-venv)"
-	"$venv/bin/python" -m pip install -q "gguf==$gguf_version" >"$cache/gguf.log" 2>&1 ||
-		fail "cannot install gguf==$gguf_version from PyPI: $(tail -n 3 "$cache/gguf.log" | tr '\n' ' ')"
-fi
 if [ ! -s "$model" ] || [ "$here/tiny_gguf.py" -nt "$model" ]; then
 	"$venv/bin/python" "$here/tiny_gguf.py" "$model.tmp" || fail "tests/tools/tiny_gguf.py could not write the model"
 	mv "$model.tmp" "$model"
