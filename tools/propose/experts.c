@@ -569,7 +569,7 @@ static void prompt_sections(const struct experts *ex, struct run_info *run, cons
 	catalog_section(&sb[SEC_CATALOG], ex, run, node);
 	regraph_section(&sb[SEC_REGRAPH], ex, run, node);
 	for (int k = 0; k < SEC_COUNT; k++)
-		part[k] = sb[k].buf ? strbuf_detach(&sb[k]) : xstrdup("");
+		part[k] = strbuf_detach(&sb[k]);
 }
 
 /* The bytes a token takes, where the server does not count them: 4 (English text and code,
@@ -1011,6 +1011,7 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 			int usable = answer && take_candidates(answer, c->proposer, list, n, &why) >= 0;
 			if (!usable && r->cut) { /* what went wrong first: the answer has no end */
 				char *was = strbuf_detach(&why);
+				strbuf_init(&why);
 				if (s.max_output_tokens > 0)
 					strbuf_addf(&why, "the answer stopped at --max-output-tokens %ld, unfinished: %s",
 						    s.max_output_tokens, was);
