@@ -251,6 +251,12 @@ schema_shaped() {
 	# every call was answered; nothing was spent
 	[ "$(jq -c '[.ok, .http_status, .cost_usd]' "$run_dir/llm/calls.jsonl" | sort -u)" = '[true,200,0]' ]
 	[ -s "$run_dir/trace.md" ] && [ -f "$run_dir/best.json" ]
+	# the README's "A local server" shows these very commands
+	for line in '--threads 1 --no-warmup --no-webui --ctx-size 65536 --parallel 3 --seed 38' \
+		'kg-tune --llm-model tiny --propose-opt "--max-output-tokens 1000" --seed 1 \' \
+		'--replay tests/fixtures/replay/vector_add_H200_T4.json --budget-builds 6 --outdir tune \'; do
+		grep -qF -- "$line" "$KG_ROOT/README.md" || { echo "not in README.md: $line"; false; }
+	done
 }
 
 @test "a server that comes up while the requests are retried answers them; one slower than --timeout is a clear error" {
