@@ -947,6 +947,8 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 		}
 	}
 	free(context);
+	char *shorter = NULL; /* the context fitted to what the server said, for shorter_fit tokens */
+	long shorter_fit = 0;
 	/* Round 1 asks everyone; round 2 corrects, once, those whose answer was unusable, and asks
 	 * again with a shorter prompt those whose prompt the server found longer than its context. */
 	for (int round = 1; round <= 2; round++) {
@@ -975,11 +977,15 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 						bytes += strlen(json_string(m, "content") ? json_string(m, "content") : "");
 					bytes_per_token = (double)bytes / (double)r->refused_tokens;
 				}
-				strbuf_reset(&why_not);
 				long fit = prompt_budget(ex, &s, server_context);
-				exact = 1;
-				fixed = fixed_tokens(ex, &s, &exact);
-				char *shorter = fit_context(&s, part, fit, fixed, exact, where, &why_not);
+				if (fit != shorter_fit) { /* measured once for every expert refused alike */
+					free(shorter);
+					strbuf_reset(&why_not);
+					exact = 1;
+					fixed = fixed_tokens(ex, &s, &exact);
+					shorter = fit_context(&s, part, fit, fixed, exact, where, &why_not);
+					shorter_fit = fit;
+				}
 				if (shorter) {
 					log_warn("%s: %s: %s; asking again with the prompt shortened to %ld tokens", where,
 						 c->persona->name, r->error, fit);
@@ -992,7 +998,6 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 					add_error(errors, c->persona->name, error);
 					free(error);
 				}
-				free(shorter);
 				llm_request_release(r);
 				continue;
 			}
@@ -1050,6 +1055,7 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 	}
 	for (int k = 0; k < SEC_COUNT; k++)
 		free(part[k]);
+	free(shorter);
 	free(where);
 	strbuf_release(&why_not);
 	free(calls);
