@@ -213,8 +213,16 @@ static cJSON *request_body(const struct call *c)
 	const struct llm_request *r = c->req;
 	cJSON *body = json_object();
 	json_add_string(body, "model", s->model);
-	json_add(body, s->api == LLM_CHAT ? "messages" : "input",
-		 cJSON_Duplicate(c->conversation ? c->conversation : r->messages, 1));
+	cJSON *messages = cJSON_Duplicate(c->conversation ? c->conversation : r->messages, 1);
+	if (s->api == LLM_RESPONSES) {
+		/* An input message says it is one: llama-server reads an assistant's turn (the
+		 * answer a correction quotes) only with "type": "message", which OpenAI allows. */
+		cJSON *m;
+		cJSON_ArrayForEach(m, messages)
+			if (json_string(m, "role") && !cJSON_GetObjectItemCaseSensitive(m, "type"))
+				json_add_string(m, "type", "message");
+	}
+	json_add(body, s->api == LLM_CHAT ? "messages" : "input", messages);
 	if (r->tools) {
 		/* The round after the last that may call functions gets them still (the conversation
 		 * holds calls), but must answer. */
@@ -298,8 +306,10 @@ static char *answer_text(const struct llm_settings *s, const cJSON *doc, double 
 			       : xstrdup("no choices[0].message.content in the response");
 		return NULL;
 	}
+	/* llama-server says "completed" of an answer cut at max_output_tokens: one that used
+	 * them all counts as cut too. */
 	const char *status = json_string(doc, "status");
-	*cut = status && strcmp(status, "incomplete") == 0;
+	*cut = (status && strcmp(status, "incomplete") == 0) || (s->max_output_tokens > 0 && *out >= (double)s->max_output_tokens);
 	struct strbuf text;
 	strbuf_init(&text);
 	int found = 0;

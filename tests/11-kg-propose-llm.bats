@@ -565,3 +565,12 @@ LINES='{"status":"ok","source":"cupti-pc-sampling","sampling_period_cycles":512,
 	run_tool 0 kg-propose --llm --persona throughput --no-cache --max-prompt-tokens 1200 pick.jsonl
 	[ "$(jq -c '[.path, .status]' requests.jsonl | uniq | tr -d '\n')" = '["/tokenize",404]["/v1/chat/completions",200]' ]
 }
+
+@test "the Responses API's correction quotes the answer as an input message of type message, as llama-server needs" {
+	mock "{\"rules\": [$(rule 'could not be used' "$(answer)"), $(rule 'role: throughput' 'no JSON here')]}"
+	run_tool 0 kg-propose --llm --api responses --persona throughput pick.jsonl
+	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
+	[ "$(jq -c '[.path, .status]' requests.jsonl | tr -d '\n')" = '["/v1/responses",200]["/v1/responses",200]' ]
+	[ "$(jq -c 'select(.n == 2) | .body.input | map([.type, .role])' requests.jsonl)" = \
+		'[["message","system"],["message","user"],["message","assistant"],["message","user"]]' ]
+}

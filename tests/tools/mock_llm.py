@@ -10,14 +10,15 @@ is) and whose "times" is not used up answers. "tool_calls": [{"name", "arguments
 answers with those function calls instead of content (Chat's "tool_calls", the Responses API's
 "function_call" items; "arguments" a JSON value, or a string sent as it is), so that a script
 of rules, each matching what the previous call's result must hold, plays a tool loop. As
-llama-server does, a request that asks for an answer format (response_format, or the Responses
-API's text.format) gets no function calls: its answer is the rule's content (the server's
-grammar holds the whole answer to the format), unless the rule has "ignore_format" (a server
-that ignores the format). An answer longer than the request's max_completion_tokens
-(max_output_tokens), at 4 characters a token, is cut there and ends with finish_reason "length"
-(status "incomplete"), as a server's does. "echo_auth" puts the Authorization header in place
-of "{auth}" in "body" or "content" (or after the content); "pad" appends that many spaces to
-the content (an answer too large)."""
+llama-server does, a Chat Completions request that asks for an answer format (response_format)
+gets no function calls: its answer is the rule's content (the server's grammar holds the whole
+answer to the format), unless the rule has "ignore_format" (a server that ignores the format).
+An answer longer than the request's max_completion_tokens (max_output_tokens), at 4 characters
+a token, is cut there and ends with finish_reason "length" (status "incomplete"), as a server's
+does. As llama-server does, a Responses API request whose input holds an assistant message
+without "type": "message" is refused (HTTP 400). "echo_auth" puts the Authorization header in
+place of "{auth}" in "body" or "content" (or after the content); "pad" appends that many spaces
+to the content (an answer too large)."""
 import json
 import os
 import signal
@@ -73,11 +74,17 @@ def matches(rule, text):
 
 
 def asks_format(request):
-    """Whether a request asks for an answer format (Chat's response_format, Responses' text.format)."""
-    if not isinstance(request, dict):
-        return False
-    text = request.get("text")
-    return "response_format" in request or (isinstance(text, dict) and "format" in text)
+    """Whether a Chat Completions request asks for an answer format (response_format; the
+    Responses API's text.format llama-server ignores)."""
+    return isinstance(request, dict) and "response_format" in request
+
+
+def untyped_assistant(request):
+    """Whether a Responses API input holds an assistant message without "type": "message"."""
+    items = request.get("input") if isinstance(request, dict) else None
+    return isinstance(items, list) and any(
+        isinstance(i, dict) and i.get("role") == "assistant" and i.get("type") != "message"
+        for i in items)
 
 
 def error_body(message, kind):
@@ -122,7 +129,10 @@ class Handler(BaseHTTPRequestHandler):
         rule = rules[index] if index is not None else {}
 
         status, headers = rule.get("status", 200), {"Content-Type": "application/json"}
-        if api is None:
+        if api == "responses" and untyped_assistant(request):
+            # llama-server reads an assistant's input message only with "type": "message"
+            status, body = 400, error_body("Cannot determine type of 'item'", "invalid_request_error")
+        elif api is None:
             status, body = 404, error_body(f"mock: no such endpoint {self.path}",
                                            "invalid_request_error")
         elif index is None:
