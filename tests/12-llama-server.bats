@@ -53,10 +53,11 @@ serve() {
 	return 1
 }
 
-# stop NAME: ends the server NAME started by serve.
+# stop NAME [SIGNAL]: ends the server NAME started by serve (with SIGNAL: KILL, a crash). A
+# server sent TERM while it works on a request exits only once that request's client gives up.
 stop() {
 	if [ -f "$1.pid" ]; then
-		kill "$(cat "$1.pid")" 2>/dev/null || true
+		kill -"${2:-TERM}" "$(cat "$1.pid")" 2>/dev/null || true
 		wait "$(cat "$1.pid")" 2>/dev/null || true
 		rm -f "$1.pid"
 	fi
@@ -259,7 +260,7 @@ schema_shaped() {
 	done
 }
 
-@test "a server that comes up while the requests are retried answers them; one slower than --timeout is a clear error" {
+@test "a server that comes up, or restarts, while the requests are retried answers them; one slower than --timeout is a clear error" {
 	cd "$BATS_TEST_TMPDIR"
 	PORT=$(free_port)
 	export OPENAI_BASE_URL="http://127.0.0.1:$PORT/v1"
@@ -275,6 +276,25 @@ schema_shaped() {
 	f=$(jq -r .file <<<"$line")
 	[[ "$(jq -r '.attempts[0].error' "$RUN/llm/$f")" == "$OPENAI_BASE_URL/chat/completions: "*"onnect"* ]]
 	[ "$(jq -c '.attempts[-1].http_status' "$RUN/llm/$f")" = 200 ]
+
+	# a server that crashes while it reads a long prompt (a persona of 12,000 bytes: as many
+	# tokens), then comes back: the attempt it dropped is retried
+	stop small
+	PORT=$PORT serve small --parallel 1 --ctx-size 32768 --seed 38
+	head -c 12000 /dev/zero | tr '\0' 'x' >long.txt
+	kg-propose --llm --model "$MODEL_NAME" --persona long.txt --max-output-tokens 1000 --retries 8 --backoff 0.5 \
+		--backoff-max 1 pick.jsonl >restart.jsonl 2>restart.err &
+	pid=$!
+	for _ in $(seq 200); do grep -q 'launch_slot_' small.log && break; sleep 0.05; done
+	stop small KILL
+	sleep 1
+	PORT=$PORT serve small --parallel 1 --ctx-size 32768 --seed 38
+	wait "$pid" || [ "$(jq -r '.propose.errors[0].error' restart.jsonl)" != null ]
+	line=$(jq -c 'select(.label == "long")' "$RUN/llm/calls.jsonl" | head -1)
+	[ "$(jq -c '[.ok, .http_status, .attempts > 1]' <<<"$line")" = '[true,200,true]' ]
+	f=$RUN/llm/$(jq -r .file <<<"$line")
+	[ "$(jq -c '.attempts[0].http_status' "$f")" = 0 ]
+	[[ "$(jq -r '.attempts[0].error' "$f")" == "$OPENAI_BASE_URL/chat/completions: "* ]]
 
 	# an attempt that outlasts --timeout is given up, retried, then the expert's error
 	run_tool 1 kg-propose --llm --model "$MODEL_NAME" --persona memory --timeout 0.05 --retries 1 --backoff 0.01 pick.jsonl
