@@ -309,7 +309,8 @@ static char *answer_text(const struct llm_settings *s, const cJSON *doc, double 
 	/* llama-server says "completed" of an answer cut at max_output_tokens: one that used
 	 * them all counts as cut too. */
 	const char *status = json_string(doc, "status");
-	*cut = (status && strcmp(status, "incomplete") == 0) || (s->max_output_tokens > 0 && *out >= (double)s->max_output_tokens);
+	*cut = (status && strcmp(status, "incomplete") == 0) ||
+	       (s->max_output_tokens > 0 && *out >= (double)s->max_output_tokens);
 	struct strbuf text;
 	strbuf_init(&text);
 	int found = 0;
@@ -956,11 +957,17 @@ static void round_begin(struct call *c)
 		ss->calls++; /* counted when it starts, so that a batch cannot overshoot the cap */
 }
 
-size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
+/* libcurl's global state, set up once for every transfer of the process. */
+static void curl_ready(void)
 {
 	static int initialized;
 	if (!initialized && curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK)
 		initialized = 1;
+}
+
+size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
+{
+	curl_ready();
 	struct session session;
 	spent_so_far(s, &session.calls, &session.tokens);
 	struct call *calls_of = xcalloc(n + 1, sizeof(*calls_of));
@@ -1053,6 +1060,7 @@ size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
 	return failed;
 }
 
+/* The body of a /tokenize answer, kept up to the size of an answer. */
 static size_t on_tokens(char *data, size_t size, size_t count, void *ctx)
 {
 	struct strbuf *sb = ctx;
@@ -1064,9 +1072,7 @@ static size_t on_tokens(char *data, size_t size, size_t count, void *ctx)
 
 long llm_count_tokens(const struct llm_settings *s, const char *text)
 {
-	static int initialized;
-	if (!initialized && curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK)
-		initialized = 1;
+	curl_ready();
 	size_t len = strlen(s->base_url);
 	while (len && s->base_url[len - 1] == '/')
 		len--;
