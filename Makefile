@@ -94,7 +94,7 @@ TEST_DRIVER := $(BUILD)/tests/kg-libtest
 TOOL_BINS  := $(TOOLS:%=$(BINOUT)/kg-%)
 PIPE_BINS  := $(PIPELINES:%=$(BINOUT)/%)
 
-.PHONY: all benchtools test test-gpu test-sanitize check lint fuzz fuzz-smoke fuzz-run deps install uninstall \
+.PHONY: all benchtools llm-server test test-gpu test-sanitize check lint fuzz fuzz-smoke fuzz-run deps install uninstall \
         clean cuda-check help
 .DELETE_ON_ERROR:
 
@@ -104,13 +104,14 @@ help:
 	@echo 'make                 build the tools into bin/'
 	@echo 'make deps            install build and test dependencies (Debian, as root)'
 	@echo 'make test            run the CPU test suite (bats)'
+	@echo 'make llm-server      build llama-server for the tests (once, into LLM_CACHE) and the tiny model'
 	@echo 'make test-sanitize   run the CPU test suite under ASan + UBSan'
 	@echo 'make check           lint, both of the above and fuzz-smoke (what CI runs)'
 	@echo 'make lint            check the test suites for checks that cannot fail'
 	@echo 'make fuzz            run each libFuzzer harness of tests/fuzz/ FUZZ_TIME seconds (600)'
 	@echo 'make fuzz-smoke      the same, FUZZ_SMOKE_TIME seconds (10) each'
 	@echo 'make test-gpu        run the GPU test suite (needs a GPU)'
-	@echo 'make benchtools      build the GPU benchmarks' helpers (cuBLAS) into $(BUILD)/benchmarks'
+	@echo 'make benchtools      build the GPU benchmark helpers (cuBLAS) into $(BUILD)/benchmarks'
 	@echo 'make cuda-check      check that CUDA_HOME holds the CUDA toolkit'
 	@echo 'make install         install into $$(DESTDIR)$$(BINDIR); make uninstall removes it'
 	@echo 'make clean           remove build outputs'
@@ -169,8 +170,23 @@ cuda-check:
 	  echo "kernelgraph: no CUDA toolkit in CUDA_HOME=$(CUDA_HOME) ($(CUDA_HOME)/include/nvrtc.h is missing);" \
 	       "install the CUDA toolkit or run make CUDA_HOME=/path/to/cuda" >&2; exit 1; }
 
+# The tests' real LLM server: llama.cpp's llama-server from the sources vendored in the
+# llama-cpp-python sdist on PyPI, built once (CPU only, the server alone) into LLM_CACHE,
+# outside the checkout, so that neither `make clean` nor a second worktree rebuilds it; and
+# the tiny random model tests/tools/tiny_gguf.py writes with PyPI's gguf. `make test` tries
+# it; where it cannot be built, tests/12-llama-server.bats says why (and fails under CI=true).
+LLAMA_CPP_PYTHON_VERSION = 0.3.36
+GGUF_VERSION = 0.19.0
+LLM_CACHE  ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kernelgraph
+LLM_JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+TINY_GGUF  := build/llm/tiny.gguf
+
+llm-server:
+	tests/tools/llm_server_build.sh '$(LLM_CACHE)' $(LLAMA_CPP_PYTHON_VERSION) $(GGUF_VERSION) $(TINY_GGUF) $(LLM_JOBS)
+
 test: all $(TEST_DRIVER)
-	KG_BIN_DIR=$(CURDIR)/$(BINOUT) KG_TEST_DRIVER=$(CURDIR)/$(TEST_DRIVER) $(BATS) tests
+	-@$(MAKE) --no-print-directory llm-server
+	KG_BIN_DIR=$(CURDIR)/$(BINOUT) KG_TEST_DRIVER=$(CURDIR)/$(TEST_DRIVER) KG_TINY_GGUF=$(CURDIR)/$(TINY_GGUF) $(BATS) tests
 
 test-sanitize:
 	$(MAKE) SANITIZE=1 test
@@ -216,9 +232,10 @@ test-gpu: all
 # with CPython itself, and time (/usr/bin/time) serves the scripts in benchmarks/; the
 # pipelines draw with gnuplot and Graphviz and align tables with column (bsdextrautils);
 # chromium opens kg-report's page in its test; munge, slurmctld, slurmd and slurm-client make
-# the one-node cluster tests/85-slurm.bats submits kg-nightly --slurm nights to
+# the one-node cluster tests/85-slurm.bats submits kg-nightly --slurm nights to; cmake and
+# python3-venv build the tests' llama-server and the environment that writes its model
 DEB_PACKAGES = gcc g++ make pkg-config libc6-dev libcurl4-openssl-dev libcjson-dev libssl-dev \
-               bats bats-support bats-assert jq patch python3 time gnuplot-nox bsdextrautils \
+               bats bats-support bats-assert jq patch python3 python3-venv cmake time gnuplot-nox bsdextrautils \
                clang libclang-rt-dev graphviz chromium munge slurmctld slurmd slurm-client
 
 deps:

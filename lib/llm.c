@@ -213,8 +213,16 @@ static cJSON *request_body(const struct call *c)
 	const struct llm_request *r = c->req;
 	cJSON *body = json_object();
 	json_add_string(body, "model", s->model);
-	json_add(body, s->api == LLM_CHAT ? "messages" : "input",
-		 cJSON_Duplicate(c->conversation ? c->conversation : r->messages, 1));
+	cJSON *messages = cJSON_Duplicate(c->conversation ? c->conversation : r->messages, 1);
+	if (s->api == LLM_RESPONSES) {
+		/* An input message says it is one: llama-server reads an assistant's turn (the
+		 * answer a correction quotes) only with "type": "message", which OpenAI allows. */
+		cJSON *m;
+		cJSON_ArrayForEach(m, messages)
+			if (json_string(m, "role") && !cJSON_GetObjectItemCaseSensitive(m, "type"))
+				json_add_string(m, "type", "message");
+	}
+	json_add(body, s->api == LLM_CHAT ? "messages" : "input", messages);
 	if (r->tools) {
 		/* The round after the last that may call functions gets them still (the conversation
 		 * holds calls), but must answer. */
@@ -236,10 +244,14 @@ static cJSON *request_body(const struct call *c)
 		}
 	}
 	cJSON *format = NULL;
-	if (s->format == LLM_FORMAT_JSON) {
+	/* A round that may call functions asks for no answer format: llama-server constrains
+	 * the whole answer to the format (a grammar), so a model asked for both could never
+	 * call a function. The round that must answer (tool_choice "none") asks for it. */
+	int answers = !r->tools || !may_call(c);
+	if (answers && s->format == LLM_FORMAT_JSON) {
 		format = json_object();
 		json_add_string(format, "type", "json_object");
-	} else if (s->format == LLM_FORMAT_SCHEMA && r->schema) {
+	} else if (answers && s->format == LLM_FORMAT_SCHEMA && r->schema) {
 		/* Chat nests the schema under json_schema; Responses puts it beside the type. */
 		format = json_object();
 		json_add_string(format, "type", "json_schema");
@@ -279,10 +291,13 @@ static const cJSON *chat_message(const cJSON *doc)
 
 /* The answer's text and token counts from a response body. Returns the text (the caller
  * frees it), or NULL with *why set. */
-static char *answer_text(const struct llm_settings *s, const cJSON *doc, double *in, double *out, char **why)
+static char *answer_text(const struct llm_settings *s, const cJSON *doc, double *in, double *out, int *cut, char **why)
 {
 	usage_of(s, doc, in, out);
 	if (s->api == LLM_CHAT) {
+		const cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "choices"), 0);
+		const char *finish = json_string(choice, "finish_reason");
+		*cut = finish && strcmp(finish, "length") == 0;
 		const cJSON *message = chat_message(doc);
 		const char *content = json_string(message, "content"), *refusal = json_string(message, "refusal");
 		if (content)
@@ -291,6 +306,11 @@ static char *answer_text(const struct llm_settings *s, const cJSON *doc, double 
 			       : xstrdup("no choices[0].message.content in the response");
 		return NULL;
 	}
+	/* llama-server says "completed" of an answer cut at max_output_tokens: one that used
+	 * them all counts as cut too. */
+	const char *status = json_string(doc, "status");
+	*cut = (status && strcmp(status, "incomplete") == 0) ||
+	       (s->max_output_tokens > 0 && *out >= (double)s->max_output_tokens);
 	struct strbuf text;
 	strbuf_init(&text);
 	int found = 0;
@@ -310,7 +330,6 @@ static char *answer_text(const struct llm_settings *s, const cJSON *doc, double 
 	if (found)
 		return strbuf_detach(&text);
 	strbuf_release(&text);
-	const char *status = json_string(doc, "status");
 	*why = xasprintf("no output_text in the response (status %s)", status ? status : "absent");
 	return NULL;
 }
@@ -326,6 +345,41 @@ static char *server_message(const char *body)
 		if (*p == '\n' || *p == '\r')
 			*p = ' ';
 	return out;
+}
+
+/* The number after the first of phrases in text; 0 when none is there. */
+static long number_after(const char *text, const char *const *phrases, size_t n)
+{
+	for (size_t k = 0; text && k < n; k++) {
+		const char *at = strstr(text, phrases[k]);
+		if (at)
+			return strtol(at + strlen(phrases[k]), NULL, 10);
+	}
+	return 0;
+}
+
+/* The context a server said a prompt overflowed, and the prompt's size, in tokens; 0 where
+ * the body says none. llama-server: {"error": {"type": "exceed_context_size_error",
+ * "n_ctx": N, "n_prompt_tokens": M}}; OpenAI and vLLM: "This model's maximum context length
+ * is N tokens. However, your messages resulted in M tokens" ("you requested M tokens"). */
+static void context_of(const char *body, long *context, long *prompt)
+{
+	static const char *const context_phrases[] = {"maximum context length is "};
+	static const char *const prompt_phrases[] = {"resulted in ", "you requested "};
+	cJSON *doc = cJSON_Parse(body);
+	const cJSON *error = cJSON_GetObjectItemCaseSensitive(doc, "error");
+	const char *message = json_string(error, "message");
+	*context = (long)json_number(error, "n_ctx", 0);
+	*prompt = (long)json_number(error, "n_prompt_tokens", 0);
+	if (*context <= 0) {
+		*context = number_after(message, context_phrases, ARRAY_SIZE(context_phrases));
+		*prompt = number_after(message, prompt_phrases, ARRAY_SIZE(prompt_phrases));
+	}
+	if (*context <= 0)
+		*context = *prompt = 0;
+	if (*prompt < 0)
+		*prompt = 0;
+	cJSON_Delete(doc);
 }
 
 /* ---------------------------------------------------------------- function calls */
@@ -855,7 +909,7 @@ static void finish(struct call *c, char *error)
 		c->has_calls = 1;
 		usage_of(c->s, doc, &in, &out);
 	} else {
-		r->text = doc ? llm_redact(c->s, answer_text(c->s, doc, &in, &out, &why)) : NULL;
+		r->text = doc ? llm_redact(c->s, answer_text(c->s, doc, &in, &out, &r->cut, &why)) : NULL;
 	}
 	cJSON_Delete(doc);
 	if (!c->has_calls && !r->text) {
@@ -903,6 +957,8 @@ static void attempt_done(struct call *c, CURLcode code, uint64_t *rng)
 		char *message = server_message(c->response.buf ? c->response.buf : "");
 		error = xasprintf("HTTP %ld from %s: %s", status, c->url, message);
 		free(message);
+		if (status == 400)
+			context_of(c->response.buf ? c->response.buf : "", &r->context_tokens, &r->refused_tokens);
 		retryable = status == 408 || status == 409 || status == 429 || status >= 500;
 	}
 	cJSON *attempt = json_object();
@@ -1046,11 +1102,17 @@ static void round_begin(struct call *c)
 		ss->calls++; /* counted when it starts, so that a batch cannot overshoot the cap */
 }
 
-size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
+/* libcurl's global state, set up once for every transfer of the process. */
+static void curl_ready(void)
 {
 	static int initialized;
 	if (!initialized && curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK)
 		initialized = 1;
+}
+
+size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
+{
+	curl_ready();
 	struct session session;
 	spent_so_far(s, &session.calls, &session.tokens);
 	struct call *calls_of = xcalloc(n + 1, sizeof(*calls_of));
@@ -1143,10 +1205,64 @@ size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
 	return failed;
 }
 
+/* The body of a /tokenize answer, kept up to the size of an answer. */
+static size_t on_tokens(char *data, size_t size, size_t count, void *ctx)
+{
+	struct strbuf *sb = ctx;
+	if (sb->len + size * count > LLM_MAX_ANSWER_BYTES)
+		return 0;
+	strbuf_add(sb, data, size * count);
+	return size * count;
+}
+
+long llm_count_tokens(const struct llm_settings *s, const char *text)
+{
+	curl_ready();
+	size_t len = strlen(s->base_url);
+	while (len && s->base_url[len - 1] == '/')
+		len--;
+	if (len >= 3 && strncmp(s->base_url + len - 3, "/v1", 3) == 0)
+		len -= 3;
+	char *url = xasprintf("%.*s/tokenize", (int)len, s->base_url);
+	cJSON *body = json_object();
+	json_add_string(body, "content", text);
+	char *sent = cJSON_PrintUnformatted(body);
+	cJSON_Delete(body);
+	if (!sent)
+		xalloc_die();
+	struct curl_slist *headers = request_headers(s);
+	struct strbuf got;
+	strbuf_init(&got);
+	long status = 0, n = -1;
+	CURL *easy = curl_easy_init();
+	if (easy && headers && curl_easy_setopt(easy, CURLOPT_URL, url) == CURLE_OK &&
+	    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, sent) == CURLE_OK &&
+	    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers) == CURLE_OK &&
+	    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_tokens) == CURLE_OK &&
+	    curl_easy_setopt(easy, CURLOPT_WRITEDATA, &got) == CURLE_OK &&
+	    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)(fmin(s->timeout_s, 30) * 1000)) == CURLE_OK &&
+	    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L) == CURLE_OK && curl_easy_perform(easy) == CURLE_OK &&
+	    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK && status == 200) {
+		cJSON *doc = cJSON_Parse(got.buf ? got.buf : "");
+		const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(doc, "tokens");
+		if (cJSON_IsArray(tokens))
+			n = cJSON_GetArraySize(tokens);
+		cJSON_Delete(doc);
+	}
+	if (easy)
+		curl_easy_cleanup(easy);
+	curl_slist_free_all(headers);
+	strbuf_release(&got);
+	cJSON_free(sent);
+	free(url);
+	return n;
+}
+
 void llm_request_release(struct llm_request *r)
 {
 	free(r->text);
 	free(r->error);
 	free(r->log_file);
 	r->text = r->error = r->log_file = NULL;
+	r->cut = 0;
 }

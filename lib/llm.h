@@ -89,8 +89,16 @@ struct llm_request {
 
 	int ok;			  /* an answer came */
 	char *text;		  /* the answer's text (ok) */
+	int cut;		  /* the answer stopped at the output token limit (Chat's finish_reason
+				   * "length", the Responses API's status "incomplete"): text is its start */
 	char *error;		  /* why not (!ok): status, the server's message, attempts */
 	long http_status;	  /* of the last attempt; 0 when none answered */
+	long context_tokens;	  /* when the server refused the prompt as longer than its context:
+				   * that context in tokens (llama-server's n_ctx; OpenAI's and vLLM's
+				   * "maximum context length is N tokens"); else 0 */
+	long refused_tokens;	  /* and the prompt's size it gave then (llama-server's n_prompt_tokens,
+				   * OpenAI's "resulted in N tokens", vLLM's "you requested N tokens");
+				   * else 0 */
 	int attempts;		  /* made for this request (0 when served by the cache) */
 	int cached;		  /* the answer came from the cache (every round of it) */
 	int rounds;		  /* requests sent (1 without tools) */
@@ -112,6 +120,11 @@ char *llm_redact(const struct llm_settings *s, char *text);
 /* llm_redact on every string and member name of a parsed document, in place: run after each
  * parse of an answer, since parsing turns an escaped key into the key. */
 void llm_redact_json(const struct llm_settings *s, cJSON *doc);
+
+/* How many tokens text is for the endpoint's model, by the server's own tokenizer: its
+ * /tokenize beside the API root (llama-server's, at base_url without its "/v1"). Returns -1
+ * where the server has none, or it does not answer within s's timeout (at most 30 s). */
+long llm_count_tokens(const struct llm_settings *s, const char *text);
 
 /* Frees what llm_run put in a request. */
 void llm_request_release(struct llm_request *r);

@@ -49,6 +49,20 @@ kmake() {
 	ls "$KG_ROOT"/tests/gpu/*.bats
 }
 
+@test "make help lists every target it names, llm-server among them" {
+	run kmake help
+	assert_success
+	assert_line --regexp '^make llm-server +build llama-server for the tests'
+	assert_line --regexp '^make benchtools +build the GPU benchmark helpers'
+}
+
+@test "make test builds the tests' llama-server and model first, and tells the suite where they are" {
+	run kmake -n test
+	assert_success
+	assert_output --partial "llm-server"
+	assert_output --partial "KG_TINY_GGUF=$KG_ROOT/build/llm/tiny.gguf"
+}
+
 @test "every tool's --help lists each of its long options" {
 	for bin in "$KG_BIN_DIR"/kg-*; do
 		src="$KG_ROOT/tools/$(basename "$bin" | sed 's/^kg-//')/main.c"

@@ -423,7 +423,10 @@ METRICS='{"status":"ok","source":"cupti-range-profiler","device":"NVIDIA H100 80
 	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
 	[[ "$stderr" == *"throughput answered in "*" ms (3 rounds, 4 function calls, "* ]]
 	[ "$(jq -s length requests.jsonl)" -eq 3 ]
-	# the functions are offered in every round, and the prompt says so
+	# the functions are offered in every round, and the prompt says so; a round that may call
+	# asks for no answer format (llama-server's grammar would then forbid the calls: the mock
+	# answers such a request with content, as the server does)
+	[ "$(jq -c '.body.response_format' requests.jsonl | sort -u)" = null ]
 	[ "$(jq -c '.body | [.tool_choice, (.tools | map(.type + ":" + .function.name + ":" + (.function.strict | tostring)))]' requests.jsonl | sort -u)" = \
 		'["auto",["function:metrics:true","function:region_detail:true","function:source_lines:true","function:ptx_for_lines:true"]]' ]
 	[[ "$(jq -r 'select(.n == 1) | .body.messages[1].content' requests.jsonl)" == *$'## Functions\nBefore you answer, you may call functions to look closer at this variant (at most 3 rounds of calls)'* ]]
@@ -492,7 +495,8 @@ METRICS='{"status":"ok","source":"cupti-range-profiler","device":"NVIDIA H100 80
 
 @test "--tool-rounds: the round after the last must answer (tool_choice none); calls there are the expert's error" {
 	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "source_lines", "arguments": {"start": 1, "end": 2}}]'),
-		$(jq -cn '{match: ["call_1_0", "\"tool_choice\":\"none\""], times: 1, tool_calls: [{name: "source_lines", arguments: {start: 3, end: 4}}]}')]}"
+		$(jq -cn '{match: ["call_1_0", "\"tool_choice\":\"none\""], times: 1, ignore_format: true,
+			tool_calls: [{name: "source_lines", arguments: {start: 3, end: 4}}]}')]}"
 	run_tool 1 kg-propose --llm --persona throughput --tool-rounds 1 pick.jsonl
 	[ "$(jq -r '.propose.errors[0].error' <<<"$output")" = 'the model still called functions in round 2, after the 1 round that may' ]
 	[ "$(jq -c '.body.tool_choice' requests.jsonl | tr -d '\n')" = '"auto""none"' ]
@@ -594,4 +598,48 @@ LINES='{"status":"ok","source":"cupti-pc-sampling","sampling_period_cycles":512,
 	[ "$(jq -c 'select(.n == 2) | .body | [.tool_choice, (.input | map(.role // .type)), .input[2].call_id, .input[2].name,
 		.input[2].arguments, .input[3].call_id, .input[3].output]' requests.jsonl)" = \
 		'["none",["system","user","function_call","function_call_output"],"call_1_0","source_lines","{\"start\": 5, \"end\": 5}","call_1_0","   5  extern \"C\" __global__ void scale(float *y, const float *x, int n)\n"]' ]
+}
+
+@test "an answer that stops at --max-output-tokens is said to be unfinished, in either API" {
+	mock "{\"rules\": [$(rule 'role: throughput' "$(answer)")]}"
+	run_tool 1 kg-propose --llm --persona throughput --max-output-tokens 10 pick.jsonl
+	[ "$(jq -c '.body.max_completion_tokens' requests.jsonl | sort -u)" = 10 ]
+	[[ "$(jq -r '.propose.errors[0].error' <<<"$output")" == 'malformed answer after one correction: the answer stopped at --max-output-tokens 10, unfinished: no JSON object with "candidates" in the answer (see '* ]]
+	[ "$(jq -r '.response.choices[0].finish_reason' "$RUN"/llm/*-throughput.json | sort -u)" = length ]
+	run_tool 1 kg-propose --llm --api responses --persona throughput --max-output-tokens 10 pick.jsonl
+	[[ "$(jq -r '.propose.errors[0].error' <<<"$output")" == 'malformed answer after one correction: the answer stopped at --max-output-tokens 10, unfinished: '* ]]
+	# a limit the answer fits in changes nothing
+	run_tool 0 kg-propose --llm --persona throughput --max-output-tokens 1000 pick.jsonl
+	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
+}
+
+@test "a prompt the server refuses as longer than its context is shortened to fit, estimated where the server has no /tokenize" {
+	mock "{\"rules\": [{\"match\": \"## Method catalog\", \"status\": 400,
+		\"body\": \"{\\\"error\\\": {\\\"message\\\": \\\"This model's maximum context length is 4000 tokens. However, your messages resulted in 4400 tokens.\\\", \\\"type\\\": \\\"invalid_request_error\\\"}}\"},
+		$(rule 'role: throughput' "$(answer)")]}"
+	run_tool 0 kg-propose -v --llm --persona throughput pick.jsonl
+	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
+	# the refusal, then the shorter prompt; the mock has no /tokenize (404): estimated, at the
+	# bytes a token of the prompt refused (its bytes over the 4400 tokens the server said)
+	[ "$(jq -c '[.path, .status]' requests.jsonl | uniq | tr -d '\n')" = '["/v1/chat/completions",400]["/tokenize",404]["/v1/chat/completions",200]' ]
+	second=$(jq -r 'select(.status == 200) | .body.messages[1].content' requests.jsonl)
+	[[ "$second" == *'## Kernel source (kernel.cu)'* && "$second" != *'## Method catalog'* && "$second" != *'## Regions'* ]]
+	node=$(jq -r .node pick.jsonl)
+	[[ "$stderr" == *"kg-propose: $RUN: node $node: the prompt, "*" tokens (estimated at 1."*" bytes a token), is over 3000: left out regions ("*"), method catalog ("*")"* ]]
+	[[ "$stderr" == *"kg-propose: warning: $RUN: node $node: throughput: HTTP 400 from $OPENAI_BASE_URL/chat/completions: This model's maximum context length is 4000 tokens. However, your messages resulted in 4400 tokens. (1 attempt); asking again with the prompt shortened to 3000 tokens"* ]]
+	# with --max-prompt-tokens, the prompt fits from the start: no refusal
+	kill "$(cat mock.pid)"
+	rm requests.jsonl
+	mock "$(cat script.json)"
+	run_tool 0 kg-propose --llm --persona throughput --no-cache --max-prompt-tokens 1200 pick.jsonl
+	[ "$(jq -c '[.path, .status]' requests.jsonl | uniq | tr -d '\n')" = '["/tokenize",404]["/v1/chat/completions",200]' ]
+}
+
+@test "the Responses API's correction quotes the answer as an input message of type message, as llama-server needs" {
+	mock "{\"rules\": [$(rule 'could not be used' "$(answer)"), $(rule 'role: throughput' 'no JSON here')]}"
+	run_tool 0 kg-propose --llm --api responses --persona throughput pick.jsonl
+	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
+	[ "$(jq -c '[.path, .status]' requests.jsonl | tr -d '\n')" = '["/v1/responses",200]["/v1/responses",200]' ]
+	[ "$(jq -c 'select(.n == 2) | .body.input | map([.type, .role])' requests.jsonl)" = \
+		'[["message","system"],["message","user"],["message","assistant"],["message","user"]]' ]
 }

@@ -4,17 +4,24 @@
 """Usage: mock_llm.py SCRIPT LOG PORTFILE
 
 SCRIPT: {"rules": [{"match", "times", "status", "headers", "delay", "content", "body",
-"tool_calls", "prompt_tokens", "completion_tokens", "echo_auth", "close", "pad"}, ...]}; the
-first rule whose "match" is a substring of the request body (a list: each is) and whose "times"
-is not used up answers. "tool_calls": [{"name", "arguments"}, ...] answers with those function
-calls instead of content (Chat's "tool_calls", the Responses API's "function_call" items;
-"arguments" a JSON value, or a string sent as it is), so that a script of rules, each matching
-what the previous call's result must hold, plays a tool loop. "echo_auth" puts the
-Authorization header in place of "{auth}" in "body" or "content" (or after the content), with
-every character JSON-escaped (\\uXXXX) in place of "{auth_u}" and with the second half escaped
-in place of "{auth_half_u}"; "{split}" in a Responses API content splits it into output_text
-parts there (joined again by the client). "pad" appends that many spaces to the content (an
-answer too large)."""
+"tool_calls", "ignore_format", "prompt_tokens", "completion_tokens", "echo_auth", "close",
+"pad"}, ...]}; the first rule whose "match" is a substring of the request body (a list: each
+is) and whose "times" is not used up answers. "tool_calls": [{"name", "arguments"}, ...]
+answers with those function calls instead of content (Chat's "tool_calls", the Responses API's
+"function_call" items; "arguments" a JSON value, or a string sent as it is), so that a script
+of rules, each matching what the previous call's result must hold, plays a tool loop. As
+llama-server does, a Chat Completions request that asks for an answer format (response_format)
+gets no function calls: its answer is the rule's content (the server's grammar holds the whole
+answer to the format), unless the rule has "ignore_format" (a server that ignores the format).
+An answer longer than the request's max_completion_tokens (max_output_tokens), at 4 characters
+a token, is cut there and ends with finish_reason "length" (status "incomplete"), as a server's
+does. As llama-server does, a Responses API request whose input holds an assistant message
+without "type": "message" is refused (HTTP 400). "echo_auth" puts the Authorization header in
+place of "{auth}" in "body" or "content" (or after the content), with every character
+JSON-escaped (\\uXXXX) in place of "{auth_u}" and with the second half escaped in place of
+"{auth_half_u}"; "{split}" in a Responses API content splits it into output_text parts there
+(joined again by the client). "pad" appends that many spaces to the content (an answer too
+large)."""
 import json
 import os
 import signal
@@ -30,7 +37,7 @@ rules = []
 log_file = None
 
 
-def envelope(api, n, model, content, prompt_tokens, completion_tokens, tool_calls=None):
+def envelope(api, n, model, content, prompt_tokens, completion_tokens, tool_calls=None, cut=False):
     total = prompt_tokens + completion_tokens
     calls = []
     for k, call in enumerate(tool_calls or []):
@@ -46,7 +53,8 @@ def envelope(api, n, model, content, prompt_tokens, completion_tokens, tool_call
         return {"id": f"chatcmpl-mock-{n}", "object": "chat.completion",
                 "created": int(time.time()), "model": model,
                 "choices": [{"index": 0, "message": message,
-                             "finish_reason": "tool_calls" if calls else "stop"}],
+                             "finish_reason": ("tool_calls" if calls else
+                                               "length" if cut else "stop")}],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                           "total_tokens": total}}
     output = [{"type": "function_call", "id": f"fc_{i}", "call_id": i, "name": name,
@@ -56,8 +64,10 @@ def envelope(api, n, model, content, prompt_tokens, completion_tokens, tool_call
                    "role": "assistant",
                    "content": [{"type": "output_text", "text": part, "annotations": []}
                                for part in content.split("{split}")]}]
+    done = {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}} if cut \
+        else {"status": "completed"}
     return {"id": f"resp-mock-{n}", "object": "response", "created_at": int(time.time()),
-            "status": "completed", "model": model, "output": output,
+            **done, "model": model, "output": output,
             "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens,
                       "total_tokens": total}}
 
@@ -65,6 +75,20 @@ def envelope(api, n, model, content, prompt_tokens, completion_tokens, tool_call
 def matches(rule, text):
     match = rule.get("match", "")
     return all(m in text for m in (match if isinstance(match, list) else [match]))
+
+
+def asks_format(request):
+    """Whether a Chat Completions request asks for an answer format (response_format; the
+    Responses API's text.format llama-server ignores)."""
+    return isinstance(request, dict) and "response_format" in request
+
+
+def untyped_assistant(request):
+    """Whether a Responses API input holds an assistant message without "type": "message"."""
+    items = request.get("input") if isinstance(request, dict) else None
+    return isinstance(items, list) and any(
+        isinstance(i, dict) and i.get("role") == "assistant" and i.get("type") != "message"
+        for i in items)
 
 
 def error_body(message, kind):
@@ -109,7 +133,10 @@ class Handler(BaseHTTPRequestHandler):
         rule = rules[index] if index is not None else {}
 
         status, headers = rule.get("status", 200), {"Content-Type": "application/json"}
-        if api is None:
+        if api == "responses" and untyped_assistant(request):
+            # llama-server reads an assistant's input message only with "type": "message"
+            status, body = 400, error_body("Cannot determine type of 'item'", "invalid_request_error")
+        elif api is None:
             status, body = 404, error_body(f"mock: no such endpoint {self.path}",
                                            "invalid_request_error")
         elif index is None:
@@ -138,10 +165,20 @@ class Handler(BaseHTTPRequestHandler):
                     content += " " + (auth or "")
                 content = fill(content) + " " * rule.get("pad", 0)
                 model = request.get("model", "mock") if isinstance(request, dict) else "mock"
+                # As a server does, an answer longer than the request's output token limit
+                # (4 characters a token here) stops there: finish_reason "length".
+                limit = request.get("max_completion_tokens", request.get("max_output_tokens")) \
+                    if isinstance(request, dict) else None
+                cut = isinstance(limit, int) and len(content) > 4 * limit
+                if cut:
+                    content = content[:4 * limit]
+                tool_calls = rule.get("tool_calls")
+                if tool_calls and asks_format(request) and not rule.get("ignore_format"):
+                    tool_calls = None
                 body = json.dumps(envelope(api, n, model, content,
                                            rule.get("prompt_tokens", len(raw) // 4),
                                            rule.get("completion_tokens", len(content) // 4),
-                                           rule.get("tool_calls")))
+                                           tool_calls, cut))
             else:
                 message = f"mock: status {status}"
                 if rule.get("echo_auth"):

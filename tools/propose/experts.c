@@ -490,7 +490,8 @@ static void history_section(struct strbuf *sb, const struct run_info *run, int r
 		strbuf_addstr(sb, "- nothing tried yet beyond the baseline\n");
 }
 
-static void methods_section(struct strbuf *sb, const struct experts *ex, struct run_info *run,
+/* The methods applied on the path and the method catalog. */
+static void catalog_section(struct strbuf *sb, const struct experts *ex, struct run_info *run,
 			    const struct node_info *node)
 {
 	if (cJSON_GetArraySize(node->methods) > 0) {
@@ -508,10 +509,14 @@ static void methods_section(struct strbuf *sb, const struct experts *ex, struct 
 		strbuf_addf(sb, "- %s%s%s\n", json_string(m, "name"), d ? ": " : "", d ? d : "");
 	}
 	cJSON_Delete(catalog);
+}
 
-	/* The ReGraph: what followed the last method in earlier searches. */
+/* The ReGraph: what followed the last method in earlier searches. */
+static void regraph_section(struct strbuf *sb, const struct experts *ex, struct run_info *run,
+			    const struct node_info *node)
+{
 	const char *from = node->last_method && *node->last_method ? node->last_method : "init";
-	path = experts_regraph_path(ex, run);
+	char *path = experts_regraph_path(ex, run);
 	struct regraph_transition *next;
 	size_t n = context_regraph_next(run, path, from, ex->allowed ? (size_t)ex->allowed_top : 5, &next);
 	free(path);
@@ -526,23 +531,108 @@ static void methods_section(struct strbuf *sb, const struct experts *ex, struct 
 	free(next);
 }
 
-/* What every expert of an expansion is told; the persona and the answer's form follow. */
-static char *prompt_context(const struct experts *ex, struct run_info *run, const struct node_info *node)
+/* The sections of what every expert of an expansion is told (the persona and the answer's
+ * form follow), in prompt order; drop is the order in which --max-prompt-tokens leaves them
+ * out (the least needed first), 0 for those always kept: what the kernel is, its source and
+ * its tuning space. */
+enum section {
+	SEC_GOAL, SEC_DEVICE, SEC_SOURCE, SEC_SPACE, SEC_SYMPTOMS, SEC_REGIONS, SEC_METRICS, SEC_HISTORY,
+	SEC_CATALOG, SEC_REGRAPH, SEC_COUNT
+};
+static const struct {
+	const char *name;
+	int drop;
+} section_info[SEC_COUNT] = {
+	[SEC_GOAL] = {"goal", 0}, [SEC_DEVICE] = {"device", 6}, [SEC_SOURCE] = {"kernel source", 0},
+	[SEC_SPACE] = {"tuning space", 0}, [SEC_SYMPTOMS] = {"symptoms", 7}, [SEC_REGIONS] = {"regions", 1},
+	[SEC_METRICS] = {"hardware metrics", 4}, [SEC_HISTORY] = {"history", 3}, [SEC_CATALOG] = {"method catalog", 2},
+	[SEC_REGRAPH] = {"ReGraph", 5},
+};
+
+static void prompt_sections(const struct experts *ex, struct run_info *run, const struct node_info *node,
+			    char *part[SEC_COUNT])
 {
+	struct strbuf sb[SEC_COUNT];
+	for (int k = 0; k < SEC_COUNT; k++)
+		strbuf_init(&sb[k]);
+	strbuf_addf(&sb[SEC_GOAL], "## Goal\nPropose up to %d distinct candidate changes that make the CUDA kernel `%s` "
+				   "below faster on the device below, each a different idea.\n",
+		    ex->candidates, run->run.spec->kernel_name);
+	device_section(&sb[SEC_DEVICE], run, node);
+	strbuf_addf(&sb[SEC_SOURCE], "\n## Kernel source (kernel.cu)\n```cuda\n%s%s```\n", node->source,
+		    node->source[0] && node->source[strlen(node->source) - 1] == '\n' ? "" : "\n");
+	space_section(&sb[SEC_SPACE], run->run.spec, node->config);
+	symptoms_section(&sb[SEC_SYMPTOMS], node);
+	regions_section(&sb[SEC_REGIONS], run, node);
+	metrics_section(&sb[SEC_METRICS], run, node);
+	history_section(&sb[SEC_HISTORY], run, ex->recent);
+	catalog_section(&sb[SEC_CATALOG], ex, run, node);
+	regraph_section(&sb[SEC_REGRAPH], ex, run, node);
+	for (int k = 0; k < SEC_COUNT; k++)
+		part[k] = strbuf_detach(&sb[k]);
+}
+
+/* The bytes a token takes, where the server does not count them: 4 (English text and code,
+ * for the usual tokenizers), until a server that refused a prompt said how many tokens it was. */
+static double bytes_per_token = 4;
+
+/* The prompt's size in tokens: the server's count (llm_count_tokens) while it gives one, else
+ * an estimate at bytes_per_token. *exact says which. */
+static long prompt_tokens(const struct llm_settings *s, const char *text, int *exact)
+{
+	if (!*text)
+		return 0;
+	long n = *exact ? llm_count_tokens(s, text) : -1;
+	if (n >= 0)
+		return n;
+	*exact = 0; /* once the server has not counted, it is not asked again */
+	return (long)ceil((double)strlen(text) / bytes_per_token);
+}
+
+/* The context every expert is told: the sections, left out by their drop order until the
+ * prompt (fixed: the tokens of what surrounds them) fits budget tokens (0: no limit), each
+ * left-out section logged. Returns NULL with why set when the sections always kept do not
+ * fit. */
+static char *fit_context(const struct llm_settings *s, char *part[SEC_COUNT], long budget, long fixed, int exact,
+			 const char *where, struct strbuf *why)
+{
+	long tokens[SEC_COUNT], total = fixed;
+	int keep[SEC_COUNT];
+	for (int k = 0; k < SEC_COUNT; k++) {
+		keep[k] = 1;
+		tokens[k] = budget > 0 ? prompt_tokens(s, part[k], &exact) : 0;
+		total += tokens[k];
+	}
+	if (budget > 0 && total > budget) {
+		struct strbuf left;
+		strbuf_init(&left);
+		long before = total;
+		for (int drop = 1; drop < SEC_COUNT && total > budget; drop++)
+			for (int k = 0; k < SEC_COUNT; k++)
+				if (section_info[k].drop == drop && tokens[k] > 0) {
+					keep[k] = 0;
+					total -= tokens[k];
+					strbuf_addf(&left, "%s%s (%ld)", left.len ? ", " : "", section_info[k].name, tokens[k]);
+				}
+		char how[64];
+		if (exact)
+			snprintf(how, sizeof(how), "counted by the server");
+		else
+			snprintf(how, sizeof(how), "estimated at %.3g bytes a token", bytes_per_token);
+		if (total > budget) {
+			strbuf_addf(why, "the prompt is %ld tokens (%s) without its sections that may be left out, more than "
+					 "the %ld it may have", total, how, budget);
+			strbuf_release(&left);
+			return NULL;
+		}
+		log_info("%s: the prompt, %ld tokens (%s), is over %ld: left out %s", where, before, how, budget, left.buf);
+		strbuf_release(&left);
+	}
 	struct strbuf sb;
 	strbuf_init(&sb);
-	strbuf_addf(&sb, "## Goal\nPropose up to %d distinct candidate changes that make the CUDA kernel `%s` "
-			 "below faster on the device below, each a different idea.\n",
-		    ex->candidates, run->run.spec->kernel_name);
-	device_section(&sb, run, node);
-	strbuf_addf(&sb, "\n## Kernel source (kernel.cu)\n```cuda\n%s%s```\n", node->source,
-		    node->source[0] && node->source[strlen(node->source) - 1] == '\n' ? "" : "\n");
-	space_section(&sb, run->run.spec, node->config);
-	symptoms_section(&sb, node);
-	regions_section(&sb, run, node);
-	metrics_section(&sb, run, node);
-	history_section(&sb, run, ex->recent);
-	methods_section(&sb, ex, run, node);
+	for (int k = 0; k < SEC_COUNT; k++)
+		if (keep[k])
+			strbuf_addstr(&sb, part[k]);
 	return strbuf_detach(&sb);
 }
 
@@ -766,6 +856,7 @@ struct expert_call {
 	struct llm_request req;
 	char *proposer;
 	int done;
+	int shortened; /* asked again with a shorter prompt, which takes the place of the correction */
 };
 
 static void add_error(cJSON *errors, const char *persona, const char *error)
@@ -774,6 +865,51 @@ static void add_error(cJSON *errors, const char *persona, const char *error)
 	json_add_string(e, "persona", persona);
 	json_add_string(e, "error", error);
 	json_append(errors, e);
+}
+
+/* The context the endpoint said its prompts may fill, in tokens, once a request of this
+ * process was refused as longer (llm_request's context_tokens); 0 until then. A process
+ * talks to one endpoint, so the later expansions fit their prompts to it from the start. */
+static long server_context;
+
+/* The tokens a prompt may have: --max-prompt-tokens, and at most the server's context less
+ * room for the answer (--max-output-tokens, else a quarter of it) and for the tool loop's
+ * results; 0: no limit known. */
+static long prompt_budget(const struct experts *ex, const struct llm_settings *s, long context)
+{
+	long budget = ex->max_prompt_tokens;
+	if (context > 0) {
+		long room = s->max_output_tokens > 0 ? s->max_output_tokens : context / 4;
+		if (ex->tool_rounds > 0)
+			room += ex->tool_total_bytes / 4;
+		long fit = context - room > 1 ? context - room : 1;
+		budget = budget > 0 && budget < fit ? budget : fit;
+	}
+	return budget;
+}
+
+static cJSON *expert_messages(const char *context, const struct persona *persona, int tool_rounds)
+{
+	cJSON *messages = cJSON_CreateArray();
+	char *prompt = user_prompt(context, persona, tool_rounds);
+	json_append(messages, message("system", system_prompt));
+	json_append(messages, message("user", prompt));
+	free(prompt);
+	return messages;
+}
+
+/* The tokens of a prompt beyond its sections: the system prompt, the longest persona with
+ * the answer's form, and a few for each message's framing (the chat template). */
+static long fixed_tokens(const struct experts *ex, const struct llm_settings *s, int *exact)
+{
+	long most = 0;
+	for (size_t i = 0; i < ex->npersonas; i++) {
+		char *rest = user_prompt("", &ex->personas[i], ex->tool_rounds);
+		long n = prompt_tokens(s, rest, exact);
+		free(rest);
+		most = n > most ? n : most;
+	}
+	return prompt_tokens(s, system_prompt, exact) + most + 16;
 }
 
 void experts_propose(const struct experts *ex, struct run_info *run, const struct node_info *node,
@@ -791,19 +927,30 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 	functions_init(&tools, &view);
 	struct expert_call *calls = xcalloc(ex->npersonas + 1, sizeof(*calls));
 	struct llm_request *reqs = xcalloc(ex->npersonas + 1, sizeof(*reqs));
-	char *context = prompt_context(ex, run, node);
+	char *part[SEC_COUNT], *where = xasprintf("%s: node %s", run->run.dir, node->state);
+	prompt_sections(ex, run, node, part);
+	struct strbuf why_not;
+	strbuf_init(&why_not);
+	long budget = prompt_budget(ex, &s, server_context);
+	int exact = 1;
+	long fixed = budget > 0 ? fixed_tokens(ex, &s, &exact) : 0;
+	char *context = fit_context(&s, part, budget, fixed, exact, where, &why_not);
 	for (size_t i = 0; i < ex->npersonas; i++) {
 		struct expert_call *c = &calls[i];
 		c->persona = &ex->personas[i];
 		c->proposer = xasprintf("llm:%s/%s", s.model, c->persona->name);
-		c->messages = cJSON_CreateArray();
-		char *prompt = user_prompt(context, c->persona, ex->tool_rounds);
-		json_append(c->messages, message("system", system_prompt));
-		json_append(c->messages, message("user", prompt));
-		free(prompt);
+		if (context) {
+			c->messages = expert_messages(context, c->persona, ex->tool_rounds);
+		} else {
+			add_error(errors, c->persona->name, why_not.buf);
+			c->done = 1;
+		}
 	}
 	free(context);
-	/* Round 1 asks everyone; round 2 corrects, once, those whose answer was unusable. */
+	char *shorter = NULL; /* the context fitted to what the server said, for shorter_fit tokens */
+	long shorter_fit = 0;
+	/* Round 1 asks everyone; round 2 corrects, once, those whose answer was unusable, and asks
+	 * again with a shorter prompt those whose prompt the server found longer than its context. */
 	for (int round = 1; round <= 2; round++) {
 		size_t k = 0, *index = xcalloc(ex->npersonas + 1, sizeof(*index));
 		for (size_t i = 0; i < ex->npersonas; i++) {
@@ -820,6 +967,40 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 			struct expert_call *c = &calls[index[j]];
 			struct llm_request *r = &reqs[j];
 			c->done = 1;
+			if (!r->ok && r->context_tokens > 0 && round == 1) {
+				/* The server said how long a prompt may be: shorten it to fit, once. */
+				server_context = r->context_tokens;
+				if (r->refused_tokens > 0) { /* and how long this one was: the estimate's measure */
+					size_t bytes = 0;
+					const cJSON *m;
+					cJSON_ArrayForEach(m, c->messages)
+						bytes += strlen(json_string(m, "content") ? json_string(m, "content") : "");
+					bytes_per_token = (double)bytes / (double)r->refused_tokens;
+				}
+				long fit = prompt_budget(ex, &s, server_context);
+				if (fit != shorter_fit) { /* measured once for every expert refused alike */
+					free(shorter);
+					strbuf_reset(&why_not);
+					exact = 1;
+					fixed = fixed_tokens(ex, &s, &exact);
+					shorter = fit_context(&s, part, fit, fixed, exact, where, &why_not);
+					shorter_fit = fit;
+				}
+				if (shorter) {
+					log_warn("%s: %s: %s; asking again with the prompt shortened to %ld tokens", where,
+						 c->persona->name, r->error, fit);
+					cJSON_Delete(c->messages);
+					c->messages = expert_messages(shorter, c->persona, ex->tool_rounds);
+					c->done = 0;
+					c->shortened = 1;
+				} else {
+					char *error = xasprintf("%s; and %s", r->error, why_not.buf);
+					add_error(errors, c->persona->name, error);
+					free(error);
+				}
+				llm_request_release(r);
+				continue;
+			}
 			if (!r->ok) {
 				add_error(errors, c->persona->name, r->error);
 				llm_request_release(r);
@@ -835,7 +1016,18 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 			/* Every field of a candidate (think, method, detail, source, patch, config) is
 			 * text only after this parse, where an escaped key becomes the key. */
 			llm_redact_json(&s, answer);
-			if (answer && take_candidates(answer, c->proposer, list, n, &why) >= 0) {
+			int usable = answer && take_candidates(answer, c->proposer, list, n, &why) >= 0;
+			if (!usable && r->cut) { /* what went wrong first: the answer has no end */
+				char *was = strbuf_detach(&why);
+				strbuf_init(&why);
+				if (s.max_output_tokens > 0)
+					strbuf_addf(&why, "the answer stopped at --max-output-tokens %ld, unfinished: %s",
+						    s.max_output_tokens, was);
+				else
+					strbuf_addf(&why, "the answer stopped at the server's output token limit, unfinished: %s", was);
+				free(was);
+			}
+			if (usable) {
 				if (why.len)
 					log_warn("%s: node %s: %s: dropped %s", run->run.dir, node->state, c->persona->name, why.buf);
 			} else if (round == 1) {
@@ -848,7 +1040,8 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 					 c->persona->name, why.buf);
 				c->done = 0;
 			} else {
-				char *error = xasprintf("malformed answer after one correction: %s (see %s/%s)", why.buf,
+				char *error = xasprintf("malformed answer %s: %s (see %s/%s)",
+							c->shortened ? "to the shortened prompt" : "after one correction", why.buf,
 							log_dir, r->log_file);
 				add_error(errors, c->persona->name, error);
 				free(error);
@@ -863,6 +1056,11 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 		cJSON_Delete(calls[i].messages);
 		free(calls[i].proposer);
 	}
+	for (int k = 0; k < SEC_COUNT; k++)
+		free(part[k]);
+	free(shorter);
+	free(where);
+	strbuf_release(&why_not);
 	free(calls);
 	free(reqs);
 	cJSON_Delete(schema);

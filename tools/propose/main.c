@@ -92,6 +92,12 @@ static void usage(FILE *fp)
 	      "      --regraph-filter    keep only candidates whose method (matched onto the catalog) is one of\n"
 	      "                          the ReGraph's --regraph-top K (5) most promising transitions out of the\n"
 	      "                          node's last method; no filter where the ReGraph has none\n"
+	      "      --max-prompt-tokens N  leave sections out of the prompt (regions, method catalog,\n"
+	      "                          history, metrics, ReGraph, device, symptoms: in that order) until\n"
+	      "                          it fits N tokens, counted by the server's /tokenize where it has one\n"
+	      "                          (llama-server), else 4 bytes a token (default: no limit until the\n"
+	      "                          server refuses a prompt as longer than its context; then the prompt\n"
+	      "                          is shortened to fit it, leaving room for the answer, and asked again)\n"
 	      "      --tool-rounds N     let each expert call functions (metrics, region_detail, source_lines,\n"
 	      "                          ptx_for_lines) for up to N rounds before it answers (default 0: the\n"
 	      "                          one-shot prompt alone)\n"
@@ -126,7 +132,7 @@ static void usage(FILE *fp)
 
 enum {
 	OPT_RANDOM = 256, OPT_RULES_RANDOM, OPT_SEED, OPT_CANDIDATES, OPT_RECENT, OPT_CATALOG, OPT_REGRAPH, OPT_REGRAPH_FILTER, OPT_REGRAPH_TOP, OPT_WITHIN, OPT_PENDING, OPT_MODEL_PICKS, OPT_MIN_PRED_GAIN, OPT_HISTORY,
-	OPT_TOOL_ROUNDS, OPT_TOOL_RESULT_BYTES, OPT_TOOL_TOTAL_BYTES,
+	OPT_TOOL_ROUNDS, OPT_TOOL_RESULT_BYTES, OPT_TOOL_TOTAL_BYTES, OPT_MAX_PROMPT_TOKENS,
 };
 
 static double number_arg(const char *name, const char *arg)
@@ -180,6 +186,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{"tool-result-bytes", required_argument, NULL, OPT_TOOL_RESULT_BYTES},
 		{"tool-rounds", required_argument, NULL, OPT_TOOL_ROUNDS},
 		{"tool-total-bytes", required_argument, NULL, OPT_TOOL_TOTAL_BYTES},
+		{"max-prompt-tokens", required_argument, NULL, OPT_MAX_PROMPT_TOKENS},
 		{"verbose", no_argument, NULL, 'v'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -236,6 +243,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		case OPT_TOOL_ROUNDS: opt->ex.tool_rounds = (int)bounded_arg("--tool-rounds", optarg, 0, 16); break;
 		case OPT_TOOL_RESULT_BYTES: opt->ex.tool_result_bytes = bounded_arg("--tool-result-bytes", optarg, 100, 1 << 20); break;
 		case OPT_TOOL_TOTAL_BYTES: opt->ex.tool_total_bytes = bounded_arg("--tool-total-bytes", optarg, 100, 1 << 22); break;
+		case OPT_MAX_PROMPT_TOKENS: opt->ex.max_prompt_tokens = count_arg("--max-prompt-tokens", optarg, 1); break;
 		default: {
 			if (!llm_is_option(c))
 				cli_option_error(c, argv);
