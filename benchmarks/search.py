@@ -30,7 +30,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The fully measured spaces of ../shared/data (README there), or SHARED_DATA.
+# The fully measured spaces of the shared data beside the checkout (shared/data, whose README
+# says what they are), or the folder SHARED_DATA names.
 SHARED = os.environ.get("SHARED_DATA") or os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 # One BLAS thread per run, set before NumPy loads, so that bayes_opt's Gaussian process fits

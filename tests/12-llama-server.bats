@@ -242,7 +242,7 @@ schema_shaped() {
 	export XDG_CACHE_HOME="$BATS_TEST_TMPDIR/cache"
 	run_tool 0 kg-tune --llm-model "$MODEL_NAME" --propose-opt "--max-output-tokens 1000" --seed 1 \
 		--replay "$FIXTURES/replay/vector_add_H200_T4.json" --budget-builds 6 --outdir tune "$KG_ROOT/examples/vector_add/vector_add.json"
-	assert_line --regexp '^vector_add +6 .* budget +tune/kernels/vector_add/best$'
+	assert_line --regexp '^vector_add +6 .* budget +- +tune/kernels/vector_add/best$'
 	run_dir=tune/kernels/vector_add
 	# the six candidates evaluated are the experts', each with its method relabelled onto the catalog
 	[ "$(jq -c 'select(.build.baseline | not) | .candidate.proposer' "$run_dir/events.jsonl" | grep -c '^"llm:tiny/')" -eq 6 ]

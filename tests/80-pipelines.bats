@@ -613,7 +613,7 @@ fake_stage() {
 	# given up after --max-failures iterations, the one picked meanwhile never measured
 	jq '.results |= map(select(.configuration == {block_size_x: 256, items_per_thread: 1}))' "$TABLE" >baseline.json
 	run_tool 1 kg-tune --no-llm --replay "$TABLE" --bench-opt "--replay baseline.json" --max-failures 2 --outdir d "$VECTOR_ADD"
-	assert_line --index 1 --regexp ' failed \(1, 2 iterations in a row\) +d/kernels/vector_add/best$'
+	assert_line --index 1 --regexp ' failed \(1, 2 iterations in a row\) +- +d/kernels/vector_add/best$'
 	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .iter' d/kernels/vector_add/events.jsonl | sort -u | tr '\n' ' ')" = "1 2 " ]
 	[ "$(grep -c 'kg-iterate: kg-bench failed (exit status 1)' <<<"$stderr")" -eq 2 ]
 }

@@ -560,8 +560,14 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 		else
 			log_info("%s: node %s: %s: no correct measurement of this space", run->run.dir, node->state,
 				 run->history[k].path);
-	if (m->nsrc == 0 && (count < settings->initial || ncorrect == 0)) {
+	if (count < settings->initial || ncorrect == 0) {
+		/* The initial design is drawn all the same: until the run can check its history, a
+		 * few of the history's best go first, beside draws of the seed's (a history that
+		 * misleads costs those few builds, and seeds still search apart). */
 		*waiting = 1;
+		m->settings.picks = (settings->initial + 1) / 2 < settings->picks ? (settings->initial + 1) / 2 : settings->picks;
+	}
+	if (m->nsrc == 0 && *waiting) {
 		log_info("%s: node %s: no model yet (%zu configurations measured, %zu correct; %zu needed)", run->run.dir,
 			 node->state, count, ncorrect, settings->initial);
 		goto off;

@@ -460,8 +460,11 @@ void rules_propose(struct run_info *run, const struct node_info *node, const str
 		random_configs(run->run.spec, listed, nlisted, &rng, random, offer_random, &ro);
 	}
 	int exploit = 0;
+	size_t picked = 0; /* by the model */
 	if (m) {
+		size_t before = *n;
 		exploit = model_propose(m, run, node, rng_next(&rng), list, n);
+		picked = *n - before;
 		size_t mine = *n - first;
 		if (mine)
 			price(m, run, node, *list + first, &mine, dropped);
@@ -498,8 +501,8 @@ void rules_propose(struct run_info *run, const struct node_info *node, const str
 	/* The widening's share, most promising first; the initial design goes out whole, as
 	 * the model waits for all of it (and its compiles run side by side). */
 	size_t keep = settings->children ? settings->children : SIZE_MAX;
-	if (waiting && keep < random)
-		keep = random;
+	if (waiting && keep < random + picked)
+		keep = random + picked;
 	for (; *n - first > keep; (*left_out)++)
 		proposal_release(&(*list)[--*n]);
 }
