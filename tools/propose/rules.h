@@ -26,7 +26,7 @@ struct rules_settings {
  * configurations (a draw it refuses is drawn again), then the model's picks (model.h). With
  * a model, every configuration move gets the model's prior and a weak one is dropped (counted
  * in *dropped); without one yet, at least settings->model.initial - 1 random ones are drawn
- * (the initial design). The proposals come most promising first (at the run's incumbent,
+ * (the initial design), and with a history (--history) the history's best go out with them. The proposals come most promising first (at the run's incumbent,
  * once the run measured model.initial configurations, its best neighbour first), at most
  * settings->children of them when it is set (but the whole initial design); *left_out counts
  * those that go. */
