@@ -79,15 +79,24 @@ void transfer_weights(const double *y, size_t n, const double *const *h, size_t 
 			draw[i] = loo_mu ? loo_mu[i] + sqrt(fmax(loo_var[i], 0)) * normal_draw(&rng) : normal_draw(&rng);
 		run_loss[k] = transfer_misordered(y, draw, n);
 	}
-	/* A source that ranks worse than the run model in 95 % of the draws is left out. */
+	/* A source that ranks worse than the run model in 95 % of the draws is left out, and so
+	 * is one that does not rank better than a ranker that knows nothing does in 3 draws of 4
+	 * (one that ranks at random would otherwise keep a share of the draws, and its picks). */
 	double *sorted = xcalloc(samples + 1, sizeof(*sorted));
 	memcpy(sorted, run_loss, samples * sizeof(*sorted));
 	qsort(sorted, samples, sizeof(*sorted), by_value);
 	double p95 = samples ? sorted[(size_t)(0.95 * (double)(samples - 1) + 0.5)] : 0;
 	misordered[nsrc] = samples && pairs > 0 ? sorted[(samples - 1) / 2] / pairs : 0;
+	for (size_t k = 0; k < samples; k++) {
+		for (size_t i = 0; i < n; i++)
+			draw[i] = normal_draw(&rng);
+		sorted[k] = transfer_misordered(y, draw, n);
+	}
+	qsort(sorted, samples, sizeof(*sorted), by_value);
+	double chance = samples ? sorted[(size_t)(0.25 * (double)(samples - 1) + 0.5)] : 0;
 	unsigned char *out = xcalloc(nsrc + 1, sizeof(*out));
 	for (size_t s = 0; s < nsrc; s++)
-		out[s] = samples && src_loss[s] > p95;
+		out[s] = samples && (src_loss[s] > p95 || (pairs > 0 && src_loss[s] > chance));
 	memset(w, 0, (nsrc + 1) * sizeof(*w));
 	for (size_t k = 0; k < samples; k++) {
 		double least = run_loss[k];

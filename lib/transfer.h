@@ -8,7 +8,8 @@
  * 2018). A source's ranking is fixed by its values; the run model's is drawn from its
  * leave-one-out predictions, so its weight is the chance that it ranks the run's measurements
  * with fewer mistakes than every source. A source that ranks worse than the run model does in
- * 95 % of the draws gets no weight at all (no dilution by many bad sources). Before the run
+ * 95 % of the draws gets no weight at all (no dilution by many bad sources), nor does one that
+ * misorders more pairs than a ranker that knows nothing does in 3 draws of 4. Before the run
  * has a model of its own, a ranker that knows nothing (independent standard normal draws)
  * stands in for it, so a source must beat chance. kg-propose's model is the user;
  * docs/search.md gives the formulas. */
