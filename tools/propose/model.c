@@ -88,7 +88,6 @@ struct source {
 	int complete;	     /* it measured every listed configuration */
 	struct gp gp;	     /* where it did not measure (when has_gp; else its mean) */
 	int has_gp;
-	unsigned char *categorical; /* the gp's (the model's) */
 	double mean;
 	double a, b, resid;  /* calibrated onto the run: a + b y, residual variance (ln ms) */
 	double weight, misordered;
@@ -246,7 +245,6 @@ struct observation {
 	const size_t *indices;
 	double y; /* mean ln ms of its correct measurements; NAN when every one failed */
 	size_t latest;
-	int from_run; /* measured by the run, not only in a --history file */
 };
 
 static int by_y(const void *a, const void *b)
@@ -265,11 +263,11 @@ static int by_latest_desc(const void *a, const void *b)
 	return p->latest > q->latest ? -1 : p->latest < q->latest;
 }
 
-/* The distinct configurations of the n measurements, those from first_run on the run's own:
+/* The distinct configurations of the n measurements:
  * *obs gets one entry per configuration (correct if any measurement of it was), sorted best
  * first. Returns how many. */
 static size_t distinct_observations(size_t nparams, const size_t *indices, const double *log_ms, size_t n,
-				    size_t first_run, struct observation **obs)
+				    struct observation **obs)
 {
 	size_t count = 0, *correct = xcalloc(n + 1, sizeof(*correct));
 	*obs = xcalloc(n + 1, sizeof(**obs));
@@ -282,7 +280,6 @@ static size_t distinct_observations(size_t nparams, const size_t *indices, const
 		if (j == count)
 			(*obs)[count++] = (struct observation){.indices = at, .y = NAN};
 		(*obs)[j].latest = i;
-		(*obs)[j].from_run |= i >= first_run;
 		if (!isnan(log_ms[i])) {
 			(*obs)[j].y = correct[j] ? ((*obs)[j].y * (double)correct[j] + log_ms[i]) / (double)(correct[j] + 1)
 						 : log_ms[i];
@@ -395,7 +392,7 @@ static int source_load(struct model *m, struct run_info *run, const struct node_
 	double *log_ms;
 	size_t n = context_history(run, node, k, &indices, &log_ms);
 	struct observation *obs;
-	size_t count = distinct_observations(np, indices, log_ms, n, 0, &obs), ncorrect = 0;
+	size_t count = distinct_observations(np, indices, log_ms, n, &obs), ncorrect = 0;
 	while (ncorrect < count && !isnan(obs[ncorrect].y))
 		ncorrect++;
 	*src = (struct source){.path = run->history[k].path, .n = count};
@@ -537,7 +534,7 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 	double *log_ms;
 	size_t n = context_observations(run, node, &indices, &log_ms);
 	struct observation *obs;
-	size_t count = distinct_observations(np, indices, log_ms, n, 0, &obs);
+	size_t count = distinct_observations(np, indices, log_ms, n, &obs);
 	size_t ncorrect = 0;
 	while (ncorrect < count && !isnan(obs[ncorrect].y))
 		ncorrect++;

@@ -21,13 +21,14 @@ struct model_settings {
 /* The model of node's space, or NULL (reported at info level) when settings->picks is 0, the
  * space has no parameter to model, or the fit failed; also while the run has fewer than
  * settings->initial measurements of node's source or none correct, and then *waiting is set:
- * the rules draw the initial design. */
+ * the rules draw the initial design. With history (run->history) it is returned while waiting
+ * too, its picks the history's best, half the initial design's at most. */
 struct model *model_fit(struct run_info *run, const struct node_info *node, const struct model_settings *settings,
 			int *waiting);
 void model_free(struct model *m);
 
-/* How many distinct configurations of the space the run itself measured (--model-history's
- * left out). */
+/* How many distinct configurations of the space the run itself measured (--history's left
+ * out). */
 size_t model_measured(const struct model *m);
 
 /* Appends to *list up to settings->picks configurations of the space, one at a time by

@@ -442,7 +442,7 @@ void rules_propose(struct run_info *run, const struct node_info *node, const str
 	size_t first = *n, random = settings->random;
 	int waiting;
 	struct model *m = model_fit(run, node, &settings->model, &waiting);
-	/* refining starts once the run has explored on its own (--model-history may have put
+	/* refining starts once the run has explored on its own (--history may have put
 	 * better configurations than the incumbent's neighbours on the table) */
 	int refine = m && model_measured(m) >= settings->model.initial;
 	/* The initial design: the default and random draws, spread over the space so that the
