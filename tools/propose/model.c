@@ -85,7 +85,6 @@ struct source {
 	double *y;	     /* ln ms; a failure as its worst correct time */
 	size_t *slots;	     /* open addressing on the indices: point + 1, 0 empty */
 	size_t nslots;
-	int complete;	     /* it measured every listed configuration */
 	struct gp gp;	     /* where it did not measure (when has_gp; else its mean) */
 	int has_gp;
 	double mean;
@@ -127,21 +126,26 @@ static void encode(const struct model *m, const size_t *indices, double *x)
 
 /* ---------------------------------------------------------------- predictions */
 
-static size_t source_slot(const struct source *src, const size_t *indices, size_t np)
+/* The slot of the configuration at indices in an open-addressing table of nslots slots (a
+ * power of two; each the number + 1 of a row of rows, np indices a row, 0 empty): where it
+ * is, or the empty slot where it would go. The pool, the run's measured configurations and
+ * each history file are indexed so. */
+static size_t indices_slot(const size_t *slots, size_t nslots, const size_t *rows, size_t np, const size_t *indices)
 {
-	size_t s = (size_t)fnv1a64(indices, np * sizeof(*indices)) & (src->nslots - 1);
-	while (src->slots[s] && memcmp(src->indices + (src->slots[s] - 1) * np, indices, np * sizeof(*indices)) != 0)
-		s = (s + 1) & (src->nslots - 1);
+	size_t s = (size_t)fnv1a64(indices, np * sizeof(*indices)) & (nslots - 1);
+	while (slots[s] && memcmp(rows + (slots[s] - 1) * np, indices, np * sizeof(*indices)) != 0)
+		s = (s + 1) & (nslots - 1);
 	return s;
 }
 
-/* The slot of the configuration at indices among the run's measured ones (found, or empty). */
+static size_t source_slot(const struct source *src, const size_t *indices, size_t np)
+{
+	return indices_slot(src->slots, src->nslots, src->indices, np, indices);
+}
+
 static size_t measured_slot(const struct model *m, const size_t *indices)
 {
-	size_t np = m->spec->nparams, s = (size_t)fnv1a64(indices, np * sizeof(*indices)) & (m->nmeasured_slots - 1);
-	while (m->measured_slots[s] && memcmp(m->measured + (m->measured_slots[s] - 1) * np, indices, np * sizeof(*indices)) != 0)
-		s = (s + 1) & (m->nmeasured_slots - 1);
-	return s;
+	return indices_slot(m->measured_slots, m->nmeasured_slots, m->measured, m->spec->nparams, indices);
 }
 
 /* Source src's ln ms at the configuration at indices (x its coordinates): its measurement, or
@@ -414,10 +418,10 @@ static int source_load(struct model *m, struct run_info *run, const struct node_
 	}
 	const size_t *listed;
 	long nlisted = run_listing(run, &listed);
-	src->complete = nlisted >= 0;
-	for (long i = 0; src->complete && i < nlisted; i++)
-		src->complete = src->slots[source_slot(src, listed + (size_t)i * np, np)] != 0;
-	if (!src->complete && count >= m->settings.initial) { /* its model answers for the rest */
+	int complete = nlisted >= 0; /* it measured every listed configuration */
+	for (long i = 0; complete && i < nlisted; i++)
+		complete = src->slots[source_slot(src, listed + (size_t)i * np, np)] != 0;
+	if (!complete && count >= m->settings.initial) { /* its model answers for the rest */
 		size_t keep = count < FIT_MAX ? count : FIT_MAX;
 		thin_evenly(obs, count, keep);
 		double *x = xcalloc(keep * m->d + 1, sizeof(*x)), *y = xcalloc(keep + 1, sizeof(*y));
@@ -692,10 +696,7 @@ struct pool {
 
 static size_t slot_of(const struct pool *pool, const size_t *indices, size_t np)
 {
-	size_t s = (size_t)fnv1a64(indices, np * sizeof(*indices)) & (pool->nslots - 1);
-	while (pool->slots[s] && memcmp(pool->indices + (pool->slots[s] - 1) * np, indices, np * sizeof(*indices)) != 0)
-		s = (s + 1) & (pool->nslots - 1);
-	return s;
+	return indices_slot(pool->slots, pool->nslots, pool->indices, np, indices);
 }
 
 static void grow(struct pool *pool, size_t np)
