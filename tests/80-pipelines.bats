@@ -266,8 +266,7 @@ evaluated() {
 		setsid kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null 2>&1 &
 		pid=$!
 		sleep "$delay"
-		kill -9 -- "-$pid" 2>/dev/null || true
-		wait "$pid" || true
+		kill_group "$pid"
 		# a directory there is a run whole, or one with its spec whose baseline was cut short
 		[ ! -e "$RUN" ] || [ -f "$RUN/spec.json" ]
 		run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --resume --budget-builds 1 --outdir out "$VECTOR_ADD"
@@ -627,8 +626,7 @@ fake_stage() {
 		[ "$(evaluated "$RUN" 2>/dev/null | wc -l)" -ge 12 ] && break
 		sleep 0.05
 	done
-	kill -9 -- "-$pid"
-	wait "$pid" || true
+	kill_group "$pid"
 	cp "$RUN/events.jsonl" before.jsonl
 	[ "$(evaluated "$RUN" | wc -l)" -lt 60 ]
 	# the killed kg-tune's work directory is in OUTDIR, not in TMPDIR, for the next to remove;

@@ -21,6 +21,29 @@ run_tool() {
 	run "-$status" --separate-stderr timeout 120 "$@"
 }
 
+# kill_group PID: kill -9 the process group PID leads, then waits until every process of it
+# has exited. A killed process closes its files, and so lets its locks go, only at the end of
+# its exit, after its memory is released: under ASan, whose shadow is terabytes of mappings,
+# well after the group's leader is reaped.
+kill_group() {
+	local stat rest alive _
+	kill -9 -- "-$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+	for _ in $(seq 600); do
+		alive=
+		for stat in /proc/[0-9]*/stat; do
+			{ read -r rest <"$stat"; } 2>/dev/null || continue # it may have ended since the glob
+			rest=${rest##*) } # after "PID (COMM) ": STATE PPID PGRP ...
+			read -r -a rest <<<"$rest"
+			[ "${rest[2]}" = "$1" ] && [ "${rest[0]}" != Z ] && alive=1 && break
+		done
+		[ -n "$alive" ] || return 0
+		sleep 0.05
+	done
+	echo "kill_group: process group $1 still runs 30 s after kill -9" >&2
+	return 1
+}
+
 # assert_stderr TEXT: stderr is exactly TEXT.
 assert_stderr() {
 	if [[ "$stderr" != "$1" ]]; then
