@@ -489,7 +489,7 @@ measure_by_formula() {
 	measure_by_formula <<<"$output"
 	expansion > pick.jsonl
 	run_tool 0 kg-propose -v --rules pick.jsonl
-	[[ "$stderr" == *": model of 5 configurations ("*" correct) over 3 parameters and 2 launch figures, best "* ]]
+	[[ "$stderr" == *": model of 5 configurations ("*" correct) over 3 parameters, 0 alignments and 2 launch figures, best "* ]]
 	[[ "$stderr" == *": the model proposes 4 of 11 configurations (0 in flight)"* ]]
 	echo "$output" > first.jsonl
 	# its four picks, none measured, each with a prediction; every move priced by the model,
@@ -553,7 +553,7 @@ measure_by_formula() {
 		invalidity: "correct", correctness: 1, measurements: []})}' > yesterday.json
 	# the run has measured its baseline alone: no model of its own, but the history's best goes first
 	run_tool 0 kg-propose -v --rules --history yesterday.json pick.jsonl
-	[[ "$stderr" == *": model of 1 configurations (1 correct; too few for a model of the run's own) over 3 parameters and 2 launch figures, best "* ]]
+	[[ "$stderr" == *": model of 1 configurations (1 correct; too few for a model of the run's own) over 3 parameters, 0 alignments and 2 launch figures, best "* ]]
 	[[ "$stderr" == *": history yesterday.json: 16 configurations, weight 0.500 (0 % of the run's pairs misordered)"* ]]
 	[ "$(head -1 <<<"$output" | jq -c '.candidate | [.proposer, .config]')" = \
 		'["rules:model",{"block_size_x":256,"items_per_thread":2,"use_fma":false}]' ]

@@ -56,13 +56,14 @@ struct model {
 	struct model_settings settings;
 	size_t d;		    /* coordinates: the parameters with two values or more, then the
 				       launch figures that vary */
-	size_t nparam_coords;	    /* the first of them */
+	size_t nparam_coords;	    /* the first of them: the parameters', then their alignments' */
+	size_t nalignments;
 	int launch_of[LAUNCH_FIGURES]; /* each launch coordinate's figure */
 	double launch_lo[LAUNCH_FIGURES], launch_span[LAUNCH_FIGURES]; /* of ln figure */
 	struct pyval *values;	    /* scratch for t1_bind */
 	size_t *param_of;	    /* d: each coordinate's parameter */
 	unsigned char *categorical; /* d: compared as same or different */
-	double **position;	    /* d: each ordinal value's place in [0,1] (NULL: categorical) */
+	double **position;	    /* d: each value's coordinate (NULL: its index) */
 	struct gp gp;	    /* the run's own model, when has_gp; else only its mean and sd */
 	int has_gp;
 	double w_run;	    /* the run model's weight beside the sources (1 without history) */
@@ -114,7 +115,7 @@ static void encode(const struct model *m, const size_t *indices, double *x)
 	size_t j = 0;
 	for (; j < m->nparam_coords; j++) {
 		size_t i = indices[m->param_of[j]];
-		x[j] = m->categorical[j] ? (double)i : m->position[j][i];
+		x[j] = m->position[j] ? m->position[j][i] : (double)i;
 	}
 	double f[LAUNCH_FIGURES];
 	int known = j < m->d && launch_figures(m->spec, m->values, indices, f) == 0;
@@ -319,12 +320,37 @@ static double *ordinal_positions(const struct t1_param *p)
 	return pos;
 }
 
+/* Whether each value of an integer parameter is a power of two (1 or 0), when the parameter
+ * has values of both kinds; else NULL. Time is rarely smooth across such values: a block
+ * side of 80 or a tile of 3 misaligns rows with the warp, the wavefront, the memory
+ * transactions and a problem size that is a power of two, and is often many times slower
+ * than 64 or 4 beside it (the convolution on AMD GPUs: 30 times). An ordinal coordinate
+ * cannot put 64 and 128 together apart from 80 to 112; this one can, as far as the fit finds
+ * it matters (its length scale, like every other, is fitted). */
+static double *alignment_positions(const struct t1_param *p)
+{
+	if (p->type != T1_INT && p->type != T1_UINT)
+		return NULL;
+	double *pos = xcalloc(p->nvalues, sizeof(*pos));
+	size_t aligned = 0;
+	for (size_t i = 0; i < p->nvalues; i++) {
+		int64_t v = p->values[i].kind == PY_INT ? p->values[i].u.i : 0;
+		pos[i] = v > 0 && (v & (v - 1)) == 0;
+		aligned += pos[i] > 0;
+	}
+	if (aligned == 0 || aligned == p->nvalues) {
+		free(pos);
+		return NULL;
+	}
+	return pos;
+}
+
 static void choose_coordinates(struct model *m)
 {
 	const struct t1_spec *spec = m->spec;
-	m->param_of = xcalloc(spec->nparams + LAUNCH_FIGURES, sizeof(*m->param_of));
-	m->categorical = xcalloc(spec->nparams + LAUNCH_FIGURES, sizeof(*m->categorical));
-	m->position = xcalloc(spec->nparams + LAUNCH_FIGURES, sizeof(*m->position));
+	m->param_of = xcalloc(2 * spec->nparams + LAUNCH_FIGURES, sizeof(*m->param_of));
+	m->categorical = xcalloc(2 * spec->nparams + LAUNCH_FIGURES, sizeof(*m->categorical));
+	m->position = xcalloc(2 * spec->nparams + LAUNCH_FIGURES, sizeof(*m->position));
 	for (size_t k = 0; k < spec->nparams; k++) {
 		if (spec->params[k].nvalues < 2)
 			continue; /* a constant tells the model nothing */
@@ -333,6 +359,12 @@ static void choose_coordinates(struct model *m)
 		m->position[m->d] = m->categorical[m->d] ? NULL : ordinal_positions(&spec->params[k]);
 		m->param_of[m->d++] = k;
 	}
+	for (size_t k = 0; k < spec->nparams && m->d < GP_THETA_MAX - 2 - LAUNCH_FIGURES; k++)
+		if (spec->params[k].nvalues > 1 && (m->position[m->d] = alignment_positions(&spec->params[k]))) {
+			m->categorical[m->d] = 1;
+			m->param_of[m->d++] = k;
+			m->nalignments++;
+		}
 	m->nparam_coords = m->d;
 }
 
@@ -630,10 +662,10 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 	free(xn);
 	free(at);
 	free(y);
-	log_info("%s: node %s: model of %zu configurations (%zu correct%s) over %zu parameters and %zu launch figures, "
-		 "best %.4g ms",
+	log_info("%s: node %s: model of %zu configurations (%zu correct%s) over %zu parameters, %zu alignments and "
+		 "%zu launch figures, best %.4g ms",
 		 run->run.dir, node->state, fitted, ncorrect, m->has_gp ? "" : "; too few for a model of the run's own",
-		 m->nparam_coords, m->d - m->nparam_coords, ncorrect ? exp(obs[0].y) : NAN);
+		 m->nparam_coords - m->nalignments, m->nalignments, m->d - m->nparam_coords, ncorrect ? exp(obs[0].y) : NAN);
 	for (size_t k = 0; k < m->nsrc; k++)
 		log_info("%s: node %s: history %s: %zu configurations, weight %.3f (%.0f %% of the run's pairs misordered)",
 			 run->run.dir, node->state, m->src[k].path, m->src[k].n, m->src[k].weight, 100 * m->src[k].misordered);
