@@ -77,11 +77,11 @@ $(BUILD)/tools/bench/%.o: ALL_CPPFLAGS += -Itools/bench/c-shim
 $(BUILD)/lib/nvrtc_dl.o: ALL_CPPFLAGS += -isystem $(CUDA_HOME)/include -DKG_CUDA_HOME='"$(CUDA_HOME)"'
 LIBS_build = -ldl
 LIBS_bench = -ldl
-LIBS_propose = -lcurl
-LIBS_relabel = -lcurl
+LIBS_propose = -ldl
+LIBS_relabel = -ldl
 
 # A tool exists once tools/<name>/main.c does; each links the shared library and
-# what its own LIBS_<name> adds (libcurl, NVRTC, CUDA, CUPTI).
+# what its own LIBS_<name> adds (-ldl, for what it loads at run time: libcurl, NVRTC, CUDA, CUPTI).
 TOOLS      := $(patsubst tools/%/main.c,%,$(wildcard tools/*/main.c))
 CUDA_TOOLS := build bench
 PIPELINES  := $(notdir $(wildcard pipelines/kg-*))

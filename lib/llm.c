@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
+
 #include <curl/curl.h>
 
 #include "clock.h"
@@ -21,6 +23,76 @@
 #include "rng.h"
 #include "sha256.h"
 #include "xalloc.h"
+
+/* libcurl, loaded with dlopen by the first request: kg-propose and kg-relabel start once per
+ * build of a search and most runs make no request (rules, the catalog), while linking libcurl
+ * cost each start its thirty libraries, 5 ms of CPU. */
+static struct {
+	int tried, loaded;
+	char *error;
+	CURLcode (*global_init)(long);
+	CURL *(*easy_init)(void);
+	void (*easy_reset)(CURL *);
+	CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+	CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+	CURLcode (*easy_perform)(CURL *);
+	void (*easy_cleanup)(CURL *);
+	const char *(*easy_strerror)(CURLcode);
+	time_t (*getdate)(const char *, const time_t *);
+	struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+	void (*slist_free_all)(struct curl_slist *);
+	CURLM *(*multi_init)(void);
+	CURLMcode (*multi_add_handle)(CURLM *, CURL *);
+	CURLMcode (*multi_remove_handle)(CURLM *, CURL *);
+	CURLMcode (*multi_perform)(CURLM *, int *);
+	CURLMcode (*multi_poll)(CURLM *, struct curl_waitfd[], unsigned int, int, int *);
+	CURLMsg *(*multi_info_read)(CURLM *, int *);
+	CURLMcode (*multi_cleanup)(CURLM *);
+} libcurl;
+
+/* Loads libcurl and sets up its global state, once; 0, or -1 with libcurl.error set. */
+static int libcurl_open(void)
+{
+	if (libcurl.tried)
+		return libcurl.loaded ? 0 : -1;
+	libcurl.tried = 1;
+	void *h = dlopen("libcurl.so.4", RTLD_LAZY | RTLD_LOCAL);
+	if (!h) {
+		libcurl.error = xasprintf("cannot load libcurl (install libcurl4): %s", dlerror());
+		return -1;
+	}
+	/* dlsym returns void *; POSIX guarantees it converts to a function pointer. */
+#define LOAD(field)                                                                            \
+	if (!(*(void **)&libcurl.field = dlsym(h, "curl_" #field))) {                              \
+		libcurl.error = xasprintf("libcurl has no curl_%s: %s", #field, dlerror());       \
+		return -1;                                                                     \
+	}
+	LOAD(global_init);
+	LOAD(easy_init);
+	LOAD(easy_reset);
+	LOAD(easy_setopt);
+	LOAD(easy_getinfo);
+	LOAD(easy_perform);
+	LOAD(easy_cleanup);
+	LOAD(easy_strerror);
+	LOAD(getdate);
+	LOAD(slist_append);
+	LOAD(slist_free_all);
+	LOAD(multi_init);
+	LOAD(multi_add_handle);
+	LOAD(multi_remove_handle);
+	LOAD(multi_perform);
+	LOAD(multi_poll);
+	LOAD(multi_info_read);
+	LOAD(multi_cleanup);
+#undef LOAD
+	if (libcurl.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		libcurl.error = xstrdup("libcurl could not set up its global state");
+		return -1;
+	}
+	libcurl.loaded = 1;
+	return 0;
+}
 
 /* What the calls of one llm_run have spent so far, against the caps. */
 struct session {
@@ -845,7 +917,7 @@ static size_t on_header(char *data, size_t size, size_t count, void *ctx)
 			if (end != value && *end == '\0' && secs >= 0) {
 				c->retry_after_s = secs;
 			} else {
-				time_t when = curl_getdate(value, NULL);
+				time_t when = libcurl.getdate(value, NULL);
 				if (when != -1)
 					c->retry_after_s = fmax(0, difftime(when, time(NULL)));
 			}
@@ -858,27 +930,27 @@ static size_t on_header(char *data, size_t size, size_t count, void *ctx)
 static int start_attempt(CURLM *multi, struct call *c, struct curl_slist *headers)
 {
 	const struct llm_settings *s = c->s;
-	if (!c->easy && !(c->easy = curl_easy_init()))
+	if (!c->easy && !(c->easy = libcurl.easy_init()))
 		return -1;
-	curl_easy_reset(c->easy);
+	libcurl.easy_reset(c->easy);
 	strbuf_reset(&c->response);
 	c->too_large = 0;
 	c->retry_after_s = NAN;
 	c->errbuf[0] = '\0';
 	long timeout_ms = (long)(s->timeout_s * 1000);
-	if (curl_easy_setopt(c->easy, CURLOPT_URL, c->url) != CURLE_OK ||
-	    curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, c->body) != CURLE_OK ||
-	    curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, headers) != CURLE_OK ||
-	    curl_easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK ||
-	    curl_easy_setopt(c->easy, CURLOPT_WRITEDATA, c) != CURLE_OK ||
-	    curl_easy_setopt(c->easy, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK ||
-	    curl_easy_setopt(c->easy, CURLOPT_HEADERDATA, c) != CURLE_OK ||
-	    curl_easy_setopt(c->easy, CURLOPT_ERRORBUFFER, c->errbuf) != CURLE_OK ||
-	    curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, timeout_ms) != CURLE_OK ||
-	    curl_easy_setopt(c->easy, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
-	    curl_easy_setopt(c->easy, CURLOPT_ACCEPT_ENCODING, "") != CURLE_OK ||
-	    curl_easy_setopt(c->easy, CURLOPT_PRIVATE, c) != CURLE_OK ||
-	    curl_multi_add_handle(multi, c->easy) != CURLM_OK)
+	if (libcurl.easy_setopt(c->easy, CURLOPT_URL, c->url) != CURLE_OK ||
+	    libcurl.easy_setopt(c->easy, CURLOPT_POSTFIELDS, c->body) != CURLE_OK ||
+	    libcurl.easy_setopt(c->easy, CURLOPT_HTTPHEADER, headers) != CURLE_OK ||
+	    libcurl.easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK ||
+	    libcurl.easy_setopt(c->easy, CURLOPT_WRITEDATA, c) != CURLE_OK ||
+	    libcurl.easy_setopt(c->easy, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK ||
+	    libcurl.easy_setopt(c->easy, CURLOPT_HEADERDATA, c) != CURLE_OK ||
+	    libcurl.easy_setopt(c->easy, CURLOPT_ERRORBUFFER, c->errbuf) != CURLE_OK ||
+	    libcurl.easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, timeout_ms) != CURLE_OK ||
+	    libcurl.easy_setopt(c->easy, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
+	    libcurl.easy_setopt(c->easy, CURLOPT_ACCEPT_ENCODING, "") != CURLE_OK ||
+	    libcurl.easy_setopt(c->easy, CURLOPT_PRIVATE, c) != CURLE_OK ||
+	    libcurl.multi_add_handle(multi, c->easy) != CURLM_OK)
 		return -1;
 	c->running = 1;
 	c->req->attempts++;
@@ -939,7 +1011,7 @@ static void attempt_done(struct call *c, CURLcode code, uint64_t *rng)
 	const struct llm_settings *s = c->s;
 	struct llm_request *r = c->req;
 	long status = 0;
-	curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+	libcurl.easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
 	c->running = 0;
 	r->http_status = status;
 	response_arrived(c);
@@ -951,7 +1023,7 @@ static void attempt_done(struct call *c, CURLcode code, uint64_t *rng)
 	} else if (code != CURLE_OK) {
 		error = code == CURLE_OPERATION_TIMEDOUT
 				? xasprintf("no answer from %s within %g s (--timeout)", c->url, s->timeout_s)
-				: xasprintf("%s: %s", c->url, c->errbuf[0] ? c->errbuf : curl_easy_strerror(code));
+				: xasprintf("%s: %s", c->url, c->errbuf[0] ? c->errbuf : libcurl.easy_strerror(code));
 		retryable = 1;
 	} else if (status < 200 || status > 299) {
 		char *message = server_message(c->response.buf ? c->response.buf : "");
@@ -1038,10 +1110,10 @@ static void store_in_cache(const struct call *c)
 
 static struct curl_slist *request_headers(const struct llm_settings *s)
 {
-	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+	struct curl_slist *h = libcurl.slist_append(NULL, "Content-Type: application/json");
 	if (s->api_key && *s->api_key) {
 		char *auth = xasprintf("Authorization: Bearer %s", s->api_key);
-		h = curl_slist_append(h, auth);
+		h = libcurl.slist_append(h, auth);
 		explicit_bzero(auth, strlen(auth));
 		free(auth);
 	}
@@ -1102,17 +1174,10 @@ static void round_begin(struct call *c)
 		ss->calls++; /* counted when it starts, so that a batch cannot overshoot the cap */
 }
 
-/* libcurl's global state, set up once for every transfer of the process. */
-static void curl_ready(void)
-{
-	static int initialized;
-	if (!initialized && curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK)
-		initialized = 1;
-}
 
 size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
 {
-	curl_ready();
+	int have_curl = libcurl_open() == 0;
 	struct session session;
 	spent_so_far(s, &session.calls, &session.tokens);
 	struct call *calls_of = xcalloc(n + 1, sizeof(*calls_of));
@@ -1138,9 +1203,9 @@ size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
 		round_begin(c);
 	}
 
-	CURLM *multi = curl_multi_init();
-	struct curl_slist *headers = request_headers(s);
-	if (!multi || !headers)
+	CURLM *multi = have_curl ? libcurl.multi_init() : NULL;
+	struct curl_slist *headers = have_curl ? request_headers(s) : NULL;
+	if (have_curl && (!multi || !headers))
 		xalloc_die();
 	for (;;) {
 		double now = monotonic_ms(), next_due = INFINITY;
@@ -1149,6 +1214,10 @@ size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
 			struct call *c = &calls_of[i];
 			if (c->done || c->running)
 				continue;
+			if (!have_curl) { /* what the cache did not answer cannot be asked */
+				finish(c, xstrdup(libcurl.error));
+				continue;
+			}
 			if (c->due_ms <= now) {
 				if (start_attempt(multi, c, headers) != 0)
 					finish(c, xstrdup("libcurl could not set up the request"));
@@ -1156,17 +1225,17 @@ size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
 				next_due = fmin(next_due, c->due_ms);
 			}
 		}
-		int running = 0;
-		curl_multi_perform(multi, &running);
+		int running = 0, left;
 		CURLMsg *msg;
-		int left;
-		while ((msg = curl_multi_info_read(multi, &left)) != NULL) {
+		if (have_curl)
+			libcurl.multi_perform(multi, &running);
+		while (have_curl && (msg = libcurl.multi_info_read(multi, &left)) != NULL) {
 			if (msg->msg != CURLMSG_DONE)
 				continue;
 			struct call *c;
-			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&c);
+			libcurl.easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&c);
 			CURLcode code = msg->data.result;
-			curl_multi_remove_handle(multi, c->easy);
+			libcurl.multi_remove_handle(multi, c->easy);
 			attempt_done(c, code, &rng);
 			if (c->done) {
 				store_in_cache(c);
@@ -1181,7 +1250,7 @@ size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
 		int wait_ms = 1000;
 		if (isfinite(next_due))
 			wait_ms = (int)fmax(0, fmin(1000, next_due - monotonic_ms()));
-		curl_multi_poll(multi, NULL, 0, wait_ms, NULL);
+		libcurl.multi_poll(multi, NULL, 0, wait_ms, NULL);
 	}
 	size_t failed = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -1193,14 +1262,16 @@ size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
 		cJSON_Delete(c->conversation);
 		cJSON_Delete(c->ran);
 		if (c->easy)
-			curl_easy_cleanup(c->easy);
+			libcurl.easy_cleanup(c->easy);
 		strbuf_release(&c->response);
 		cJSON_Delete(c->attempts);
 		cJSON_free(c->body);
 		free(c->url);
 	}
-	curl_slist_free_all(headers);
-	curl_multi_cleanup(multi);
+	if (have_curl) {
+		libcurl.slist_free_all(headers);
+		libcurl.multi_cleanup(multi);
+	}
 	free(calls_of);
 	return failed;
 }
@@ -1217,7 +1288,8 @@ static size_t on_tokens(char *data, size_t size, size_t count, void *ctx)
 
 long llm_count_tokens(const struct llm_settings *s, const char *text)
 {
-	curl_ready();
+	if (libcurl_open() != 0)
+		return -1;
 	size_t len = strlen(s->base_url);
 	while (len && s->base_url[len - 1] == '/')
 		len--;
@@ -1234,15 +1306,15 @@ long llm_count_tokens(const struct llm_settings *s, const char *text)
 	struct strbuf got;
 	strbuf_init(&got);
 	long status = 0, n = -1;
-	CURL *easy = curl_easy_init();
-	if (easy && headers && curl_easy_setopt(easy, CURLOPT_URL, url) == CURLE_OK &&
-	    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, sent) == CURLE_OK &&
-	    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers) == CURLE_OK &&
-	    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_tokens) == CURLE_OK &&
-	    curl_easy_setopt(easy, CURLOPT_WRITEDATA, &got) == CURLE_OK &&
-	    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)(fmin(s->timeout_s, 30) * 1000)) == CURLE_OK &&
-	    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L) == CURLE_OK && curl_easy_perform(easy) == CURLE_OK &&
-	    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK && status == 200) {
+	CURL *easy = libcurl.easy_init();
+	if (easy && headers && libcurl.easy_setopt(easy, CURLOPT_URL, url) == CURLE_OK &&
+	    libcurl.easy_setopt(easy, CURLOPT_POSTFIELDS, sent) == CURLE_OK &&
+	    libcurl.easy_setopt(easy, CURLOPT_HTTPHEADER, headers) == CURLE_OK &&
+	    libcurl.easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_tokens) == CURLE_OK &&
+	    libcurl.easy_setopt(easy, CURLOPT_WRITEDATA, &got) == CURLE_OK &&
+	    libcurl.easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)(fmin(s->timeout_s, 30) * 1000)) == CURLE_OK &&
+	    libcurl.easy_setopt(easy, CURLOPT_NOSIGNAL, 1L) == CURLE_OK && libcurl.easy_perform(easy) == CURLE_OK &&
+	    libcurl.easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK && status == 200) {
 		cJSON *doc = cJSON_Parse(got.buf ? got.buf : "");
 		const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(doc, "tokens");
 		if (cJSON_IsArray(tokens))
@@ -1250,8 +1322,8 @@ long llm_count_tokens(const struct llm_settings *s, const char *text)
 		cJSON_Delete(doc);
 	}
 	if (easy)
-		curl_easy_cleanup(easy);
-	curl_slist_free_all(headers);
+		libcurl.easy_cleanup(easy);
+	libcurl.slist_free_all(headers);
 	strbuf_release(&got);
 	cJSON_free(sent);
 	free(url);

@@ -81,3 +81,12 @@ kmake() {
 	[ "$output" = "$BATS_TEST_TMPDIR/t.bats:2: a check that cannot fail: \"! \" on a line that is not the test's last (write \"run ! cmd\" or \"! cmd || false\")" ]
 	run_tool 0 "$KG_ROOT/tests/lint-bats.sh" "$KG_ROOT"/tests/*.bats "$KG_ROOT"/tests/gpu/*.bats
 }
+
+@test "a tool loads libcurl only when it makes a request: kg-propose and kg-relabel start once per build" {
+	for tool in kg-propose kg-relabel kg-select; do
+		run --separate-stderr env LD_DEBUG=libs "$tool" --version
+		[ "$status" -eq 0 ]
+		[[ "$stderr" == *"calling init: "* ]] # the loader says what it loads
+		[[ "$stderr" != *libcurl* ]]
+	done
+}
