@@ -123,7 +123,8 @@ void llm_redact_json(const struct llm_settings *s, cJSON *doc);
 
 /* How many tokens text is for the endpoint's model, by the server's own tokenizer: its
  * /tokenize beside the API root (llama-server's, at base_url without its "/v1"). Returns -1
- * where the server has none, or it does not answer within s's timeout (at most 30 s). */
+ * where the server has none, it does not answer within s's timeout (at most 30 s), or
+ * libcurl cannot be loaded. */
 long llm_count_tokens(const struct llm_settings *s, const char *text);
 
 /* Frees what llm_run put in a request. */
