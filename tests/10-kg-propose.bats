@@ -544,6 +544,31 @@ measure_by_formula() {
 	assert_stderr "$(printf '%s\n' "kg-propose: --model-picks: 'x' is not a whole number from 0 to 1000" "Try 'kg-propose --help' for more information.")"
 }
 
+@test "--rules: the model learns that the powers of two among a parameter's values are fast, apart from the values beside them" {
+	fresh_run
+	# the scale kernel with a block side of any multiple of 16 up to 256 (five of them powers of
+	# two), the other parameters fixed
+	jq '.ConfigurationSpace.TuningParameters |= (.[0].Values = "[16 * i for i in range(1, 17)]" |
+		.[1].Values = "[1]" | .[2].Values = "[False]")' "$RUN/spec.json" >spec.json
+	mv spec.json "$RUN/spec.json"
+	root=$(kg-select "$RUN" | jq -r .node)
+	# measured: the powers of two 16 and 128 (the baseline) fast, every other value tried ten times slower
+	for x in 16 48 80 112 144 176 208 240; do
+		jq -nc --arg run "$RUN" --arg node "$root" --argjson x "$x" '{v: 1, run: $run, kernel: "scale", node: $node,
+			candidate: {id: "c\($x)", proposer: "test", config: {block_size_x: $x, items_per_thread: 1, use_fma: false}}}'
+	done | kg-build | jq -c '.build.config.block_size_x as $x | . + {bench: {status: "ok",
+		median_ms: (if [16, 32, 64, 128, 256] | any(. == $x) then 1.0 else 10.0 end)}}' |
+		kg-select --update "$RUN" >/dev/null
+	run_tool 0 kg-propose -v --rules --model-picks 3 --rules-random 0 <(expansion)
+	[[ "$stderr" == *"over 1 parameters, 1 alignments and 2 launch figures"* ]]
+	# its first picks are 64 and 256, both predicted fast though they lie beside slow values
+	# (32 is the neighbours' pick); any other value is predicted slow
+	jq -r 'select(.candidate.proposer == "rules:model") | .candidate | [.config.block_size_x,
+		(.detail | capture("predicted (?<ms>[0-9.e-]+) ms").ms)] | @tsv' <<<"$output" >picks
+	[ "$(head -2 picks | cut -f1 | paste -sd' ')" = "64 256" ]
+	awk '{ if (($1 == 64 || $1 == 256) ? $2 > 1.5 : $2 < 5) exit 1 }' picks
+}
+
 @test "--history: a table that ranks the run well leads from the first build; one that ranks it wrong loses its weight" {
 	fresh_run
 	expansion > pick.jsonl
