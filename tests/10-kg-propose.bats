@@ -569,6 +569,28 @@ measure_by_formula() {
 	awk '{ if (($1 == 64 || $1 == 256) ? $2 > 1.5 : $2 < 5) exit 1 }' picks
 }
 
+@test "a variant kg-build found unedited has the baseline's source, also in a run without baseline.json (replayed): its kernel.cu is not read" {
+	fresh_run
+	[ ! -e "$RUN/baseline.json" ]
+	run_tool 0 kg-propose --rules <(expansion)
+	measure_by_formula <<<"$output"
+	expansion > pick.jsonl
+	[ "$(jq -r .node pick.jsonl)" != "$(jq -r 'select(.build.baseline) | .build.state' "$RUN/events.jsonl")" ]
+	run_tool 0 kg-propose --rules pick.jsonl
+	want=$output
+	# a thousand-build run read a thousand files per call, each the baseline's text
+	# (but the node's own, which kg-propose reads for what it holds)
+	jq -r --arg node "$(jq -r .node pick.jsonl)" 'select(.build.edited == false and (.build.baseline | not)
+		and .build.state != $node) | .build.state' "$RUN/events.jsonl" > unedited
+	[ "$(wc -l <unedited)" -ge 3 ]
+	while read -r state; do
+		rm "$RUN/variants/$state/kernel.cu"
+		mkfifo "$RUN/variants/$state/kernel.cu" # reading one waits for a writer
+	done <unedited
+	run -0 --separate-stderr timeout 10 kg-propose --rules pick.jsonl
+	[ "$output" = "$want" ]
+}
+
 @test "--history: a table that ranks the run well leads from the first build; one that ranks it wrong loses its weight" {
 	fresh_run
 	expansion > pick.jsonl

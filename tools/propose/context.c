@@ -124,7 +124,7 @@ static const char *source_digest(struct run_info *run, const char *state)
 		add_state(run, state, NULL, 0);
 		d = &run->digests[run->ndigests - 1];
 	}
-	const char *base = json_string(run->run.baseline, "state");
+	const char *base = run->base_state;
 	if (!d->hex[0] && d->unedited && base && strcmp(base, state) != 0) {
 		char hex[SHA256_HEX_SIZE];
 		memcpy(hex, source_digest(run, base), sizeof(hex));
@@ -267,6 +267,22 @@ static void remember_changes(struct run_info *run, const cJSON *records, const c
 
 /* ---------------------------------------------------------------- runs */
 
+/* The baseline's state: baseline.json's (kg-bench writes it on a GPU), else its record's (a
+ * replayed run, or one kg-init did not make, has no baseline.json); NULL when neither has it. */
+static const char *baseline_state(struct run_info *run)
+{
+	const char *base = json_string(run_baseline(&run->run), "state");
+	const cJSON *e;
+	cJSON_ArrayForEach(e, run->events) {
+		if (base)
+			break;
+		const cJSON *build = cJSON_GetObjectItemCaseSensitive(e, "build");
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(build, "baseline")))
+			base = json_string(build, "state");
+	}
+	return base;
+}
+
 static void run_load(struct run_info *run, const char *dir, const cJSON *pending)
 {
 	int unreadable;
@@ -281,7 +297,7 @@ static void run_load(struct run_info *run, const char *dir, const cJSON *pending
 	path = run_path(dir, RUN_BEST_JSON);
 	run->best = json_read_optional(path);
 	free(path);
-	run_baseline(&run->run);
+	run->base_state = baseline_state(run);
 	remember_events(run);
 	remember_changes(run, pending, dir);
 	run->pending = pending;
@@ -522,17 +538,11 @@ static int add_history(void *ctx, const cJSON *config, const cJSON *bench)
 size_t context_history(struct run_info *run, const struct node_info *node, size_t k, size_t **indices, double **log_ms)
 {
 	struct history_read h = {.spec = run->run.spec};
-	const char *base = json_string(run->run.baseline, "state");
-	const cJSON *e;
+	const char *base = run->base_state;
 	*indices = NULL;
 	*log_ms = NULL;
 	if (k >= run->nhistory)
 		return 0;
-	cJSON_ArrayForEach(e, run->events) { /* a run kg-init did not make has no baseline.json */
-		const cJSON *build = cJSON_GetObjectItemCaseSensitive(e, "build");
-		if (!base && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(build, "baseline")))
-			base = json_string(build, "state");
-	}
 	if (!base || strcmp(source_digest(run, base), node->digest) != 0)
 		return 0; /* a table of configurations measured the spec's kernel, not an edit of it */
 	if (replay_each(run->history[k].table, add_history, &h) != 0)

@@ -43,6 +43,7 @@ struct run_info {
 	char *error;	       /* why the run cannot be used (each record of it is an error) */
 	cJSON *events;	       /* RUN/events.jsonl, as an array */
 	cJSON *best;	       /* RUN/best.json, or NULL */
+	const char *base_state; /* the baseline's state (baseline.json's, else its record's), or NULL */
 	cJSON *regraph;	       /* the ReGraph, once context_regraph_next read it; NULL when none */
 	int regraph_read;
 	char **seen;	       /* keys of the changes already built or registered */
