@@ -242,19 +242,19 @@ static void remember_changes(struct run_info *run, const cJSON *records, const c
 		if (only_run && in && strcmp(in, only_run) != 0)
 			continue;
 		const char *patch = nonempty(json_string(candidate, "patch")), *source = nonempty(json_string(candidate, "source"));
-		if (state && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(build, "config"))) {
-			char *made = complete_config(run->run.spec, cJSON_GetObjectItemCaseSensitive(build, "config"), NULL, NULL, NULL);
-			if (made)
-				remember(run, change_key(NULL, source_digest(run, state), NULL, NULL, made));
-			free(made);
-		}
-		if (!cJSON_IsObject(candidate) || !parent)
+		const cJSON *built = cJSON_GetObjectItemCaseSensitive(build, "config");
+		/* what was built, else what the candidate asked of its parent: one resolution each */
+		char *config = cJSON_IsObject(built) ? complete_config(run->run.spec, built, NULL, NULL, NULL) : NULL;
+		if (state && config)
+			remember(run, change_key(NULL, source_digest(run, state), NULL, NULL, config));
+		if (!cJSON_IsObject(candidate) || !parent) {
+			free(config);
 			continue;
+		}
 		const struct digest *pd = find_state(run, parent);
-		char *config = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(build, "config"))
-				       ? complete_config(run->run.spec, cJSON_GetObjectItemCaseSensitive(build, "config"), NULL, NULL, NULL)
-				       : complete_config(run->run.spec, cJSON_GetObjectItemCaseSensitive(candidate, "config"),
-							 pd ? pd->config : NULL, NULL, NULL);
+		if (!cJSON_IsObject(built))
+			config = complete_config(run->run.spec, cJSON_GetObjectItemCaseSensitive(candidate, "config"),
+						 pd ? pd->config : NULL, NULL, NULL);
 		if (!config)
 			continue; /* an invalid configuration: the same one proposed again is refused anyway */
 		if (patch || source)
