@@ -49,6 +49,26 @@ kmake() {
 	ls "$KG_ROOT"/tests/gpu/*.bats
 }
 
+@test "make deps installs what running needs, nothing of the tests'; make deps-test adds the tests' packages" {
+	run kmake -n deps
+	assert_success
+	install=$(grep 'apt-get install' <<<"$output")
+	for p in gcc libcurl4-openssl-dev libcjson-dev libssl-dev jq patch gnuplot-nox graphviz; do
+		[[ " $install " == *" $p "* ]] || { echo "make deps lacks $p" >&2; return 1; }
+	done
+	for p in bats parallel clang chromium munge slurmctld slurmd cmake python3-venv; do
+		[[ " $install " != *" $p "* ]] || { echo "make deps installs $p, a test dependency" >&2; return 1; }
+	done
+	run kmake -n deps-test
+	assert_success
+	install=$(grep 'apt-get install' <<<"$output")
+	for p in gcc jq patch bats bats-assert parallel python3 clang chromium munge slurmctld slurmd cmake python3-venv; do
+		[[ " $install " == *" $p "* ]] || { echo "make deps-test lacks $p" >&2; return 1; }
+	done
+	grep -qx 'make deps-test check DEVELOPER=1' "$KG_ROOT/.ci/run"
+	grep -qx '    make deps-test check DEVELOPER=1' "$KG_ROOT/README.md" # the README's test command, as CI runs it
+}
+
 @test "make help lists every target it names, llm-server among them" {
 	run kmake help
 	assert_success
@@ -56,11 +76,22 @@ kmake() {
 	assert_line --regexp '^make benchtools +build the GPU benchmark helpers'
 }
 
-@test "make test builds the tests' llama-server and model first, and tells the suite where they are" {
+@test "make test runs the fast files at once; test-full adds tests/check/ after building the llama-server; check runs each compiler's suite once" {
 	run kmake -n test
+	assert_success
+	refute_output --partial "llm-server"
+	assert_output --regexp " bats .*--jobs [0-9]+.* tests$"
+	run kmake -n test-full
 	assert_success
 	assert_output --partial "llm-server"
 	assert_output --partial "KG_TINY_GGUF=$KG_ROOT/build/llm/tiny.gguf"
+	assert_output --regexp " bats .*--jobs [0-9]+.* tests tests/check$"
+	run kmake -n check
+	assert_success
+	# the whole suite once built with cc, once with clang under the sanitizers, never the fast one apart
+	[ "$(grep -c "^KG_BIN_DIR=$KG_ROOT/bin .* tests tests/check$" <<<"$output")" -eq 1 ]
+	[ "$(grep -c "^KG_BIN_DIR=$KG_ROOT/build/san/bin .* tests tests/check$" <<<"$output")" -eq 1 ]
+	refute_output --regexp " tests$"
 }
 
 @test "every tool's --help lists each of its long options" {
@@ -79,5 +110,5 @@ kmake() {
 	printf '@test "a" {\n\t! false\n\ttrue\n}\n@test "b" {\n\trun ! false\n\t! true\n}\n' >"$BATS_TEST_TMPDIR/t.bats"
 	run_tool 1 "$KG_ROOT/tests/lint-bats.sh" "$BATS_TEST_TMPDIR/t.bats"
 	[ "$output" = "$BATS_TEST_TMPDIR/t.bats:2: a check that cannot fail: \"! \" on a line that is not the test's last (write \"run ! cmd\" or \"! cmd || false\")" ]
-	run_tool 0 "$KG_ROOT/tests/lint-bats.sh" "$KG_ROOT"/tests/*.bats "$KG_ROOT"/tests/gpu/*.bats
+	run_tool 0 "$KG_ROOT/tests/lint-bats.sh" "$KG_ROOT"/tests/*.bats "$KG_ROOT"/tests/check/*.bats "$KG_ROOT"/tests/gpu/*.bats
 }

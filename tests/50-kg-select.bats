@@ -4,35 +4,7 @@
 # incumbent, batches, stopping, parameters kept in the graph, and resuming between steps.
 
 load test_helper
-
-RUN=out/kernels/k
-
-setup() {
-	cd "$BATS_TEST_TMPDIR"
-	mkdir -p "$RUN"
-}
-
-# baseline [MEDIAN]: the benched baseline record that makes the root (state S0).
-baseline() {
-	jq -cn --arg run "$RUN" --argjson m "${1:-1.0}" \
-		'{run: $run, kernel: "k", candidate: {id: "baseline"}, build: {status: "ok", state: "S0", baseline: true, config: {x: 1}},
-		  bench: {status: "ok", median_ms: $m, speedup: 1}}'
-}
-
-# evaluated PICK-FILE STATE SPEEDUP [CI-LOW] [METHOD] [BUILD-STATUS]: a candidate of the pick
-# (one JSON line), built and benched: speedup 0 means the bench found it incorrect.
-evaluated() {
-	jq -c --arg s "$2" --argjson sp "$3" --argjson lo "${4:-$3}" --arg m "${5:-tile}" --arg bs "${6:-ok}" \
-		'{run, kernel, node, node_id, path_edges, rollout, candidate: {id: ("c-" + $s), method: $m}, method: {canonical: $m},
-		  build: ({status: $bs, config: {x: 2}} + (if $bs == "ok" or $bs == "compile_failed" then {state: $s} else {} end)),
-		  bench: (if $bs != "ok" then null elif $sp == 0 then {status: "incorrect"}
-		          else {status: "ok", median_ms: (1 / $sp), speedup: $sp, speedup_ci: [$lo, $sp + 0.1]} end)}
-		| if .bench == null then del(.bench) else . end' "$1"
-}
-
-start() {
-	baseline | kg-select --update "$@" "$RUN" >/dev/null
-}
+load select_helper
 
 @test "--help, --version, usage errors" {
 	run_tool 0 kg-select --help
@@ -860,34 +832,6 @@ damaged() {
 	run_tool 0 kg-select --export "$RUN"
 	assert_stderr ""
 	[ "$(jq -c '[.nodes[].state]' <<<"$output")" = '["S0","S1","S2"]' ]
-}
-
-@test "deltas are folded into a new checkpoint once they outgrow it; export and import round-trip" {
-	start
-	kg-select "$RUN" >pick.jsonl
-	shrank=0 last=0
-	for i in $(seq 1 160); do
-		jq -c --arg i "$i" '{node, node_id, candidate: {id: ("c" + $i), method: "tile"}}' pick.jsonl | kg-select --update "$RUN" >/dev/null
-		size=$(stat -c %s "$RUN/graph.bin")
-		[ "$size" -lt "$last" ] && shrank=1
-		last=$size
-	done
-	[ "$shrank" = 1 ]
-	kg-select --export "$RUN" >exported.json
-	[ "$(jq '.edges | length' exported.json)" = 160 ]
-	# More new edges in one process than the checkpoint left room for: the arrays move to the heap.
-	for i in $(seq 1 400); do
-		jq -c --arg i "$i" '{node, node_id, candidate: {id: ("d" + $i), method: "unroll"}}' pick.jsonl
-	done | kg-select --update "$RUN" >/dev/null
-	kg-select --export "$RUN" >exported.json
-	[ "$(jq '[.edges[] | select(.method == "unroll")] | length' exported.json)" = 400 ]
-	[ "$(jq -r '.edges[559].candidate.id' exported.json)" = d400 ]
-	mkdir -p copy/kernels/k
-	cp exported.json copy/kernels/k/graph.json
-	[ "$(kg-select --export copy/kernels/k)" = "$(cat exported.json)" ]
-	kg-select copy/kernels/k >/dev/null # a pick saves: the imported graph is in graph.bin from now on
-	rm copy/kernels/k/graph.json
-	[ "$(kg-select --export copy/kernels/k | jq -c 'del(.iter)')" = "$(jq -c 'del(.iter)' exported.json)" ]
 }
 
 @test "a full disk: the log is cut back to its last whole line, the record is not learned and still goes out; exit 4" {

@@ -3,7 +3,7 @@
 # the default configuration, and its table recorded on the H100 covers the space (or a large
 # sample of it) and replays.
 
-load test_helper
+load ../test_helper
 
 setup_file() {
 	export XDG_CACHE_HOME="$BATS_FILE_TMPDIR/cache"

@@ -5,7 +5,7 @@
 # slurm-client (make deps); skipped without them, except under CI (CI=true), where a
 # cluster that cannot start fails the suite.
 
-load test_helper
+load ../test_helper
 
 setup_file() {
 	export XDG_CACHE_HOME="$BATS_FILE_TMPDIR/cache"
