@@ -169,7 +169,7 @@ load pipelines_helper
 	assert_output out/kernels/scale
 	assert_stderr "kg-init: out/kernels/scale: baseline 1.5 ms; ready"
 	# the run holds its own copies: the kernel at its path, the headers it includes, the patch
-	[ "$(cd out/kernels/scale && ls)" = "$(printf '%s\n' best best.json events.jsonl graph.bin graph.blobs inc spec.json tile.diff trace.md variants)" ]
+	[ "$(cd out/kernels/scale && ls)" = "$(printf '%s\n' best best.json events.jsonl graph.bin graph.blobs inc replay.table spec.json tile.diff trace.md variants)" ]
 	[ "$(cd out/kernels/scale/inc && ls)" = "$(printf '%s\n' scale.cu scale_helper.cuh wrapper.cuh)" ]
 	[ "$(jq -r '.KernelSpecification.KernelFile, .KernelGraph.Patches[0].PatchFile' out/kernels/scale/spec.json)" = "$(printf 'inc/scale.cu\ntile.diff')" ]
 	[ "$(jq -c '[.update.root, .build.baseline, .bench.median_ms]' out/kernels/scale/events.jsonl)" = '[true,true,1.5]' ]
@@ -219,10 +219,35 @@ load pipelines_helper
 	[ ! -e out/kernels/scale/graph.bin ]
 	# a configuration the table lacks: the bench's error
 	run_tool 1 kg-init --replay "$TABLE" "$FIXTURES/build/spec.json" out2
-	[[ "$stderr" == *"kg-init: $FIXTURES/build/spec.json: the baseline error: configuration {\"block_size_x\":128,\"items_per_thread\":1,\"use_fma\":false} is not in the replay table $TABLE" ]]
+	[[ "$stderr" == *"kg-init: $FIXTURES/build/spec.json: the baseline error: configuration {\"block_size_x\":128,\"items_per_thread\":1,\"use_fma\":false} is not in the replay table out2/kernels/scale/replay.table" ]]
 	# no GPU and no table: kg-bench says so, exit 3
 	run_tool 3 kg-init "$VECTOR_ADD" out3
 	[[ "$stderr" == "kg-bench: no CUDA driver on this machine ("*"); give --replay FILE to answer from recorded measurements" ]]
+}
+
+@test "a run made with kg-init --replay records its table; every stage follows it: the README's one-iteration pipe runs on it as printed, without NVRTC or a GPU" {
+	run_tool 0 kg-init --replay "$TABLE" "$VECTOR_ADD" out
+	assert_output "$RUN"
+	cmp "$TABLE" "$RUN/replay.table"
+	[ "$(jq -c '.build | [.compiled, .baseline]' "$RUN/events.jsonl")" = '[false,true]' ]
+	# the pipe exactly as the README prints it, RUN being the run
+	pipe=$(grep -x '    kg-select RUN | kg-propose | kg-relabel | kg-build | kg-bench | kg-select --update RUN' "$KG_ROOT/README.md" | head -1)
+	[ -n "$pipe" ]
+	export KG_NVRTC_LIBRARY=/nonexistent/libnvrtc.so # nothing is compiled, so NVRTC is never loaded
+	for i in 1 2 3; do
+		run_tool 0 bash -o pipefail -c "${pipe//RUN/$RUN}"
+		assert_stderr_empty
+	done
+	# every candidate measured, answered from the table, each a configuration the table holds
+	[ "$(jq -c 'select(.build.baseline | not) | select(.bench != null) | [.build.status, .build.compiled, .bench.status, .bench.replayed]' "$RUN/events.jsonl" | sort -u)" = '["ok",false,"ok",true]' ]
+	[ "$(jq -c 'select(.bench != null) | .build.config' "$RUN/events.jsonl" | wc -l)" -gt 3 ]
+	jq -c '.results[].configuration | to_entries | sort_by(.key) | from_entries' "$TABLE" | sort -u >table.txt
+	jq -c 'select(.bench != null) | .build.config | to_entries | sort_by(.key) | from_entries' "$RUN/events.jsonl" | sort -u >measured.txt
+	[ -z "$(comm -13 table.txt measured.txt)" ]
+	# kg-iterate and kg-tune --resume take no --replay either
+	run_tool 0 kg-iterate -q "$RUN"
+	run_tool 0 kg-tune -q --resume --budget-builds 12 --outdir out "$VECTOR_ADD"
+	[ "$(jq -c 'select(.bench != null) | .bench.replayed' "$RUN/events.jsonl" | sort -u)" = true ]
 }
 
 @test "kg-init killed between the baseline's log line and the graph's first save: the root is made from the log, not measured again" {
@@ -606,7 +631,7 @@ fake_stage() {
 	run_tool 1 kg-tune -q --no-llm --gpus 0,1 --replay "$TABLE" --budget-builds 12 --outdir out "$VECTOR_ADD" spec.json
 	[ "$(evaluated "$RUN" | wc -l)" -eq 12 ]
 	# not compiled (--replay): the table has no measurement of its configuration
-	[[ "$stderr" == *"kg-init: spec.json: the baseline error: configuration "*" is not in the replay table $TABLE"* ]]
+	[[ "$stderr" == *"kg-init: spec.json: the baseline error: configuration "*" is not in the replay table out/kernels/scale/replay.table"* ]]
 }
 
 @test "kg-nightly: a night killed before its end line is said to be unfinished by the next night, on stderr and in its log" {

@@ -38,7 +38,8 @@ struct options {
 	const char *arch;      /* --arch */
 	const char *cache_dir; /* --cache-dir */
 	int no_cache;	       /* --no-cache */
-	int no_compile;	       /* --no-compile: materialize and hash only, for replayed searches */
+	int no_compile;	       /* --no-compile 1, --compile 0; -1: as the run says (a run made with
+				  kg-init --replay is not compiled: run_replayed) */
 	size_t jobs;	       /* -j */
 	double timeout_s;      /* --timeout */
 };
@@ -58,8 +59,9 @@ static void usage(FILE *fp)
 	      "  -j, --jobs N         compile up to N records at once (default 1)\n"
 	      "  -t, --timeout SEC    kill a compile that runs longer (default 600)\n"
 	      "      --cache-dir DIR  the compile cache (default $XDG_CACHE_HOME/kernelgraph)\n"
-	      "      --compile        compile (the default): undoes an earlier --no-compile, as in\n"
-	      "                       kg-iterate --replay FILE --build-opt --compile\n"
+	      "      --compile        compile (the default but for a run made with kg-init --replay,\n"
+	      "                       whose RUN/replay.table answers kg-bench): undoes an earlier\n"
+	      "                       --no-compile, as in kg-iterate --replay FILE --build-opt --compile\n"
 	      "      --no-cache       neither read nor fill the compile cache\n"
 	      "      --no-compile     all but the compile: the variant (kernel.cu, build.json) and its\n"
 	      "                       state, the same as a compiled build's, without NVRTC, the\n"
@@ -83,7 +85,7 @@ static void usage(FILE *fp)
 	      "\n"
 	      "Exit status: 0 every record handled; 1 some input could not be: a record (no run,\n"
 	      "a missing parent) is reported and passed on unchanged, a line that is not a JSON\n"
-	      "object is reported and dropped; 2 usage error; 3 NVRTC (unless --no-compile) or\n"
+	      "object is reported and dropped; 2 usage error; 3 NVRTC (for a record to compile) or\n"
 	      "GNU patch cannot be run; 4 input or output failed.\n",
 	      fp);
 }
@@ -112,6 +114,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	opterr = 0;
 	opt->jobs = 1;
 	opt->timeout_s = 600;
+	opt->no_compile = -1;
 	while ((c = getopt_long(argc, argv, ":a:hj:qr:t:vV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'a':
@@ -173,22 +176,41 @@ struct builder {
 	struct entry **window; /* records read and not yet written, in input order */
 	size_t nwindow, window_cap;
 	struct stream in; /* the records, and the exit status so far */
+	int nvrtc;	  /* need_nvrtc: 0 not tried yet, 1 loaded, -1 missing */
 };
+
+/* Loads NVRTC the first time a record needs a compile, so that the records of replayed runs
+ * build on a machine without it. Returns 0, or -1 (said once, status 3). */
+static int need_nvrtc(struct builder *b)
+{
+	if (!b->nvrtc) {
+		struct strbuf why;
+		strbuf_init(&why);
+		b->nvrtc = nvrtc_open(&why) == 0 ? 1 : -1;
+		if (b->nvrtc < 0) {
+			log_error("%s", why.buf);
+			stream_fail(&b->in, KG_EXIT_ENV);
+		}
+		strbuf_release(&why);
+	}
+	return b->nvrtc > 0 ? 0 : -1;
+}
 
 static struct build_run *find_run(struct builder *b, const char *dir)
 {
 	for (struct build_run *run = b->runs; run; run = run->next)
 		if (strcmp(run->run.dir, dir) == 0)
 			return run;
-	struct build_run *run = build_run_load(dir, b->opt->arch, !b->opt->no_compile);
+	int no_compile = b->opt->no_compile >= 0 ? b->opt->no_compile : run_replayed(dir);
+	int nvrtc = !no_compile && need_nvrtc(b) == 0;
+	struct build_run *run = build_run_load(dir, b->opt->arch, nvrtc);
+	run->no_compile = no_compile;
+	if (!no_compile && !nvrtc && !run->error)
+		run->error = xstrdup("NVRTC cannot be loaded (said above): nothing of this run can be compiled");
 	run->next = b->runs;
 	b->runs = run;
 	return run;
 }
-
-
-
-
 
 static cJSON *int_triple(const int64_t v[3])
 {
@@ -669,7 +691,7 @@ static char *materialize(struct builder *b, struct entry *e, const char *parent_
 static void schedule(struct builder *b, struct entry *e, const char *source, const struct build_plan *plan)
 {
 	cJSON *existing = read_variant(e->run, e->state);
-	if (existing && (b->opt->no_compile || variant_compiled(existing))) {
+	if (existing && (e->run->no_compile || variant_compiled(existing))) {
 		e->variant = existing;
 		e->reused = 1;
 		drop_tmp_dir(e);
@@ -708,7 +730,7 @@ static void schedule(struct builder *b, struct entry *e, const char *source, con
 		cJSON_AddNumberToObject(e->variant, "shared_bytes", (double)plan->launch.shared_bytes);
 	cJSON *options = cJSON_CreateStringArray((const char *const *)plan->options, (int)plan->noptions);
 	json_add(e->variant, "options", options);
-	if (b->opt->no_compile) {
+	if (e->run->no_compile) {
 		cJSON_ReplaceItemInObjectCaseSensitive(e->variant, "status", cJSON_CreateString("ok"));
 		if (!cJSON_AddBoolToObject(e->variant, "compiled", 0))
 			xalloc_die();
@@ -995,21 +1017,12 @@ int main(int argc, char **argv)
 	forget_llm_settings();
 	parse_options(argc, argv, &opt);
 
-	struct strbuf why;
-	strbuf_init(&why);
-	if (!opt.no_compile && nvrtc_open(&why) != 0) {
-		log_error("%s", why.buf);
-		strbuf_release(&why);
-		return KG_EXIT_ENV;
-	}
-	strbuf_release(&why);
-
 	struct builder b = {.opt = &opt};
 	if (stream_open(&b.in, optind < argc ? argv[optind] : "-", stdout) != 0)
 		return KG_EXIT_USAGE;
 	/* A compile takes long: the next stage should have each record as soon as it is ready. */
 	b.in.flush_each = 1;
-	cache_init(&b.cache, opt.cache_dir, opt.no_cache || opt.no_compile);
+	cache_init(&b.cache, opt.cache_dir, opt.no_cache || opt.no_compile == 1);
 	b.pool = compile_pool_new(opt.jobs, opt.timeout_s);
 
 	build_all(&b);

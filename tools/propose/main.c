@@ -68,7 +68,9 @@ static void usage(FILE *fp)
 	      "                          measurements, from the first build on (RUN/history.json says how\n"
 	      "                          far it trusts each)\n"
 	      "      --within FILE       propose only configurations that FILE (a T4 table or an\n"
-	      "                          events.jsonl, as for kg-bench --replay) measured\n"
+	      "                          events.jsonl, as for kg-bench --replay) measured; a run\n"
+	      "                          made with kg-init --replay is proposed only what its\n"
+	      "                          RUN/replay.table holds without it\n"
 	      "      --pending FILE      FILE holds candidate records in flight (proposed, not yet\n"
 	      "                          learned by kg-select --update): none is proposed again, as\n"
 	      "                          none that the run's events.jsonl holds is\n"
@@ -575,8 +577,11 @@ static enum stream_action propose_record(struct stream *s, cJSON *record, void *
 	strbuf_init(&why);
 	struct node_info node = {0};
 	struct run_info *run = dir ? runs_get(&pr->runs, dir) : NULL;
+	int broken = 0;
 	if (run) {
-		run->within = pr->opt->within;
+		/* --within, else the table of a run made with kg-init --replay: a replayed run is
+		 * proposed only what its table holds with no option, as every stage follows it */
+		run->within = pr->opt->within ? pr->opt->within : run_replay(&run->run, &broken);
 		run->history = pr->opt->history;
 		run->nhistory = pr->opt->nhistory;
 	}
@@ -585,6 +590,8 @@ static enum stream_action propose_record(struct stream *s, cJSON *record, void *
 		stream_error(s, s->in.line, "run: missing (an expand record names its run directory)");
 	} else if (run->error) {
 		stream_error(s, s->in.line, "%s", run->error);
+	} else if (broken) {
+		stream_error(s, s->in.line, "%s/replay.table: the run's replay table cannot be read (see above)", dir);
 	} else if (node_load(run, record, &node, &why) != 0) {
 		stream_error(s, s->in.line, "%s", why.buf);
 	} else {
