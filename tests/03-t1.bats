@@ -320,6 +320,12 @@ count_fails() {
 	count_fails 1 "KernelGraph.Conditions[0].Expression: missing (required by T1)"
 	spec_with '.KernelGraph = {"Patches": [{"Patch": "x", "Conditions": []}]}'
 	count_fails 1 "KernelGraph.Patches[0].Name: missing (required by T1)"
+	for bad in '"hopper"' '"sm_9x"' '90' '"sm_90b"'; do
+		spec_with ".KernelGraph = {\"Patches\": [{\"Name\": \"p\", \"Patch\": \"x\", \"Arch\": $bad}]}"
+		count_fails 1 'KernelGraph.Patches[0].Arch: must be an architecture like "sm_90a"'
+	done
+	spec_with '.KernelGraph = {"Patches": [{"Name": "p", "Patch": "x", "Arch": "sm_100f"}]}'
+	run_tool 0 kg-propose --exhaustive --count --spec "$S"
 	spec_with '.KernelGraph = {"Patches": [{"Name": "p", "Conditions": [{"Expression": "nope > 1"}]}]}'
 	run_tool 1 kg-propose --exhaustive --count --spec "$S"
 	[[ "$stderr" == "kg-propose: $S: KernelGraph.Patches[0].Conditions[0].Expression: column "*"nope"* ]]

@@ -339,6 +339,27 @@ measure() {
 	[ "$(jq -c .propose c.jsonl)" = '{"status":"empty","dropped":4,"errors":[]}' ]
 }
 
+@test "--rules offers a ready patch only where the run can build it: its Arch of the node's generation (sm_90a on sm_90), not another's; kg-build gives it that Arch" {
+	fresh_run
+	patch=$'--- a/scale.cu\n+++ b/scale.cu\n@@ -9 +9 @@\n-\t\t\ty[i] = scale_op(x[i]);\n+\t\t\ty[i] = scale_op(__ldg(&x[i]));\n'
+	jq --arg p "$patch" '. + {KernelGraph: {Patches: [{Name: "ampere", Arch: "sm_80", Patch: $p}, {Name: "hopper", Arch: "sm_90a", Patch: $p}]}}' \
+		"$RUN/spec.json" > s && mv s "$RUN/spec.json"
+	expansion > pick.jsonl
+	[ "$(jq -r .arch "$RUN/variants/$(jq -r .node pick.jsonl)/build.json")" = sm_90 ] # no GPU: the default
+	run_tool 0 kg-propose -v --rules --model-picks 0 --rules-random 0 pick.jsonl
+	[ "$(jq -r 'select(.candidate.library) | .candidate.library' <<<"$output")" = hopper ]
+	[[ "$stderr" == *"rules:library: ampere: needs sm_80, and the run builds for sm_90: not offered"* ]]
+	# built, it gets sm_90a, and so do the variants below it; the others keep the run's sm_90
+	jq -c 'select(.candidate.library)' <<<"$output" >two.jsonl
+	jq -c 'select(.candidate.library | not)' <<<"$output" | head -1 >>two.jsonl
+	kg-build two.jsonl >built.jsonl
+	[ "$(jq -c '[.candidate.library, .build.status, .build.arch]' built.jsonl | paste -sd' ')" = '["hopper","ok","sm_90a"] [null,"ok","sm_90"]' ]
+	grep -q -- '--gpu-architecture=sm_90a' <(jq -r 'select(.candidate.library) | .build.options[]' built.jsonl)
+	hopper=$(jq -r 'select(.candidate.library) | .build.state' built.jsonl)
+	jq -cn --arg run "$RUN" --arg n "$hopper" '{v: 1, run: $run, node: $n, candidate: {id: "below", config: {block_size_x: 64}}}' | kg-build >below.jsonl
+	[ "$(jq -c '[.build.status, .build.arch]' below.jsonl)" = '["ok","sm_90a"]' ]
+}
+
 @test "--rules offers the spec's ready patches until one is applied on the path" {
 	fresh_run
 	patch=$'--- a/scale.cu\n+++ b/scale.cu\n@@ -9 +9 @@\n-\t\t\ty[i] = scale_op(x[i]);\n+\t\t\ty[i] = scale_op(__ldg(&x[i]));\n'

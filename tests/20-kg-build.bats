@@ -133,10 +133,36 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
  			y[i] = scale_op(x[i]);'
 	run_tool 0 kg-build < <(patch_record run "$base" p2 "$diff")
 	assert_stderr_empty
-	[ "$(jq -c '.build | [.status, .error]' <<<"$output")" = \
-		'["patch_failed","Hunk #1 FAILED at 8.\n1 out of 1 hunk FAILED"]' ]
-	[ "$(jq -r '.build.patch.message' <<<"$output")" = "$(jq -r .build.error <<<"$output")" ]
+	[ "$(jq -r .build.status <<<"$output")" = patch_failed ]
+	# patch's words, the hunk's lines against the parent's most alike, and where the parent is
+	diff -u - <(jq -r .build.error <<<"$output") <<EOF
+Hunk #1 FAILED at 8.
+1 out of 1 hunk FAILED
+hunk #1 expected, at line 8:
+     8 | 	for (int k = 0; k < items_per_thread; k++, i += block_size_x)
+     9 | 		if (i < m)
+    10 | 			y[i] = scale_op(x[i]);
+the parent's nearest lines, 8 to 10 (2 of 3 alike):
+     8 | 	for (int k = 0; k < items_per_thread; k++, i += block_size_x)
+     9 | 		if (i < n)
+    10 | 			y[i] = scale_op(x[i]);
+the parent's kernel: run/variants/$base/kernel.cu
+EOF
+	[ "$(jq -r '.build.patch.message' <<<"$output")
+the parent's kernel: run/variants/$base/kernel.cu" = "$(jq -r .build.error <<<"$output")" ]
 	[ "$(ls run/variants)" = "$base" ]
+	# a hunk placed at the wrong line, re-indented: the nearest lines are where the text is; the
+	# baseline's parent is the spec's kernel file
+	diff='--- a/kernel.cu
++++ b/kernel.cu
+@@ -2,2 +2,2 @@
+ for (int k = 0; k < items_per_thread; k++, i += block_size_x)
+-    if (i < n) /* bounds */
++    if (i < n)'
+	jq -cn --arg p "$diff" '{v: 1, run: "run", candidate: {id: "p3", patch: $p}}' >input.jsonl
+	run_tool 0 kg-build input.jsonl
+	[ "$(jq -r .build.error <<<"$output" | sed -n '6p;9p')" = "$(printf '%s\n' \
+		"the parent's nearest lines, 8 to 9 (1 of 2 alike):" "the parent's kernel: run/scale.cu")" ]
 }
 
 @test "diff headers naming ../../ or absolute paths change nothing outside the variant" {

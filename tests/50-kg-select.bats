@@ -192,6 +192,19 @@ EOF
 		"kg-select: cannot open '$RUN/events.jsonl': No such file or directory")"
 }
 
+@test "trace.md gives the compiler's first error line, ptxas's (\"error   :\") as NVRTC's, and a diff's first line" {
+	start
+	kg-select "$RUN" >pick.jsonl
+	jq -c '{run, kernel, iter, node, node_id, path_edges, rollout, candidate: {id: "c1", method: "wgmma", config: {x: 2}},
+		build: {status: "compile_failed", state: "S1", config: {x: 2},
+		        error: "NVRTC_ERROR_COMPILATION\nptxas info    : 0 bytes gmem\nptxas error   : Instruction '"'"'wgmma.fence'"'"' not supported on .target '"'"'sm_90'"'"'\nptxas fatal   : Ptx assembly aborted due to errors"}},
+		{run, kernel, iter, node, node_id, path_edges, rollout, candidate: {id: "c2", method: "tile", config: {x: 3}},
+		build: {status: "patch_failed", error: "Hunk #1 FAILED at 8.\n1 out of 1 hunk FAILED\nthe parent'"'"'s kernel: k.cu"}}' pick.jsonl |
+		kg-select --update "$RUN" >/dev/null
+	grep -F "**compile failed**: \`ptxas error   : Instruction 'wgmma.fence' not supported on .target 'sm_90'\`" "$RUN/trace.md"
+	grep -F '**patch did not apply**: `Hunk #1 FAILED at 8.`' "$RUN/trace.md"
+}
+
 @test "an expansion says how many new children the widening allows the node now" {
 	start --widen-k 3
 	kg-select "$RUN" >pick.jsonl

@@ -817,6 +817,16 @@ fake_stage() {
 	assert_line --index 0 '| builds | baseline ms | best ms | speedup | outcomes |'
 	assert_line --index 2 --regexp "^\| $(($(evaluated "$RUN" | wc -l))) \| 0\.066048 \| $(jq -r .median_ms "$RUN/best.json") \| 1\.[0-9]{3}x \| "
 	assert_line "Report: $RUN/report/index.html"
+	# outcomes count the candidates, as builds does: the baseline is none of them
+	n=$(evaluated "$RUN" | wc -l)
+	outcomes=$(sed -n 3p <<<"$output" | awk -F' [|] ' '{ print $5 }' | grep -o '[0-9]*' | awk '{ s += $1 } END { print s }')
+	[ "$outcomes" -eq "$(jq -s '[.[] | select(.update.child != null and (.update.root | not))] | length' "$RUN/events.jsonl")" ]
+	# the page says the run was replayed and on what the table was measured, links trace.md,
+	# and lists the failures by kind with the first reason
+	page=$RUN/report/index.html
+	grep -qE '; replayed: no kernel ran; the times are a table(&apos;|&#39;)s, measured on the NVIDIA H200. The search candidate by candidate: <a href="../trace.md">trace.md</a>.</p>' "$page"
+	grep -q '^<h2 id="failures">Failures</h2>$' "$page"
+	[ "$n" -gt 0 ]
 	[ "$(ls "$RUN/report")" = "$(printf '%s\n' convergence.svg graph.dot graph.svg index.html roofline.svg vector_add_T4.json)" ]
 	# no KernelGraph.Flops: achieved bandwidth under the memory roof, which says where it came from
 	grep -q 'memory roof 4247 GB/s: the copy bandwidth kg-bench --calibrate measured on the NVIDIA H200<' "$RUN/report/roofline.svg"
@@ -847,6 +857,24 @@ fake_stage() {
 	grep -q "search graph, $((path > 2 ? path : 2)) of $(($(evaluated "$RUN" | wc -l) + 1)) nodes: the incumbent's path and the fastest" "$dot"
 	run_tool 1 kg-report nowhere
 	assert_stderr "kg-report: nowhere: not a run (kg-init SPEC OUTDIR makes one)"
+}
+
+@test "kg-report's page lists the failures by kind with the compiler's first error line; a measured run says so" {
+	kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null
+	kg-iterate -q "$RUN" >/dev/null
+	kg-select "$RUN" >pick.jsonl
+	jq -c '{run, kernel, iter, node, node_id, path_edges, rollout, candidate: {id: "c-ptx", method: "wgmma", config: {block_size_x: 64}},
+		build: {status: "compile_failed", state: ("f" * 64), config: {block_size_x: 64, items_per_thread: 1},
+		        error: "NVRTC_ERROR_COMPILATION\nptxas error   : Instruction '"'"'wgmma.fence'"'"' not supported on .target '"'"'sm_90'"'"'\nptxas fatal   : Ptx assembly aborted due to errors"}}' \
+		pick.jsonl | head -1 | kg-select --update "$RUN" >/dev/null
+	run_tool 0 kg-report -q "$RUN"
+	# (jq's @html writes a quote as &#39; or &apos;, by version)
+	sed -e "s/&#39;/'/g" -e "s/&apos;/'/g" "$RUN/report/index.html" |
+		grep -qF "<tr><td>compile_failed</td><td>1</td><td><code>ptxas error   : Instruction 'wgmma.fence' not supported on .target 'sm_90'</code></td></tr>"
+	# a run measured on a GPU: the device, no "replayed"
+	jq -c 'if .update.root then .bench |= (del(.replayed) + {device: "NVIDIA H100"}) else . end' "$RUN/events.jsonl" >e && mv e "$RUN/events.jsonl"
+	run_tool 0 kg-report -q "$RUN"
+	grep -qF '; measured on the NVIDIA H100. The search candidate by candidate:' "$RUN/report/index.html"
 }
 
 @test "under umask 000 the pipelines make nothing others may write" {

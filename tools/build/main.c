@@ -250,6 +250,8 @@ static char *define_option(const struct t1_param *p, size_t index)
 
 struct build_plan {
 	cJSON *config;
+	char arch[16];	/* the record's architecture: the run's, or its variant for this GPU
+			   ("sm_90a") that a ready patch or the parent needs (record_arch) */
 	struct t1_launch launch;
 	char **options; /* what the state and cache keys see: no include paths */
 	size_t noptions;
@@ -291,7 +293,7 @@ static void state_hash(const struct build_run *run, const char *source, const st
 	hash_field(&h, "geometry", geometry);
 	for (size_t k = 0; k < plan->noptions; k++)
 		hash_field(&h, "option", plan->options[k]);
-	hash_field(&h, "arch", run->arch);
+	hash_field(&h, "arch", plan->arch);
 	sha256_final_hex(&h, out);
 	free(config);
 }
@@ -312,8 +314,10 @@ static void compile_key(const struct build_run *run, const char *source, const s
 }
 
 /* Fills plan for the configuration at indices; returns 0, or 1 with why set. */
-static int make_plan(const struct build_run *run, const size_t *indices, struct build_plan *plan, struct strbuf *why)
+static int make_plan(const struct build_run *run, const size_t *indices, const char *arch, struct build_plan *plan,
+		     struct strbuf *why)
 {
+	snprintf(plan->arch, sizeof(plan->arch), "%s", arch);
 	const struct t1_spec *spec = run->run.spec;
 	struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
 	t1_bind(spec, indices, values);
@@ -333,7 +337,7 @@ static int make_plan(const struct build_run *run, const size_t *indices, struct 
 		plan->options[plan->noptions++] = xstrdup(run->base_options[k]);
 	for (size_t k = 0; k < spec->nparams; k++)
 		plan->options[plan->noptions++] = define_option(&spec->params[k], indices[k]);
-	plan->options[plan->noptions++] = xasprintf("--gpu-architecture=%s", run->arch);
+	plan->options[plan->noptions++] = xasprintf("--gpu-architecture=%s", plan->arch);
 	plan->options[plan->noptions++] = xstrdup("-lineinfo");
 	/* ptxas's report gives registers, shared memory and spills without a GPU. */
 	plan->options[plan->noptions++] = xstrdup("--ptxas-options=-v");
@@ -594,6 +598,7 @@ static int optional_string(const cJSON *obj, const char *key, const char **out)
 struct parent {
 	char *source;  /* normalized */
 	cJSON *config; /* NULL for the baseline */
+	char arch[16]; /* what it was built for; "" for the baseline (the run's) */
 };
 
 /* Loads the node a candidate applies to. Returns 0, or -1 after reporting. */
@@ -601,6 +606,7 @@ static int load_parent(struct builder *b, long line, struct build_run *run, cons
 {
 	parent->source = NULL;
 	parent->config = NULL;
+	parent->arch[0] = '\0';
 	if (!node) {
 		parent->source = xstrdup(run->baseline_source);
 		return 0;
@@ -624,17 +630,42 @@ static int load_parent(struct builder *b, long line, struct build_run *run, cons
 	}
 	parent->source = source_normalize(text, len);
 	parent->config = cJSON_Duplicate(config, 1);
+	const char *arch = json_string(build, "arch");
+	if (arch)
+		snprintf(parent->arch, sizeof(parent->arch), "%s", arch);
 	free(text);
 	free(path);
 	cJSON_Delete(build);
 	return 0;
 }
 
+/* The architecture a record is built for: the run's, unless the ready patch it applies
+ * (candidate.library, a KernelGraph.Patches entry with "Arch") or its parent needs the run's
+ * GPU generation with its architecture-specific features ("sm_90a" where the run builds for
+ * "sm_90": wgmma and setmaxnreg exist only there), which it then gets; a patch for another
+ * generation keeps the run's (kg-propose does not offer it, and its compile would say why). */
+static const char *record_arch(const struct build_run *run, const cJSON *candidate, const struct parent *parent)
+{
+	const char *wanted = parent->arch[0] ? parent->arch : NULL, *library = json_string(candidate, "library");
+	const cJSON *patches = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run->run.spec->json, "KernelGraph"),
+								"Patches"),
+		    *entry;
+	cJSON_ArrayForEach(entry, patches) {
+		const char *name = json_string(entry, "Name"), *arch = json_string(entry, "Arch");
+		if (library && name && arch && strcmp(name, library) == 0)
+			wanted = arch;
+	}
+	int have, want;
+	if (wanted && arch_parse(run->arch, &have) == 0 && arch_parse(wanted, &want) == 0 && have == want)
+		return wanted;
+	return run->arch;
+}
+
 /* The variant's source: the parent's, the patched parent's, or the candidate's own.
  * Returns the normalized text, or NULL with e->variant set to a failed build (or left
  * NULL after an environment error was reported). */
-static char *materialize(struct builder *b, struct entry *e, const char *parent_source, const char *patch,
-			 const char *source)
+static char *materialize(struct builder *b, struct entry *e, const char *parent_source, const char *parent_path,
+			 const char *patch, const char *source)
 {
 	if (!patch) {
 		json_add_string(e->own, "materialized", source ? "source" : "parent");
@@ -679,7 +710,11 @@ static char *materialize(struct builder *b, struct entry *e, const char *parent_
 		json_add_string(e->own, "materialized", "source_after_patch_failed");
 		result = source_normalize(source, strlen(source));
 	} else {
-		e->variant = failed_build("patch_failed", r.message, NULL);
+		/* where the parent's source is, to hold the diff against */
+		char *message = r.mismatched ? xasprintf("%s\nthe parent's kernel: %s", r.message, parent_path)
+					     : xstrdup(r.message);
+		e->variant = failed_build("patch_failed", message, NULL);
+		free(message);
 	}
 	patch_report_release(&r);
 	return result;
@@ -722,7 +757,7 @@ static void schedule(struct builder *b, struct entry *e, const char *source, con
 	char *dir = run_variant_path(NULL, e->state, NULL);
 	json_add_string(e->variant, "dir", dir);
 	free(dir);
-	json_add_string(e->variant, "arch", e->run->arch);
+	json_add_string(e->variant, "arch", plan->arch);
 	json_add(e->variant, "config", cJSON_Duplicate(plan->config, 1));
 	json_add(e->variant, "grid", int_triple(plan->launch.grid));
 	json_add(e->variant, "block", int_triple(plan->launch.block));
@@ -842,8 +877,11 @@ static int prepare(struct builder *b, struct entry *e, long line)
 	cJSON *merged = json_object();
 	if (t1_resolve_config(e->run->run.spec, cJSON_IsObject(config) ? config : NULL, parent.config, indices, merged, &why) == 0) {
 		plan.config = t1_config_to_json(e->run->run.spec, indices);
-		if (make_plan(e->run, indices, &plan, &why) == 0) {
-			char *text = materialize(b, e, parent.source, patch, source);
+		if (make_plan(e->run, indices, record_arch(e->run, candidate, &parent), &plan, &why) == 0) {
+			char *parent_path = node ? run_variant_path(e->run->run.dir, node, "kernel.cu")
+						 : xstrdup(e->run->run.spec->kernel_path);
+			char *text = materialize(b, e, parent.source, parent_path, patch, source);
+			free(parent_path);
 			char *refused = NULL;
 			if (text && strlen(text) > KG_CANDIDATE_MAX_BYTES)
 				refused = xstrdup("kernel.cu: larger than 1 MiB after the patch, the most a source may have");

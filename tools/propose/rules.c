@@ -100,6 +100,16 @@ static void neighbours(struct run_info *run, const struct node_info *node, struc
 	free(at);
 }
 
+/* The number of an architecture, 90 for "sm_90" and "sm_90a" alike (kg-build gives a ready
+ * patch that needs "sm_90a" that architecture where the run builds for "sm_90"); -1 for
+ * anything else. */
+static long arch_generation(const char *arch)
+{
+	char *end;
+	long n = strncmp(arch, "sm_", 3) == 0 ? strtol(arch + 3, &end, 10) : -1;
+	return n > 0 && (*end == '\0' || ((*end == 'a' || *end == 'f') && end[1] == '\0')) ? n : -1;
+}
+
 static int applied(const struct node_info *node, const char *name)
 {
 	for (size_t i = 0; i < node->napplied; i++)
@@ -202,6 +212,12 @@ static void library(struct run_info *run, const struct node_info *node, struct p
 		}
 		if (applied(node, name))
 			continue;
+		const char *needs = json_string(entry, "Arch"), *builds = json_string(node->build, "arch");
+		if (needs && builds && arch_generation(needs) != arch_generation(builds)) {
+			log_info("%s: node %s: rules:library: %s: needs %s, and the run builds for %s: not offered", run->run.dir,
+				 node->state, name, needs, builds);
+			continue;
+		}
 		if (after && !applied(node, after)) {
 			log_info("%s: node %s: rules:library: %s: applies after %s, which is not on the path", run->run.dir,
 				 node->state, name, after);

@@ -92,8 +92,23 @@ static void add_method(struct strbuf *sb, const char *name)
 	add_cell(sb, name, strlen(name), 0, 1);
 }
 
+/* Whether the line of n bytes at p names an error: "error" and a colon after it, spaces
+ * between allowed, for NVRTC writes "kernel.cu(40): error: ..." and ptxas "ptxas error   :
+ * ...". */
+static int names_error(const char *p, size_t n)
+{
+	for (const char *at = p; (at = memmem(at, n - (size_t)(at - p), "error", 5)); at += 5) {
+		size_t k = (size_t)(at - p) + 5;
+		while (k < n && p[k] == ' ')
+			k++;
+		if (k < n && p[k] == ':')
+			return 1;
+	}
+	return 0;
+}
+
 /* The line of text that says most: the first that names an error ("kernel.cu(40): error:
- * ..."), else the first that is not blank. *len gets its length. */
+ * ...", "ptxas error   : ..."), else the first that is not blank. *len gets its length. */
 static const char *telling_line(const char *text, size_t *len)
 {
 	const char *first = NULL;
@@ -101,7 +116,7 @@ static const char *telling_line(const char *text, size_t *len)
 	for (const char *p = text; *p;) {
 		const char *eol = strchr(p, '\n');
 		size_t n = eol ? (size_t)(eol - p) : strlen(p);
-		if (memmem(p, n, "error:", 6)) {
+		if (names_error(p, n)) {
 			*len = n;
 			return p;
 		}
