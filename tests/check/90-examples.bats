@@ -90,6 +90,22 @@ apply() {
 	done
 }
 
+@test "a replayed search ends exhausted only once every configuration of the table was proposed, on every example" {
+	for spec in "$KG_ROOT"/examples/*/*.json; do
+		case $spec in *_T4.json) continue ;; esac
+		dir=$(dirname "$spec") name=$(basename "$dir")
+		table=$dir/${name}_H100_T4.json
+		run_tool 0 kg-tune --no-llm --replay "$table" --budget-builds 5000 --outdir out "$spec"
+		assert_line --regexp "^$name +[0-9]+ .* exhausted "
+		jq -c '.results[].configuration' "$table" | jq -cS . | sort -u >recorded
+		# the configurations built of the spec's own kernel (code edits apart, which a table keyed
+		# by configuration cannot answer)
+		jq -c 'select(.build.config != null and (.build.edited | not)) | .build.config' "out/kernels/$name/events.jsonl" |
+			jq -cS . | sort -u >proposed
+		diff recorded proposed
+	done
+}
+
 @test "a sampled table replays: kg-tune proposes only its configurations and finds its fastest" {
 	table=$KG_ROOT/examples/matmul/matmul_H100_T4.json
 	run_tool 0 kg-tune -q --no-llm --replay "$table" --budget-builds 40 --outdir out "$KG_ROOT/examples/matmul/matmul.json"
