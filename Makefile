@@ -171,6 +171,7 @@ cuda-check:
 	@test -f '$(CUDA_HOME)/include/nvrtc.h' || { \
 	  echo "kernelgraph: no CUDA toolkit in CUDA_HOME=$(CUDA_HOME) ($(CUDA_HOME)/include/nvrtc.h is missing);" \
 	       "install the CUDA toolkit or run make CUDA_HOME=/path/to/cuda" >&2; exit 1; }
+	@echo "kernelgraph: the CUDA toolkit is in CUDA_HOME=$(CUDA_HOME) ($(CUDA_HOME)/include/nvrtc.h)"
 
 # The tests' real LLM server: llama.cpp's llama-server from the sources vendored in the
 # llama-cpp-python sdist on PyPI, built once (CPU only, the server alone) into LLM_CACHE,

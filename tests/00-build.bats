@@ -10,8 +10,8 @@ kmake() {
 }
 
 @test "make cuda-check accepts the toolkit in CUDA_HOME" {
-	run_tool 0 env -u MAKEFLAGS -u MAKELEVEL make --no-print-directory -s -C "$KG_ROOT" cuda-check
-	assert_output ""
+	run_tool 0 env -u MAKEFLAGS -u MAKELEVEL make --no-print-directory -s -C "$KG_ROOT" cuda-check CUDA_HOME=/usr/local/cuda
+	assert_output "kernelgraph: the CUDA toolkit is in CUDA_HOME=/usr/local/cuda (/usr/local/cuda/include/nvrtc.h)"
 }
 
 @test "make cuda-check names the missing toolkit" {
@@ -102,6 +102,24 @@ kmake() {
 		assert_success
 		for opt in $(grep -o '{"[a-z-]*", [a-z_]*_argument' "$src" | sed 's/{"\([a-z-]*\)".*/\1/'); do
 			assert_output --partial -- "--$opt"
+		done
+	done
+}
+
+@test "every tool and pipeline takes -q, -v, --help and --version, as the README says, and its help prints no doubled percent sign" {
+	grep -q 'Every tool takes `--help`, `--version`, `-q` and `-v`.' "$KG_ROOT/README.md"
+	for bin in "$KG_BIN_DIR"/kg-*; do
+		name=$(basename "$bin")
+		run_tool 0 "$bin" --help
+		assert_line --regexp '^ +-q, --quiet +'
+		assert_line --regexp '^ +-v, --verbose +'
+		assert_line --regexp '^ +-h, --help +'
+		assert_line --regexp '^ +-V, --version +'
+		refute_output --partial '%%'
+		# each is taken: --version after them, so that nothing else runs
+		for flag in -q -v --quiet --verbose; do
+			run_tool 0 "$bin" "$flag" --version
+			assert_output "$name (kernelgraph) $(sed -n 's/^VERSION *= *//p' "$KG_ROOT/Makefile")"
 		done
 	done
 }

@@ -483,6 +483,8 @@ fake_stage() {
 	# the log holds every finished record, as JSON lines
 	jq -e . log.jsonl >/dev/null
 	[ "$(jq -c 'select(.update.child != null)' log.jsonl | wc -l)" -eq 40 ]
+	# each with when it was learned, as events.jsonl has it
+	[ "$(jq -r '.t | test("^20[0-9]{2}-[01][0-9]-[0-3][0-9]T[0-9:.]+Z$")' log.jsonl | sort -u)" = true ]
 	# nothing was compiled, the baseline included
 	[ "$(jq -c 'select(.build.status == "ok") | .build.compiled' "$RUN/events.jsonl" | sort -u)" = false ]
 	[ -z "$(find "$RUN/variants" -name 'kernel.cubin' -o -name 'kernel.ptx')" ]
@@ -498,6 +500,10 @@ fake_stage() {
 	run_tool 0 kg-tune --no-llm --replay "$EVENTS" --budget-builds 6 --outdir ev "$VECTOR_ADD"
 	assert_line --index 1 --regexp ' [01]\.[0-9]{2,3}x \[[01]\.[0-9]{2,3}, [01]\.[0-9]{2,3}\] +budget +- +ev/kernels/vector_add/best$'
 	grep -Eq '^\*\*Best\*\*: .* \(interval [01]\.[0-9]{2,3}x to [01]\.[0-9]{2,3}x\)' ev/kernels/vector_add/trace.md
+	# a spec that failed with no candidate evaluated gets no "next: kg-report" (nothing to report)
+	run_tool 1 kg-tune --no-llm --replay "$TABLE" --budget-builds 3 --propose-opt --bogus --outdir out3 "$VECTOR_ADD"
+	assert_line --index 1 --regexp '^vector_add +0 .* failed \(2\) '
+	refute_output --partial 'next: kg-report'
 	# a missing spec stops everything before anything runs
 	run_tool 2 kg-tune --no-llm --outdir out2 "$VECTOR_ADD" missing.json
 	assert_stderr "$(printf '%s\n' "kg-tune: missing.json: no such spec" "Try 'kg-tune --help' for more information.")"

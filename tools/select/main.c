@@ -98,7 +98,7 @@ static void usage(FILE *fp)
 	      "      --cycle-penalty P       subtracted for a child that repeats a state on the path (0.5)\n"
 	      "      --noise EPS             Dirichlet noise weight at the root (0: off)\n"
 	      "      --noise-alpha A         total Dirichlet concentration (10.83)\n"
-	      "      --improve-pct P         an improvement is at least P %% faster (2)\n"
+	      "      --improve-pct P         an improvement is at least P % faster (2)\n"
 	      "      --converge K            stop after K iterations without one (0: never)\n"
 	      "      --budget-builds N       stop after N evaluated candidates (0: no limit); each\n"
 	      "                              pick carries its share of what is left as\n"
