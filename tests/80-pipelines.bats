@@ -821,7 +821,7 @@ fake_stage() {
 	run_tool 0 kg-report "$RUN"
 	assert_stderr_empty
 	assert_line --index 0 '| builds | baseline ms | best ms | speedup | outcomes |'
-	assert_line --index 2 --regexp "^\| $(($(evaluated "$RUN" | wc -l))) \| 0\.066048 \| $(jq -r .median_ms "$RUN/best.json") \| 1\.[0-9]{3}x \| "
+	assert_line --index 2 --regexp "^\| $(($(evaluated "$RUN" | wc -l))) \| 0\.066048 \| $(jq -r .median_ms "$RUN/best.json") \| 1\.[0-9]{2}x \| " # three significant digits, as kg-tune and trace.md
 	assert_line "Report: $RUN/report/index.html"
 	# outcomes count the candidates, as builds does: the baseline is none of them
 	n=$(evaluated "$RUN" | wc -l)
@@ -832,6 +832,16 @@ fake_stage() {
 	page=$RUN/report/index.html
 	grep -qE '; replayed: no kernel ran; the times are a table(&apos;|&#39;)s, measured on the NVIDIA H200. The search candidate by candidate: <a href="../trace.md">trace.md</a>.</p>' "$page"
 	grep -q '^<h2 id="failures">Failures</h2>$' "$page"
+	# why it stopped, as trace.md closes; who proposed what: tried, failed, best speedup
+	# (kg-iterate alone: no closing summary yet; kg-select --summary, which kg-tune runs, writes one)
+	grep -qx '<p id="stopped"><strong>The search has no closing summary in trace.md yet (kg-select --summary writes it).</strong></p>' "$page"
+	kg-select -q --summary "$RUN"
+	kg-report -q "$RUN" >/dev/null
+	grep -qx "<p id=\"stopped\"><strong>$(grep -E '^The search (is over|may go on)' "$RUN/trace.md" | tail -1)</strong></p>" "$page"
+	tried=$(sed -n 's|^<tr><td>rules:[a-z]*</td><td>\([0-9]*\)</td><td>[0-9]*</td><td>[-0-9.x]*</td></tr>$|\1|p' "$page" | awk '{ s += $1 } END { print s }')
+	[ "$tried" -eq "$n" ]
+	# the graph's speedups as the tables': three significant digits
+	grep -q '^  n0 \[label="baseline 92624367\\n0.066048 ms, 1.00x"' "$RUN/report/graph.dot"
 	[ "$n" -gt 0 ]
 	[ "$(ls "$RUN/report")" = "$(printf '%s\n' convergence.svg graph.dot graph.svg index.html roofline.svg vector_add_T4.json)" ]
 	# no KernelGraph.Flops: achieved bandwidth under the memory roof, which says where it came from
@@ -845,7 +855,7 @@ fake_stage() {
 	dot=$RUN/report/graph.dot
 	[ "$(grep -c '^  n[0-9]* \[label=' "$dot")" -eq "$(($(evaluated "$RUN" | wc -l) + 1))" ]
 	[ "$(grep -c '^  n[0-9]* -> n[0-9]* ' "$dot")" -eq "$(evaluated "$RUN" | wc -l)" ]
-	grep -q '^  n0 \[label="baseline 92624367\\n0.066048 ms, 1x"' "$dot"
+	grep -q '^  n0 \[label="baseline 92624367\\n0.066048 ms, 1.00x"' "$dot"
 	grep -q "^  n[0-9]* \[label=\"best $(jq -r '.state[:8]' "$RUN/best.json")" "$dot"
 	[ "$(grep -c ' -> .*penwidth=3' "$dot")" -eq "$(jq '.methods | length' "$RUN/best.json")" ]
 	grep -q '<svg' "$RUN/report/graph.svg"
