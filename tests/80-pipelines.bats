@@ -83,8 +83,8 @@ load pipelines_helper
 		'{"outdir": "x", "specs": [{"spec": "a", "options": "--seed 2"}]}|specs[0].options: must be a list of strings (kg-tune options)' \
 		'{"outdir": "x", "specs": [{"spec": "a", "options": ["-n", "9"]}]}|specs[0].options[0]: -n: kg-nightly sets it (from outdir, budget_builds, gpus or a spec'"'"'s replay)' \
 		'{"outdir": "x", "specs": ["a"], "options": ["--replay", "t.json"]}|options[0]: --replay: kg-nightly sets it (from outdir, budget_builds, gpus or a spec'"'"'s replay)' \
-		'{"outdir": "x", "specs": [{"spec": "a", "budget": 9}]}|specs[0].budget: unknown key (a spec takes spec, budget_builds, options, replay)' \
-		'{"outdir": "x", "specs": ["a"], "spec": "b"}|spec: unknown key (CONFIG takes outdir, gpus, options, budget_builds, specs)' \
+		'{"outdir": "x", "specs": [{"spec": "a", "budget": 9}]}|specs[0].budget: unknown key (a spec takes spec, budget_builds, options, replay, reopen_after)' \
+		'{"outdir": "x", "specs": ["a"], "spec": "b"}|spec: unknown key (CONFIG takes outdir, gpus, options, budget_builds, reopen_after, specs)' \
 		'{"outdir": "x", "specs": [3]}|specs[0]: must be a path or {"spec": path, ...}' \
 		'{"outdir": "x", "specs": [{"budget_builds": 2}]}|specs[0].spec: missing or not a string (the spec'"'"'s path)' \
 		'{"outdir": "x", "specs": []}|specs: missing or empty' \
@@ -99,7 +99,7 @@ load pipelines_helper
 	printf '%s\n' '{"outdir": "x",' ' "specs": [' '  "a.json",' '  {"spec": "b.json",' '   "opts": ["--seed", "2"]},' \
 		'  {"spec": "c.json", "options": [' '   "--seed", "2",' '   "--gpus", "1"]},' '  {' '   "budget_builds": 3}]}' >bad.json
 	run_tool 2 kg-nightly bad.json
-	assert_stderr "kg-nightly: bad.json:5: specs[1].opts: unknown key (a spec takes spec, budget_builds, options, replay)"
+	assert_stderr "kg-nightly: bad.json:5: specs[1].opts: unknown key (a spec takes spec, budget_builds, options, replay, reopen_after)"
 	sed -i '5s/"opts": \["--seed", "2"\]/"budget_builds": 1/' bad.json
 	run_tool 2 kg-nightly bad.json
 	assert_stderr "kg-nightly: bad.json:8: specs[2].options[2]: --gpus: kg-nightly sets it (from outdir, budget_builds, gpus or a spec's replay)"
@@ -657,6 +657,42 @@ fake_stage() {
 	assert_stderr_empty
 }
 
+@test "kg-nightly: a spec that converged says so and when it is tried again; reopen_after N reopens it after N idle nights, a changed kernel at once" {
+	cp -r "$KG_ROOT/examples/transpose" ex
+	mkdir conf
+	printf '%s\n' '{"outdir": "../night", "options": ["--no-llm", "--converge", "2"], "budget_builds": 20, "reopen_after": 1,' \
+		' "specs": [{"spec": "../ex/transpose.json", "replay": "../ex/transpose_H100_T4.json"}]}' >conf/nightly.json
+	spec=$PWD/ex/transpose.json
+	night() { # night N: the Nth night (a second apart: the logs are named by the second); its spec line's text and JSON
+		[ "$1" -eq 1 ] || sleep 1
+		run_tool 0 kg-nightly conf/nightly.json
+		text=$(tail -1 "$(ls night/logs/*.log | tail -1)")
+		json=$(jq -c 'select(.nightly == "spec") | [.builds > 0, .end, .converged.idle_nights, .converged.reopened]' "$(ls night/logs/*.jsonl | tail -1)")
+	}
+	night 1 # converges within its budget
+	[ "$text" = "kg-nightly: $spec: exit status 0, $(jq -s 'map(select(.nightly == "spec"))[0].builds' night/logs/*.jsonl) builds; converged tonight: no improvement in its last 2 iterations" ]
+	[ "$json" = '[true,"converged",null,null]' ]
+	night 2 # converged before it: nothing built, said why and when it is tried again
+	[ "$text" = "kg-nightly: $spec: exit status 0, 0 builds; converged before tonight: no improvement in its last 2 iterations (--converge 2), idle 1 night; tried again after 1 idle nights (reopen_after) or when its spec, kernel, table or GPUs change" ]
+	[ "$json" = '[false,"converged",1,null]' ]
+	night 3 # reopen_after 1: tried again, given 2 more iterations
+	[[ "$text" == "kg-nightly: $spec: exit status 0, "*" builds; reopened: converged before tonight, idle 1 night (reopen_after 1): 2 more iterations without improvement" ]]
+	[ "$json" = '[true,"converged",0,"idle 1 night (reopen_after 1)"]' ]
+	# reopen_after 0 (the default): never by age; a changed kernel reopens it at once
+	jq '.reopen_after = 0' conf/nightly.json >c && mv c conf/nightly.json
+	night 4
+	[[ "$text" == *"; converged before tonight: "*"; tried again (reopen_after: 0, never by age) only when its spec, kernel, table or GPUs change" ]]
+	night 5
+	[ "$json" = '[false,"converged",2,null]' ]
+	echo '// a comment' >>ex/transpose.cu
+	night 6
+	[ "$json" = '[true,"converged",0,"its spec, kernel, table or GPUs changed"]' ]
+	# a reopen_after that is not a count of nights is named
+	jq '.specs[0].reopen_after = -1' conf/nightly.json >c && mv c conf/nightly.json
+	run_tool 2 kg-nightly conf/nightly.json
+	assert_stderr "kg-nightly: conf/nightly.json:$(grep -n '"reopen_after": -1' conf/nightly.json | cut -d: -f1): specs[0].reopen_after: must be a whole number of nights (0: never)"
+}
+
 @test "kg-nightly exits at once, exit 6, while another holds the lock" {
 	mkdir night
 	echo '{"outdir": "night", "specs": ["none.json"]}' >nightly.json
@@ -735,9 +771,9 @@ fake_stage() {
 		SLURM_CPUS_ON_NODE=2 run_tool 0 kg-nightly --slurm-task "$night"
 	assert_output "kg-nightly: $ex/vector_add/vector_add.json: exit status 0, 3 builds"
 	assert_stderr_empty
-	[ "$(jq -c 'select(.nightly) | del(.t, .seconds, .best)' "$night/task-0.jsonl")" = "$(jq -cn --arg ex "$ex" --arg run "$PWD/night/kernels/vector_add" '
+	[ "$(jq -c 'select(.nightly) | del(.t, .seconds, .best, .fingerprint)' "$night/task-0.jsonl")" = "$(jq -cn --arg ex "$ex" --arg run "$PWD/night/kernels/vector_add" '
 		{nightly: "spec", spec: "\($ex)/vector_add/vector_add.json", run: $run, replay: "\($ex)/vector_add/vector_add_H100_T4.json",
-		 status: 0, builds: 3, regraph: null, slurm: {job_id: 41, array_job_id: 40, array_task_id: 0, node: "n7",
+		 status: 0, builds: 3, regraph: null, end: "budget", converged: null, slurm: {job_id: 41, array_job_id: 40, array_task_id: 0, node: "n7",
 		 cuda_visible_devices: "GPU-5f0e,GPU-77a1", gpus: "0,1", restarts: 0}}')" ]
 	[ "$(cat "$night/task-0.before")" = 0 ]
 	[ "$(evaluated night/kernels/vector_add | wc -l)" -eq 3 ]
@@ -780,9 +816,9 @@ fake_stage() {
 	PATH=$PWD/fake:$PATH run_tool 1 kg-nightly --slurm-end "$night"
 	log=night/logs/20261126T020000Z
 	assert_stderr "kg-nightly: 2 of 3 specs failed; see $PWD/$log.jsonl and $PWD/$log.log"
-	[ "$(jq -c 'select(.nightly) | del(.t, .seconds, .best, .slurm.node, .slurm.job_id, .slurm.array_job_id)' "$log.jsonl")" = "$(jq -cn --arg ex "$ex" --arg night "$PWD/night" '
+	[ "$(jq -c 'select(.nightly) | del(.t, .seconds, .best, .fingerprint, .slurm.node, .slurm.job_id, .slurm.array_job_id)' "$log.jsonl")" = "$(jq -cn --arg ex "$ex" --arg night "$PWD/night" '
 		{nightly: "spec", spec: "\($ex)/vector_add/vector_add.json", run: "\($night)/kernels/vector_add",
-		 replay: "\($ex)/vector_add/vector_add_H100_T4.json", status: 0, builds: 3, regraph: null,
+		 replay: "\($ex)/vector_add/vector_add_H100_T4.json", status: 0, builds: 3, regraph: null, end: "budget", converged: null,
 		 slurm: {array_task_id: 0, cuda_visible_devices: "GPU-5f0e,GPU-77a1", gpus: "0,1", restarts: 0}},
 		{nightly: "spec", spec: "\($ex)/vector_add/vector_add.json", run: "\($night)/kernels/vector_add",
 		 replay: "\($ex)/vector_add/vector_add_H100_T4.json", status: 6, builds: 0, regraph: null,

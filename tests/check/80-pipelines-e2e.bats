@@ -134,15 +134,16 @@ load ../pipelines_helper
 		jq -cn --arg config ../conf/nightly.json --arg ex "$ex" --arg night "$night" --argjson n "$1" --argjson rows "[$(IFS=,; echo "${*:2}")]" '
 			def spec(k; b; i): {nightly: "spec", spec: "\($ex)/\(k)/\(k).json", run: "\($night)/kernels/\(k)",
 				replay: "\($ex)/\(k)/\(k)_H100_T4.json", status: 0, builds: b,
-				regraph: (if $rows[i] == null then null else {file: "\($night)/regraph.json", rows: $rows[i], kernels: ([i + 3 * ($n - 1), 3] | min)} end)};
+				regraph: (if $rows[i] == null then null else {file: "\($night)/regraph.json", rows: $rows[i], kernels: ([i + 3 * ($n - 1), 3] | min)} end),
+				end: "budget", converged: null};
 			{nightly: "start", config: $config, outdir: $night, specs: 3},
 			spec("vector_add"; 5; 0), spec("softmax"; 4; 1), spec("transpose"; 5; 2),
 			{nightly: "end", failed: 0, regraph: {file: "\($night)/regraph.json", rows: $rows[3], kernels: 3}, regraph_status: 0}'
 	}
 	logs=(night/logs/*.jsonl)
 	[ "${#logs[@]}" -eq 2 ]
-	[ "$(jq -c 'select(.nightly) | del(.t, .pid, .seconds, .best)' "${logs[0]}")" = "$(expected 1 null 5 9 14)" ]
-	[ "$(jq -c 'select(.nightly) | del(.t, .pid, .seconds, .best)' "${logs[1]}")" = "$(expected 2 14 19 23 28)" ]
+	[ "$(jq -c 'select(.nightly) | del(.t, .pid, .seconds, .best, .fingerprint)' "${logs[0]}")" = "$(expected 1 null 5 9 14)" ]
+	[ "$(jq -c 'select(.nightly) | del(.t, .pid, .seconds, .best, .fingerprint)' "${logs[1]}")" = "$(expected 2 14 19 23 28)" ]
 	# every other line is a record kg-tune --log appended: each candidate evaluated, and
 	# each search's stop; the best is the run's
 	[ "$(jq -r 'select(.nightly | not) | if .op == "stop" then "stop \(.reason)" else "\(.kernel) \(.update.child != null)" end' "${logs[0]}" | uniq -c | tr -s ' ' | tr '\n' ,)" = \
