@@ -124,6 +124,38 @@ kmake() {
 	done
 }
 
+@test "the README's table of options is every tool's --help; a short letter stands for one long name in every tool (-o: the output), a long name for one letter" {
+	declare -A long_of=() short_of=()
+	for bin in "$KG_BIN_DIR"/kg-*; do
+		name=$(basename "$bin")
+		# the options --help lists at the start of a line, as the README's row lists them
+		listed=$("$bin" --help | grep -oE '^ {1,8}(-[a-zA-Z], )?--[a-z][a-z0-9-]*' | sed -E 's/^ +//; s/^(-[a-zA-Z]), (--[a-z0-9-]+)/\2 \1/' | sort -u)
+		row=$(sed -n '/^## Options$/,/^## /p' "$KG_ROOT/README.md" | grep -E "^\| \`$name\` \| ")
+		[ -n "$row" ] || { echo "the README's options table has no row for $name" >&2; return 1; }
+		inreadme=$(grep -oE '`--[a-z0-9-]+`( \(`-[a-zA-Z]`\))?' <<<"${row#*| * | }" | tr -d '`()' | sort -u)
+		diff <(echo "$listed") <(echo "$inreadme") || { echo "$name: --help (<) and the README (>) differ" >&2; return 1; }
+		while read -r long short; do
+			[ -n "$short" ] || continue
+			if [ -n "${long_of[$short]:-}" ] && [ "${long_of[$short]}" != "$long" ] && [ "$short" != -o ]; then
+				echo "$short is ${long_of[$short]} in one tool and $long in $name" >&2
+				return 1
+			fi
+			if [ -n "${short_of[$long]:-}" ] && [ "${short_of[$long]}" != "$short" ]; then
+				echo "$long is ${short_of[$long]} in one tool and $short in $name" >&2
+				return 1
+			fi
+			long_of[$short]=$long short_of[$long]=$short
+		done <<<"$listed"
+	done
+	# kg-tune and kg-iterate take kg-propose's names, and their old spellings
+	for p in kg-tune kg-iterate; do
+		for o in --rules --llm --no-llm; do
+			run_tool 2 "$p" "$o" --bogus
+			assert_stderr "$(printf '%s\n' "$p: unknown option '--bogus'" "Try '$p --help' for more information.")"
+		done
+	done
+}
+
 @test "make lint: a bats line starting with '! ' that is not its test's last command is named" {
 	printf '@test "a" {\n\t! false\n\ttrue\n}\n@test "b" {\n\trun ! false\n\t! true\n}\n' >"$BATS_TEST_TMPDIR/t.bats"
 	run_tool 1 "$KG_ROOT/tests/lint-bats.sh" "$BATS_TEST_TMPDIR/t.bats"

@@ -48,7 +48,7 @@ static void usage(FILE *fp)
 	      "with it, the LLM experts.\n"
 	      "\n"
 	      "Proposers:\n"
-	      "  -r, --rules             neighbours of the node's configuration along each parameter, the spec's\n"
+	      "      --rules             neighbours of the node's configuration along each parameter, the spec's\n"
 	      "                          ready patches (KernelGraph.Patches) not applied on the path, and random\n"
 	      "                          valid configurations\n"
 	      "      --rules-random N    random configurations per expansion with --rules (default 2)\n"
@@ -197,7 +197,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	struct llm_settings *s = &opt->ex.llm;
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":chlm:p:qrs:vVx", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":chlm:p:qs:vVx", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c': opt->count_only = 1; break;
 		case 'h': usage(stdout); exit(cli_finish(KG_EXIT_OK));
