@@ -877,7 +877,7 @@ fake_stage() {
 	tried=$(sed -n 's|^<tr><td>rules:[a-z]*</td><td>\([0-9]*\)</td><td>[0-9]*</td><td>[-0-9.x]*</td></tr>$|\1|p' "$page" | awk '{ s += $1 } END { print s }')
 	[ "$tried" -eq "$n" ]
 	# the graph's speedups as the tables': three significant digits
-	grep -q '^  n0 \[label="baseline 92624367\\n0.066048 ms, 1.00x"' "$RUN/report/graph.dot"
+	grep -q '^  n0 \[label="baseline 92624367\\n0.066048 ms, 1.00x\\nbuild 0"' "$RUN/report/graph.dot"
 	[ "$n" -gt 0 ]
 	[ "$(ls "$RUN/report")" = "$(printf '%s\n' convergence.svg graph.dot graph.svg index.html roofline.svg vector_add_T4.json)" ]
 	# no KernelGraph.Flops: achieved bandwidth under the memory roof, which says where it came from
@@ -891,7 +891,11 @@ fake_stage() {
 	dot=$RUN/report/graph.dot
 	[ "$(grep -c '^  n[0-9]* \[label=' "$dot")" -eq "$(($(evaluated "$RUN" | wc -l) + 1))" ]
 	[ "$(grep -c '^  n[0-9]* -> n[0-9]* ' "$dot")" -eq "$(evaluated "$RUN" | wc -l)" ]
-	grep -q '^  n0 \[label="baseline 92624367\\n0.066048 ms, 1.00x"' "$dot"
+	grep -q '^  n0 \[label="baseline 92624367\\n0.066048 ms, 1.00x\\nbuild 0"' "$dot"
+	# one numbering: the build that made the best, in trace.md's summary, the graph and the page
+	build=$(grep -o 'found at build [0-9]*' "$RUN/trace.md" | tail -1 | grep -o '[0-9]*$')
+	grep -q "^<h3>build $build, $(jq -r '.state[:8]' "$RUN/best.json"): " "$page"
+	grep -q "^  n[0-9]* \[label=\"best $(jq -r '.state[:8]' "$RUN/best.json")\\\\n[^\"]*\\\\nbuild $build\"" "$dot"
 	grep -q "^  n[0-9]* \[label=\"best $(jq -r '.state[:8]' "$RUN/best.json")" "$dot"
 	[ "$(grep -c ' -> .*penwidth=3' "$dot")" -eq "$(jq '.methods | length' "$RUN/best.json")" ]
 	grep -q '<svg' "$RUN/report/graph.svg"
