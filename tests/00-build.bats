@@ -156,6 +156,24 @@ kmake() {
 	done
 }
 
+@test "the README's exit-status table names, for 5 and 6, the tools whose --help gives them, and every tool's --help gives its statuses" {
+	table=$(sed -n '/^## Exit codes$/,/^## /p' "$KG_ROOT/README.md")
+	for code in 5 6; do
+		row=$(grep "^| $code | " <<<"$table")
+		for bin in "$KG_BIN_DIR"/kg-*; do
+			name=$(basename "$bin")
+			statuses=$("$bin" --help | sed -n '/^Exit status/,$p' | tr '\n' ' ')
+			[ -n "$statuses" ] || { echo "$name: --help gives no exit statuses" >&2; return 1; }
+			# a status is given as "; N " or "(N " after the first
+			if grep -qE "[;(] ?$code (the|another|a |another)" <<<"$statuses"; then
+				[[ "$row" == *"\`$name\`"* ]] || { echo "$name gives status $code; the README's row does not name it" >&2; return 1; }
+			else
+				[[ "$row" != *"\`$name\`"* ]] || { echo "the README names $name for status $code; its --help does not give it" >&2; return 1; }
+			fi
+		done
+	done
+}
+
 @test "make lint: a bats line starting with '! ' that is not its test's last command is named" {
 	printf '@test "a" {\n\t! false\n\ttrue\n}\n@test "b" {\n\trun ! false\n\t! true\n}\n' >"$BATS_TEST_TMPDIR/t.bats"
 	run_tool 1 "$KG_ROOT/tests/lint-bats.sh" "$BATS_TEST_TMPDIR/t.bats"

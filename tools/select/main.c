@@ -121,8 +121,8 @@ static void usage(FILE *fp)
 	      "graph.bin starts from RUN/graph.json when there is one (what --export writes).\n"
 	      "\n"
 	      "Exit status: 0 done; 1 some record could not be handled (reported, passed on);\n"
-	      "2 usage error; 4 input or output failed; 5 the search is over (budget or\n"
-	      "convergence; a {\"op\": \"stop\"} record says which).\n",
+	      "2 usage error; 4 input or output failed; 5 the search is over (budget, convergence,\n"
+	      "or nothing left to try: exhausted; a {\"op\": \"stop\"} record says which).\n",
 	      fp);
 }
 
