@@ -4,9 +4,10 @@
 
 load test_helper
 
-# Nested make must not inherit the outer make's variables (SANITIZE=1 in test-sanitize).
+# Nested make must not inherit the outer make's variables (SANITIZE=1 in test-sanitize, which
+# make also puts in the environment of what it runs).
 kmake() {
-	env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make --no-print-directory -C "$KG_ROOT" "$@"
+	env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS -u SANITIZE make --no-print-directory -C "$KG_ROOT" "$@"
 }
 
 @test "make cuda-check accepts the toolkit in CUDA_HOME" {

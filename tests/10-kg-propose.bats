@@ -181,9 +181,10 @@ billion_points() {
 	jq '.ConfigurationSpace.Conditions += [{Parameters: ["block_size_x"],
 		Expression: "len([x for x in range(9*10**6) if x < block_size_x]) >= 0"}]' \
 		"$KG_ROOT/examples/vector_add/vector_add.json" >"$BATS_TEST_TMPDIR/costly.json"
-	SECONDS=0
-	run_tool 1 kg-propose --random 1 --spec "$BATS_TEST_TMPDIR/costly.json"
-	[ "$SECONDS" -le 10 ] # 25 s when each evaluation had its own limit alone
+	# CPU seconds, not the wall clock: the suite runs its files at once, on a loaded machine too
+	TIMEFORMAT='%U %S'
+	{ time run_tool 1 kg-propose --random 1 --spec "$BATS_TEST_TMPDIR/costly.json"; } 2>"$BATS_TEST_TMPDIR/cpu"
+	awk '{ exit !($1 + $2 <= 10) }' "$BATS_TEST_TMPDIR/cpu" # 25 s when each evaluation had its own limit alone
 	[[ "$stderr" == "kg-propose: $BATS_TEST_TMPDIR/costly.json: ConfigurationSpace.Conditions[1].Expression: column 35: the spec's budget of expression work exceeded: more than 200000000 steps beyond the first 10000 of each evaluation in \"len("*"(with block_size_x="* ]]
 	run_tool 1 kg-propose --exhaustive --count --spec "$BATS_TEST_TMPDIR/costly.json"
 	[[ "$stderr" == *"the spec's budget of expression work exceeded"* ]]
