@@ -94,7 +94,7 @@ TEST_DRIVER := $(BUILD)/tests/kg-libtest
 TOOL_BINS  := $(TOOLS:%=$(BINOUT)/kg-%)
 PIPE_BINS  := $(PIPELINES:%=$(BINOUT)/%)
 
-.PHONY: all benchtools llm-server test test-gpu test-sanitize check lint fuzz fuzz-smoke fuzz-run deps install uninstall \
+.PHONY: all benchtools llm-server test test-full test-gpu test-sanitize check lint fuzz fuzz-smoke fuzz-run deps deps-test install uninstall \
         clean cuda-check help
 .DELETE_ON_ERROR:
 
@@ -102,11 +102,13 @@ all: $(TOOL_BINS) $(PIPE_BINS)
 
 help:
 	@echo 'make                 build the tools into bin/'
-	@echo 'make deps            install build and test dependencies (Debian, as root)'
-	@echo 'make test            run the CPU test suite (bats)'
+	@echo 'make deps            install what building and running needs (Debian, as root)'
+	@echo 'make deps-test       install that and what the tests need (Debian, as root)'
+	@echo 'make test            run the fast CPU test suite (bats, tests/*.bats)'
+	@echo 'make test-full       run it with the slow end-to-end files of tests/check/'
 	@echo 'make llm-server      build llama-server for the tests (once, into LLM_CACHE) and the tiny model'
-	@echo 'make test-sanitize   run the CPU test suite under ASan + UBSan'
-	@echo 'make check           lint, both of the above and fuzz-smoke (what CI runs)'
+	@echo 'make test-sanitize   run the whole CPU test suite under ASan + UBSan'
+	@echo 'make check           lint, test-full, test-sanitize and fuzz-smoke (what CI runs)'
 	@echo 'make lint            check the test suites for checks that cannot fail'
 	@echo 'make fuzz            run each libFuzzer harness of tests/fuzz/ FUZZ_TIME seconds (600)'
 	@echo 'make fuzz-smoke      the same, FUZZ_SMOKE_TIME seconds (10) each'
@@ -169,12 +171,13 @@ cuda-check:
 	@test -f '$(CUDA_HOME)/include/nvrtc.h' || { \
 	  echo "kernelgraph: no CUDA toolkit in CUDA_HOME=$(CUDA_HOME) ($(CUDA_HOME)/include/nvrtc.h is missing);" \
 	       "install the CUDA toolkit or run make CUDA_HOME=/path/to/cuda" >&2; exit 1; }
+	@echo "kernelgraph: the CUDA toolkit is in CUDA_HOME=$(CUDA_HOME) ($(CUDA_HOME)/include/nvrtc.h)"
 
 # The tests' real LLM server: llama.cpp's llama-server from the sources vendored in the
 # llama-cpp-python sdist on PyPI, built once (CPU only, the server alone) into LLM_CACHE,
 # outside the checkout, so that neither `make clean` nor a second worktree rebuilds it; and
-# the tiny random model tests/tools/tiny_gguf.py writes with PyPI's gguf. `make test` tries
-# it; where it cannot be built, tests/12-llama-server.bats says why (and fails under CI=true).
+# the tiny random model tests/tools/tiny_gguf.py writes with PyPI's gguf. `make test-full` tries
+# it; where it cannot be built, tests/check/12-llama-server.bats says why (and fails under CI=true).
 LLAMA_CPP_PYTHON_VERSION = 0.3.36
 GGUF_VERSION = 0.19.0
 LLM_CACHE  ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kernelgraph
@@ -184,19 +187,35 @@ TINY_GGUF  := build/llm/tiny.gguf
 llm-server:
 	tests/tools/llm_server_build.sh '$(LLM_CACHE)' $(LLAMA_CPP_PYTHON_VERSION) $(GGUF_VERSION) $(TINY_GGUF) $(LLM_JOBS)
 
+# The suite runs its files at once (bats --jobs, through GNU parallel where it is installed:
+# make deps-test installs it): its tests wait on compilers, pipelines and servers as much as
+# they compute, so three a core keep two cores busy. make test runs tests/*.bats, the fast
+# suite (3 minutes on two cores); tests/check/ holds the slow end-to-end files, the real
+# llama-server and the Slurm cluster among them, which make check runs as well, with the fast
+# ones in the same bats run, once per compiler.
+# Whether parallel is there is asked when the suite starts, not when make reads this file:
+# `make deps-test check` installs it in between.
+BATS_JOBS  ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) * 3 )))
+BATS_FLAGS ?= $$(command -v parallel >/dev/null && echo --jobs $(BATS_JOBS))
+TEST_ENV    = KG_BIN_DIR=$(CURDIR)/$(BINOUT) KG_TEST_DRIVER=$(CURDIR)/$(TEST_DRIVER) KG_TINY_GGUF=$(CURDIR)/$(TINY_GGUF)
+
 test: all $(TEST_DRIVER)
+	$(TEST_ENV) $(BATS) $(BATS_FLAGS) tests
+
+# The whole suite: the fast files and tests/check/, whose llama-server is built first.
+test-full: all $(TEST_DRIVER)
 	-@$(MAKE) --no-print-directory llm-server
-	KG_BIN_DIR=$(CURDIR)/$(BINOUT) KG_TEST_DRIVER=$(CURDIR)/$(TEST_DRIVER) KG_TINY_GGUF=$(CURDIR)/$(TINY_GGUF) $(BATS) tests
+	$(TEST_ENV) $(BATS) $(BATS_FLAGS) tests tests/check
 
 test-sanitize:
-	$(MAKE) SANITIZE=1 test
+	$(MAKE) SANITIZE=1 test-full
 
-check: lint test test-sanitize fuzz-smoke
+check: lint test-full test-sanitize fuzz-smoke
 
 # A bats test fails only on its last command's status or a `run` check: a line that starts
 # with "! " elsewhere can never fail it.
 lint:
-	tests/lint-bats.sh tests/*.bats tests/gpu/*.bats
+	tests/lint-bats.sh tests/*.bats tests/check/*.bats tests/gpu/*.bats
 
 # libFuzzer harnesses: tests/fuzz/fuzz_NAME.c, seeded from tests/fuzz/corpus/NAME/; what
 # a run finds goes to build/fuzz/corpus/NAME/ (new inputs) and build/fuzz/fuzz_NAME-crash-*.
@@ -228,22 +247,34 @@ fuzz-run: $(FUZZERS:%=$(BUILD)/fuzz_%)
 test-gpu: all
 	KG_BIN_DIR=$(CURDIR)/$(BINOUT) $(BATS) tests/gpu
 
-# Debian packages for building and testing; python3 recomputes the tests' expected values
-# with CPython itself, and time (/usr/bin/time) serves the scripts in benchmarks/; the
-# pipelines draw with gnuplot and Graphviz and align tables with column (bsdextrautils);
-# chromium opens kg-report's page in its test; munge, slurmctld, slurmd and slurm-client make
-# the one-node cluster tests/85-slurm.bats submits kg-nightly --slurm nights to; cmake and
-# python3-venv build the tests' llama-server and the environment that writes its model
-DEB_PACKAGES = gcc g++ make pkg-config libc6-dev libcurl4-openssl-dev libcjson-dev libssl-dev \
-               bats bats-support bats-assert jq patch python3 python3-venv cmake time gnuplot-nox bsdextrautils \
-               clang libclang-rt-dev graphviz chromium munge slurmctld slurmd slurm-client
+# Debian packages. DEB_RUN is what building and running needs: the compiler and the
+# libraries, jq, GNU patch and flock (util-linux) for the pipelines, gnuplot, Graphviz and column
+# (bsdextrautils) for kg-report's plots, graph and tables, ca-certificates for an LLM endpoint
+# over HTTPS. DEB_TEST is what the tests add: bats and its libraries, GNU parallel (make test
+# runs the files at once), python3, which recomputes the tests' expected values with CPython
+# itself, clang and its sanitizer runtime (make check's second build, the fuzzers), chromium
+# (kg-report's page opened in its test), munge and Slurm (the one-node cluster of
+# tests/check/85-slurm.bats), cmake, g++ and python3-venv (the tests' llama-server and the
+# environment that writes its model), and time (/usr/bin/time, for benchmarks/).
+DEB_RUN  = gcc make pkg-config libc6-dev libcurl4-openssl-dev libcjson-dev libssl-dev ca-certificates \
+           jq patch util-linux gnuplot-nox bsdextrautils graphviz
+DEB_TEST = bats bats-support bats-assert parallel python3 python3-venv cmake g++ time \
+           clang libclang-rt-dev chromium munge slurmctld slurmd slurm-client
 
-deps:
+# deps_install PACKAGES: apt-get installs them, through sudo when not root.
+define deps_install
 	@if [ "$$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then \
-	  echo 'make deps: run as root (apt-get installs system packages)' >&2; exit 1; fi
+	  echo 'make $@: run as root (apt-get installs system packages)' >&2; exit 1; fi
 	$$( [ "$$(id -u)" -eq 0 ] || echo sudo ) apt-get update -q
 	$$( [ "$$(id -u)" -eq 0 ] || echo sudo ) env DEBIAN_FRONTEND=noninteractive \
-	  apt-get install -y -q --no-install-recommends $(DEB_PACKAGES)
+	  apt-get install -y -q --no-install-recommends $(1)
+endef
+
+deps:
+	$(call deps_install,$(DEB_RUN))
+
+deps-test:
+	$(call deps_install,$(DEB_RUN) $(DEB_TEST))
 
 install: all
 	$(INSTALL) -d '$(DESTDIR)$(BINDIR)'

@@ -385,6 +385,97 @@ static void read_hunk_reports(const char *output, struct patch_report *r)
 	free(fuzz);
 }
 
+/* Whether two lines are alike: equal once leading and trailing blanks are set aside, as a
+ * diff written by hand or by a model often re-indents. */
+static int lines_alike(const struct line *a, const struct line *b)
+{
+	const char *p = a->text, *pe = a->text + a->len, *q = b->text, *qe = b->text + b->len;
+	while (p < pe && (*p == ' ' || *p == '\t'))
+		p++;
+	while (pe > p && (pe[-1] == ' ' || pe[-1] == '\t'))
+		pe--;
+	while (q < qe && (*q == ' ' || *q == '\t'))
+		q++;
+	while (qe > q && (qe[-1] == ' ' || qe[-1] == '\t'))
+		qe--;
+	return pe - p == qe - q && memcmp(p, q, (size_t)(pe - p)) == 0;
+}
+
+/* Adds lines [from, from + n) of lines, numbered from first_number, at most SHOWN of them. */
+static void add_numbered(struct strbuf *sb, const struct line *lines, size_t n, long first_number)
+{
+	enum { SHOWN = 12 };
+	for (size_t i = 0; i < n && i < SHOWN; i++)
+		strbuf_addf(sb, "\n%6ld | %.*s", first_number + (long)i, (int)lines[i].len, lines[i].text);
+	if (n > SHOWN)
+		strbuf_addf(sb, "\n       | ... (%zu more lines)", n - SHOWN);
+}
+
+/* After patch's own words, what a person needs to mend the first hunk that failed: the lines
+ * it expected (its context and removed lines) and where, and the parent's lines that are most
+ * alike, a window as long as the hunk slid over the file (the most lines alike; of those,
+ * the nearest to where the hunk said). diff is the rewritten one patch was given. Returns
+ * whether a hunk had failed. */
+static int explain_failed_hunk(struct strbuf *msg, const char *output, const char *diff, const char *parent)
+{
+	const char *failed = NULL;
+	for (const char *p = output; (p = strstr(p, "Hunk #")); p++) {
+		const char *eol = strchr(p, '\n');
+		const char *f = strstr(p, " FAILED");
+		if (f && (!eol || f < eol)) {
+			failed = p;
+			break;
+		}
+	}
+	if (!failed)
+		return 0;
+	long k = strtol(failed + 6, NULL, 10);
+	struct line *dl, *fl;
+	size_t nd = split_lines(diff, &dl), nf = split_lines(parent, &fl);
+	struct line *old = xcalloc(nd + 1, sizeof(*old));
+	size_t nold = 0;
+	long hunk = 0, start = 1;
+	for (size_t i = 0; i < nd; i++) {
+		if (starts_with(&dl[i], "@@ -")) {
+			if (++hunk == k)
+				start = strtol(dl[i].text + 4, NULL, 10);
+			continue;
+		}
+		if (hunk != k || !dl[i].len || (dl[i].text[0] != ' ' && dl[i].text[0] != '-'))
+			continue;
+		old[nold].text = dl[i].text + 1;
+		old[nold++].len = dl[i].len - 1;
+	}
+	if (nold) {
+		strbuf_addf(msg, "\nhunk #%ld expected, at line %ld:", k, start);
+		add_numbered(msg, old, nold, start);
+		size_t best = 0, best_alike = 0, window = nold < nf ? nold : nf;
+		long best_distance = -1;
+		for (size_t s = 0; s + window <= nf; s++) {
+			size_t alike = 0;
+			for (size_t i = 0; i < window; i++)
+				alike += lines_alike(&old[i], &fl[s + i]);
+			long distance = labs((long)s + 1 - start);
+			if (alike > best_alike || (alike == best_alike && alike && distance < best_distance)) {
+				best = s;
+				best_alike = alike;
+				best_distance = distance;
+			}
+		}
+		if (best_alike) {
+			strbuf_addf(msg, "\nthe parent's nearest lines, %zu to %zu (%zu of %zu alike):", best + 1, best + window,
+				    best_alike, nold);
+			add_numbered(msg, fl + best, window, (long)best + 1);
+		} else {
+			strbuf_addf(msg, "\nthe parent has none of these lines");
+		}
+	}
+	free(old);
+	free(dl);
+	free(fl);
+	return 1;
+}
+
 /* patch's output without its "patching file" line and trailing newlines. */
 static char *patch_message(const char *output)
 {
@@ -410,7 +501,7 @@ void patch_apply(const char *dir, const char *name, const char *alias, const cha
 	struct strbuf rewritten, output;
 	strbuf_init(&rewritten);
 	strbuf_init(&output);
-	char *diff_path = xasprintf("%s/%s", dir, diff_name);
+	char *diff_path = xasprintf("%s/%s", dir, diff_name), *parent = NULL;
 	r->outcome = PATCH_REJECTED;
 	if (rewrite_diff(diff, name, alias, &rewritten, &r->hunks, &r->recounted, &r->message))
 		goto done;
@@ -419,6 +510,10 @@ void patch_apply(const char *dir, const char *name, const char *alias, const cha
 		r->message = xasprintf("cannot write '%s': %s", diff_path, strerror(errno));
 		goto done;
 	}
+	char *file_path = xasprintf("%s/%s", dir, name);
+	size_t parent_len;
+	parent = file_read_all(file_path, &parent_len); /* before patch changes it */
+	free(file_path);
 	char input[64];
 	snprintf(input, sizeof(input), "--input=%s", diff_name);
 	char *argv[] = {"patch", "--batch", "--forward", "--no-backup-if-mismatch", "--reject-file=-", "--get=0",
@@ -439,8 +534,17 @@ void patch_apply(const char *dir, const char *name, const char *alias, const cha
 			free(r->message);
 			r->message = xasprintf("patch exited with status %d", status);
 		}
+		if (parent) {
+			struct strbuf sb;
+			strbuf_init(&sb);
+			strbuf_addstr(&sb, r->message);
+			r->mismatched = explain_failed_hunk(&sb, output.buf, rewritten.buf, parent);
+			free(r->message);
+			r->message = strbuf_detach(&sb);
+		}
 	}
 done:
+	free(parent);
 	free(diff_path);
 	strbuf_release(&rewritten);
 	strbuf_release(&output);

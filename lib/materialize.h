@@ -45,6 +45,8 @@ struct patch_report {
 	cJSON *offsets;	  /* per hunk: lines it moved from where the diff placed it (patch's "offset") */
 	cJSON *fuzz;	  /* per hunk: lines of context patch ignored to place it (patch's "fuzz") */
 	char *message;	  /* what went wrong, in patch's own words where patch ran; NULL when applied */
+	int mismatched;	  /* patch ran and some hunk did not match the file: message shows the first
+			     one's lines against the file's nearest */
 };
 
 /* Applies diff to the file dir/name with GNU patch, running in dir. Only the hunks of the

@@ -3,10 +3,12 @@
 #include "common.h"
 
 #include <libgen.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "jsonl.h"
+#include "replay.h"
 #include "run.h"
 #include "xalloc.h"
 
@@ -17,7 +19,7 @@ static const char *const run_names[] = {
 	[RUN_GRAPH_BLOBS] = "graph.blobs", [RUN_GRAPH_JSON] = "graph.json", [RUN_BEST] = "best",
 	[RUN_BEST_JSON] = "best.json",	    [RUN_TRACE] = "trace.md",	     [RUN_LLM] = "llm",
 	[RUN_LLM_CACHE] = "llm/cache",
-	[RUN_HISTORY] = "history.json",
+	[RUN_HISTORY] = "history.json",  [RUN_REPLAY] = "replay.table",
 };
 
 static const char *const outdir_names[] = {
@@ -75,8 +77,34 @@ const cJSON *run_baseline(struct run *run)
 	return run->baseline;
 }
 
+int run_replayed(const char *dir)
+{
+	char *path = run_path(dir, RUN_REPLAY);
+	struct stat st;
+	int replayed = stat(path, &st) == 0 && S_ISREG(st.st_mode);
+	free(path);
+	return replayed;
+}
+
+const struct replay *run_replay(struct run *run, int *broken)
+{
+	*broken = 0;
+	if (!run->replay_read) {
+		run->replay_read = 1;
+		if (run_replayed(run->dir)) {
+			char *path = run_path(run->dir, RUN_REPLAY);
+			run->replay = replay_load(path);
+			run->replay_read = run->replay ? 2 : -1;
+			free(path);
+		}
+	}
+	*broken = run->replay_read == -1;
+	return run->replay;
+}
+
 void run_release(struct run *run)
 {
+	replay_free(run->replay);
 	free(run->dir);
 	t1_free(run->spec);
 	cJSON_Delete(run->baseline);

@@ -36,6 +36,7 @@ enum run_file {
 	RUN_LLM,	/* llm/: every LLM request and answer */
 	RUN_LLM_CACHE,	/* llm/cache/ */
 	RUN_HISTORY,	/* history.json: how far the model last trusted each --history file (kg-propose) */
+	RUN_REPLAY,	/* replay.table: a run made with kg-init --replay: its table, copied (T4 or JSON lines) */
 };
 
 /* The files OUTDIR holds for all its runs. */
@@ -56,10 +57,14 @@ char *run_variant_path(const char *run, const char *state, const char *file);
 char *run_outdir_path(const char *run, enum outdir_file file);
 
 /* One run directory, as every tool that meets it in its records caches it. */
+struct replay;
+
 struct run {
 	char *dir;		/* the run as the records name it */
 	struct t1_spec *spec;	/* RUN/spec.json; NULL when run_init failed */
 	cJSON *baseline;	/* RUN/baseline.json once run_baseline found it, else NULL */
+	struct replay *replay;	/* RUN/replay.table once run_replay loaded it, else NULL */
+	int replay_read;	/* run_replay looked: 1 none, 2 loaded, -1 there but unusable */
 };
 
 /* Fills run for dir and loads its spec (t1_load, which reports what is wrong inside it).
@@ -70,6 +75,16 @@ int run_init(struct run *run, const char *dir, int *unreadable);
 /* RUN/baseline.json, read the first time it exists and kept; NULL while there is none (a
  * damaged one is reported, and read again at the next call). The run owns the result. */
 const cJSON *run_baseline(struct run *run);
+
+/* Whether the run was made on replayed measurements (kg-init --replay): it holds
+ * RUN/replay.table, which every stage answers from unless told otherwise: kg-propose proposes
+ * only what it holds, kg-build compiles nothing, kg-bench answers from it. */
+int run_replayed(const char *dir);
+
+/* RUN/replay.table, loaded the first time (replay_load) and kept; NULL for a run made without
+ * one, and NULL with *broken set after a table that cannot be read was reported (once). The
+ * run owns the result. */
+const struct replay *run_replay(struct run *run, int *broken);
 
 /* Frees what run holds and zeroes it. */
 void run_release(struct run *run);

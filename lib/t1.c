@@ -740,8 +740,21 @@ static int load_kernel_conditions(struct loader *L, const cJSON *list, const cha
 	return 0;
 }
 
-/* KernelGraph.Conditions, and the Conditions and PatchFile of each KernelGraph.Patches entry
- * (the rest of an entry is kg-propose's to read). */
+/* Whether item names a real architecture, "sm_90", "sm_90a" or "sm_100f" (a patch's Arch). */
+static int is_arch(const cJSON *item)
+{
+	if (!cJSON_IsString(item) || strncmp(item->valuestring, "sm_", 3) != 0)
+		return 0;
+	const char *p = item->valuestring + 3;
+	if (*p < '1' || *p > '9')
+		return 0;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	return *p == '\0' || ((*p == 'a' || *p == 'f') && p[1] == '\0');
+}
+
+/* KernelGraph.Conditions, and the Conditions, PatchFile and Arch of each KernelGraph.Patches
+ * entry (the rest of an entry is kg-propose's to read). */
 static int load_all_kernel_conditions(struct loader *L, const cJSON *ext)
 {
 	const cJSON *conditions = cJSON_GetObjectItemCaseSensitive(ext, "Conditions");
@@ -758,6 +771,9 @@ static int load_all_kernel_conditions(struct loader *L, const cJSON *ext)
 		const char *file = json_string(entry, "PatchFile"), *refused = file ? file_confined(NULL, file, 0) : NULL;
 		if (refused)
 			return fail(L, subfield(g, sizeof(g), f, "PatchFile"), "'%s': %s; %s", file, refused, T1_FILES_RULE);
+		const cJSON *arch = cJSON_GetObjectItemCaseSensitive(entry, "Arch");
+		if (arch && !is_arch(arch))
+			return fail(L, subfield(g, sizeof(g), f, "Arch"), "must be an architecture like \"sm_90a\"");
 		conditions = cJSON_GetObjectItemCaseSensitive(entry, "Conditions");
 		if (!conditions)
 			continue;

@@ -4,14 +4,15 @@
 
 load test_helper
 
-# Nested make must not inherit the outer make's variables (SANITIZE=1 in test-sanitize).
+# Nested make must not inherit the outer make's variables (SANITIZE=1 in test-sanitize, which
+# make also puts in the environment of what it runs).
 kmake() {
-	env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make --no-print-directory -C "$KG_ROOT" "$@"
+	env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS -u SANITIZE make --no-print-directory -C "$KG_ROOT" "$@"
 }
 
 @test "make cuda-check accepts the toolkit in CUDA_HOME" {
-	run_tool 0 env -u MAKEFLAGS -u MAKELEVEL make --no-print-directory -s -C "$KG_ROOT" cuda-check
-	assert_output ""
+	run_tool 0 env -u MAKEFLAGS -u MAKELEVEL make --no-print-directory -s -C "$KG_ROOT" cuda-check CUDA_HOME=/usr/local/cuda
+	assert_output "kernelgraph: the CUDA toolkit is in CUDA_HOME=/usr/local/cuda (/usr/local/cuda/include/nvrtc.h)"
 }
 
 @test "make cuda-check names the missing toolkit" {
@@ -49,6 +50,26 @@ kmake() {
 	ls "$KG_ROOT"/tests/gpu/*.bats
 }
 
+@test "make deps installs what running needs, nothing of the tests'; make deps-test adds the tests' packages" {
+	run kmake -n deps
+	assert_success
+	install=$(grep 'apt-get install' <<<"$output")
+	for p in gcc libcurl4-openssl-dev libcjson-dev libssl-dev jq patch gnuplot-nox graphviz; do
+		[[ " $install " == *" $p "* ]] || { echo "make deps lacks $p" >&2; return 1; }
+	done
+	for p in bats parallel clang chromium munge slurmctld slurmd cmake python3-venv; do
+		[[ " $install " != *" $p "* ]] || { echo "make deps installs $p, a test dependency" >&2; return 1; }
+	done
+	run kmake -n deps-test
+	assert_success
+	install=$(grep 'apt-get install' <<<"$output")
+	for p in gcc jq patch bats bats-assert parallel python3 clang chromium munge slurmctld slurmd cmake python3-venv; do
+		[[ " $install " == *" $p "* ]] || { echo "make deps-test lacks $p" >&2; return 1; }
+	done
+	grep -qx 'make deps-test check DEVELOPER=1' "$KG_ROOT/.ci/run"
+	grep -qx '    make deps-test check DEVELOPER=1' "$KG_ROOT/README.md" # the README's test command, as CI runs it
+}
+
 @test "make help lists every target it names, llm-server among them" {
 	run kmake help
 	assert_success
@@ -56,11 +77,22 @@ kmake() {
 	assert_line --regexp '^make benchtools +build the GPU benchmark helpers'
 }
 
-@test "make test builds the tests' llama-server and model first, and tells the suite where they are" {
+@test "make test runs the fast files at once; test-full adds tests/check/ after building the llama-server; check runs each compiler's suite once" {
 	run kmake -n test
+	assert_success
+	refute_output --partial "llm-server"
+	assert_output --regexp " bats .*--jobs [0-9]+.* tests$"
+	run kmake -n test-full
 	assert_success
 	assert_output --partial "llm-server"
 	assert_output --partial "KG_TINY_GGUF=$KG_ROOT/build/llm/tiny.gguf"
+	assert_output --regexp " bats .*--jobs [0-9]+.* tests tests/check$"
+	run kmake -n check
+	assert_success
+	# the whole suite once built with cc, once with clang under the sanitizers, never the fast one apart
+	[ "$(grep -c "^KG_BIN_DIR=$KG_ROOT/bin .* tests tests/check$" <<<"$output")" -eq 1 ]
+	[ "$(grep -c "^KG_BIN_DIR=$KG_ROOT/build/san/bin .* tests tests/check$" <<<"$output")" -eq 1 ]
+	refute_output --regexp " tests$"
 }
 
 @test "every tool's --help lists each of its long options" {
@@ -75,11 +107,79 @@ kmake() {
 	done
 }
 
+@test "every tool and pipeline takes -q, -v, --help and --version, as the README says, and its help prints no doubled percent sign" {
+	grep -q 'Every tool takes `--help`, `--version`, `-q` and `-v`.' "$KG_ROOT/README.md"
+	for bin in "$KG_BIN_DIR"/kg-*; do
+		name=$(basename "$bin")
+		run_tool 0 "$bin" --help
+		assert_line --regexp '^ +-q, --quiet +'
+		assert_line --regexp '^ +-v, --verbose +'
+		assert_line --regexp '^ +-h, --help +'
+		assert_line --regexp '^ +-V, --version +'
+		refute_output --partial '%%'
+		# each is taken: --version after them, so that nothing else runs
+		for flag in -q -v --quiet --verbose; do
+			run_tool 0 "$bin" "$flag" --version
+			assert_output "$name (kernelgraph) $(sed -n 's/^VERSION *= *//p' "$KG_ROOT/Makefile")"
+		done
+	done
+}
+
+@test "the README's table of options is every tool's --help; a short letter stands for one long name in every tool (-o: the output), a long name for one letter" {
+	declare -A long_of=() short_of=()
+	for bin in "$KG_BIN_DIR"/kg-*; do
+		name=$(basename "$bin")
+		# the options --help lists at the start of a line, as the README's row lists them
+		listed=$("$bin" --help | grep -oE '^ {1,8}(-[a-zA-Z], )?--[a-z][a-z0-9-]*' | sed -E 's/^ +//; s/^(-[a-zA-Z]), (--[a-z0-9-]+)/\2 \1/' | sort -u)
+		row=$(sed -n '/^## Options$/,/^## /p' "$KG_ROOT/README.md" | grep -E "^\| \`$name\` \| ")
+		[ -n "$row" ] || { echo "the README's options table has no row for $name" >&2; return 1; }
+		inreadme=$(grep -oE '`--[a-z0-9-]+`( \(`-[a-zA-Z]`\))?' <<<"${row#*| * | }" | tr -d '`()' | sort -u)
+		diff <(echo "$listed") <(echo "$inreadme") || { echo "$name: --help (<) and the README (>) differ" >&2; return 1; }
+		while read -r long short; do
+			[ -n "$short" ] || continue
+			if [ -n "${long_of[$short]:-}" ] && [ "${long_of[$short]}" != "$long" ] && [ "$short" != -o ]; then
+				echo "$short is ${long_of[$short]} in one tool and $long in $name" >&2
+				return 1
+			fi
+			if [ -n "${short_of[$long]:-}" ] && [ "${short_of[$long]}" != "$short" ]; then
+				echo "$long is ${short_of[$long]} in one tool and $short in $name" >&2
+				return 1
+			fi
+			long_of[$short]=$long short_of[$long]=$short
+		done <<<"$listed"
+	done
+	# kg-tune and kg-iterate take kg-propose's names, and their old spellings
+	for p in kg-tune kg-iterate; do
+		for o in --rules --llm --no-llm; do
+			run_tool 2 "$p" "$o" --bogus
+			assert_stderr "$(printf '%s\n' "$p: unknown option '--bogus'" "Try '$p --help' for more information.")"
+		done
+	done
+}
+
+@test "the README's exit-status table names, for 5 and 6, the tools whose --help gives them, and every tool's --help gives its statuses" {
+	table=$(sed -n '/^## Exit codes$/,/^## /p' "$KG_ROOT/README.md")
+	for code in 5 6; do
+		row=$(grep "^| $code | " <<<"$table")
+		for bin in "$KG_BIN_DIR"/kg-*; do
+			name=$(basename "$bin")
+			statuses=$("$bin" --help | sed -n '/^Exit status/,$p' | tr '\n' ' ')
+			[ -n "$statuses" ] || { echo "$name: --help gives no exit statuses" >&2; return 1; }
+			# a status is given as "; N " or "(N " after the first
+			if grep -qE "[;(] ?$code (the|another|a |another)" <<<"$statuses"; then
+				[[ "$row" == *"\`$name\`"* ]] || { echo "$name gives status $code; the README's row does not name it" >&2; return 1; }
+			else
+				[[ "$row" != *"\`$name\`"* ]] || { echo "the README names $name for status $code; its --help does not give it" >&2; return 1; }
+			fi
+		done
+	done
+}
+
 @test "make lint: a bats line starting with '! ' that is not its test's last command is named" {
 	printf '@test "a" {\n\t! false\n\ttrue\n}\n@test "b" {\n\trun ! false\n\t! true\n}\n' >"$BATS_TEST_TMPDIR/t.bats"
 	run_tool 1 "$KG_ROOT/tests/lint-bats.sh" "$BATS_TEST_TMPDIR/t.bats"
 	[ "$output" = "$BATS_TEST_TMPDIR/t.bats:2: a check that cannot fail: \"! \" on a line that is not the test's last (write \"run ! cmd\" or \"! cmd || false\")" ]
-	run_tool 0 "$KG_ROOT/tests/lint-bats.sh" "$KG_ROOT"/tests/*.bats "$KG_ROOT"/tests/gpu/*.bats
+	run_tool 0 "$KG_ROOT/tests/lint-bats.sh" "$KG_ROOT"/tests/*.bats "$KG_ROOT"/tests/check/*.bats "$KG_ROOT"/tests/gpu/*.bats
 }
 
 @test "a tool loads libcurl only when it makes a request: kg-propose and kg-relabel start once per build" {

@@ -57,7 +57,7 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 @test "--help prints the usage on stdout and exits 0; --version the version" {
 	run_tool 0 kg-build --help
 	assert_line --index 0 "Usage: kg-build [OPTION]... [FILE]"
-	assert_line "object is reported and dropped; 2 usage error; 3 NVRTC (unless --no-compile) or"
+	assert_line "object is reported and dropped; 2 usage error; 3 NVRTC (for a record to compile) or"
 	assert_stderr_empty
 	run_tool 0 kg-build --version
 	assert_output --regexp '^kg-build \(kernelgraph\) [0-9]+\.[0-9]+\.[0-9]+$'
@@ -133,10 +133,36 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
  			y[i] = scale_op(x[i]);'
 	run_tool 0 kg-build < <(patch_record run "$base" p2 "$diff")
 	assert_stderr_empty
-	[ "$(jq -c '.build | [.status, .error]' <<<"$output")" = \
-		'["patch_failed","Hunk #1 FAILED at 8.\n1 out of 1 hunk FAILED"]' ]
-	[ "$(jq -r '.build.patch.message' <<<"$output")" = "$(jq -r .build.error <<<"$output")" ]
+	[ "$(jq -r .build.status <<<"$output")" = patch_failed ]
+	# patch's words, the hunk's lines against the parent's most alike, and where the parent is
+	diff -u - <(jq -r .build.error <<<"$output") <<EOF
+Hunk #1 FAILED at 8.
+1 out of 1 hunk FAILED
+hunk #1 expected, at line 8:
+     8 | 	for (int k = 0; k < items_per_thread; k++, i += block_size_x)
+     9 | 		if (i < m)
+    10 | 			y[i] = scale_op(x[i]);
+the parent's nearest lines, 8 to 10 (2 of 3 alike):
+     8 | 	for (int k = 0; k < items_per_thread; k++, i += block_size_x)
+     9 | 		if (i < n)
+    10 | 			y[i] = scale_op(x[i]);
+the parent's kernel: run/variants/$base/kernel.cu
+EOF
+	[ "$(jq -r '.build.patch.message' <<<"$output")
+the parent's kernel: run/variants/$base/kernel.cu" = "$(jq -r .build.error <<<"$output")" ]
 	[ "$(ls run/variants)" = "$base" ]
+	# a hunk placed at the wrong line, re-indented: the nearest lines are where the text is; the
+	# baseline's parent is the spec's kernel file
+	diff='--- a/kernel.cu
++++ b/kernel.cu
+@@ -2,2 +2,2 @@
+ for (int k = 0; k < items_per_thread; k++, i += block_size_x)
+-    if (i < n) /* bounds */
++    if (i < n)'
+	jq -cn --arg p "$diff" '{v: 1, run: "run", candidate: {id: "p3", patch: $p}}' >input.jsonl
+	run_tool 0 kg-build input.jsonl
+	[ "$(jq -r .build.error <<<"$output" | sed -n '6p;9p')" = "$(printf '%s\n' \
+		"the parent's nearest lines, 8 to 9 (1 of 2 alike):" "the parent's kernel: run/scale.cu")" ]
 }
 
 @test "diff headers naming ../../ or absolute paths change nothing outside the variant" {
@@ -665,8 +691,30 @@ GOOD_DIFF=$(factor_diff a/scale.cu b/scale.cu 2.0f 6)
 	assert_stderr "$(printf '%s\n' "kg-build: unexpected argument 'b'" "Try 'kg-build --help' for more information.")"
 	run_tool 2 kg-build no-such-file.jsonl
 	assert_stderr "kg-build: cannot open 'no-such-file.jsonl': No such file or directory"
-	KG_NVRTC_LIBRARY=/nonexistent/libnvrtc.so run_tool 3 kg-build </dev/null
-	assert_stderr "kg-build: cannot load NVRTC (install the CUDA toolkit, set CUDA_HOME or KG_NVRTC_LIBRARY): /nonexistent/libnvrtc.so: cannot open shared object file: No such file or directory (KG_NVRTC_LIBRARY)"
+	# NVRTC is loaded for the first record that needs a compile: none, no NVRTC needed
+	KG_NVRTC_LIBRARY=/nonexistent/libnvrtc.so run_tool 0 kg-build </dev/null
+	assert_stderr_empty
+	new_run run
+	record run "" '{"id":"baseline"}' >input.jsonl
+	KG_NVRTC_LIBRARY=/nonexistent/libnvrtc.so run_tool 3 kg-build input.jsonl
+	assert_stderr "$(printf '%s\n' "kg-build: cannot load NVRTC (install the CUDA toolkit, set CUDA_HOME or KG_NVRTC_LIBRARY): /nonexistent/libnvrtc.so: cannot open shared object file: No such file or directory (KG_NVRTC_LIBRARY)" \
+		"kg-build: input.jsonl:1: NVRTC cannot be loaded (said above): nothing of this run can be compiled")"
+	assert_output "$(cat input.jsonl)"
+}
+
+@test "a run made on a table (RUN/replay.table) is built without compiling, with no option and no NVRTC; --compile compiles it" {
+	new_run run
+	cp "$FIXTURES/bench/replay_t4.json" run/replay.table
+	record run "" '{"id":"baseline"}' >input.jsonl
+	KG_NVRTC_LIBRARY=/nonexistent/libnvrtc.so run_tool 0 kg-build input.jsonl
+	assert_stderr_empty
+	[ "$(jq -c '.build | [.status, .compiled]' <<<"$output")" = '["ok",false]' ]
+	state=$(jq -r .build.state <<<"$output")
+	[ ! -e "run/variants/$state/kernel.cubin" ]
+	# the same state as a compiled build's, which --compile makes
+	run_tool 0 kg-build --compile input.jsonl
+	[ "$(jq -c '.build | [.status, .state, has("compiled")]' <<<"$output")" = "[\"ok\",\"$state\",false]" ]
+	[ -s "run/variants/$state/kernel.cubin" ]
 }
 
 # build_source RUN FIXTURE: builds the fixture kernel as a full-source candidate; the record

@@ -24,11 +24,30 @@ built() {
 	assert_output --regexp '^kg-bench \(kernelgraph\) [0-9]+\.[0-9]+\.[0-9]+$'
 }
 
-@test "without a GPU and without --replay, kg-bench exits 3 and says so" {
+@test "without a GPU and without --replay, kg-bench exits 3 and says so at the first record to measure" {
 	[ -e /dev/nvidia0 ] && skip "this machine has a GPU"
-	run_tool 3 kg-bench </dev/null
+	run_tool 0 kg-bench </dev/null # nothing to measure: no GPU needed
+	assert_stderr_empty
+	mkdir run
+	built '{"block_size_x":256,"items_per_thread":1}' >input.jsonl
+	run_tool 3 kg-bench input.jsonl
 	[[ "$stderr" == "kg-bench: no CUDA driver on this machine ("*"); give --replay FILE to answer from recorded measurements" ]]
 	assert_output ""
+}
+
+@test "a run made on a table (RUN/replay.table) is answered from it with no option; --replay overrides it" {
+	mkdir run
+	cp "$REPLAY" run/replay.table
+	{ built '{"block_size_x":256,"items_per_thread":1}'; built '{"block_size_x":1,"items_per_thread":1}'; } >input.jsonl
+	run_tool 1 kg-bench input.jsonl
+	[ "$(jq -c '.bench | [.status, .replayed]' <<<"$output" | paste -sd ' ')" = '["ok",true] ["error",true]' ]
+	assert_stderr 'kg-bench: input.jsonl:2: configuration {"block_size_x":1,"items_per_thread":1} is not in the replay table run/replay.table'
+	jq '.results |= map(select(.configuration.block_size_x != 256))' "$REPLAY" >other.json
+	run_tool 1 kg-bench --replay other.json input.jsonl
+	[[ "$stderr" == 'kg-bench: input.jsonl:1: configuration {"block_size_x":256,"items_per_thread":1} is not in the replay table other.json'* ]]
+	echo 'not a table' >run/replay.table
+	run_tool 1 kg-bench input.jsonl
+	[[ "$stderr" == *"kg-bench: input.jsonl:1: the run's replay table run/replay.table cannot be read (see above)"* ]]
 }
 
 @test "usage errors exit 2" {
@@ -62,14 +81,15 @@ built() {
 }
 
 @test "--metrics without a GPU: exit 3 as without it; with --replay the answers carry no metrics" {
+	built '{"block_size_x":256,"items_per_thread":1}' >input.jsonl
 	if [ ! -e /dev/nvidia0 ]; then
-		run_tool 3 kg-bench --metrics </dev/null
+		mkdir run
+		run_tool 3 kg-bench --metrics input.jsonl
 		[[ "$stderr" == "kg-bench: no CUDA driver on this machine ("*"); give --replay FILE to answer from recorded measurements" ]]
 		assert_output ""
-		run_tool 3 kg-bench --metrics-every 5 </dev/null
+		run_tool 3 kg-bench --metrics-every 5 input.jsonl
 		[[ "$stderr" == "kg-bench: no CUDA driver on this machine ("*")"* ]]
 	fi
-	built '{"block_size_x":256,"items_per_thread":1}' >input.jsonl
 	run_tool 0 kg-bench --metrics --replay "$REPLAY" input.jsonl
 	assert_stderr_empty
 	[ "$(jq -c '.bench | [.status, .replayed, has("metrics")]' <<<"$output")" = '["ok",true,false]' ]

@@ -4,35 +4,7 @@
 # incumbent, batches, stopping, parameters kept in the graph, and resuming between steps.
 
 load test_helper
-
-RUN=out/kernels/k
-
-setup() {
-	cd "$BATS_TEST_TMPDIR"
-	mkdir -p "$RUN"
-}
-
-# baseline [MEDIAN]: the benched baseline record that makes the root (state S0).
-baseline() {
-	jq -cn --arg run "$RUN" --argjson m "${1:-1.0}" \
-		'{run: $run, kernel: "k", candidate: {id: "baseline"}, build: {status: "ok", state: "S0", baseline: true, config: {x: 1}},
-		  bench: {status: "ok", median_ms: $m, speedup: 1}}'
-}
-
-# evaluated PICK-FILE STATE SPEEDUP [CI-LOW] [METHOD] [BUILD-STATUS]: a candidate of the pick
-# (one JSON line), built and benched: speedup 0 means the bench found it incorrect.
-evaluated() {
-	jq -c --arg s "$2" --argjson sp "$3" --argjson lo "${4:-$3}" --arg m "${5:-tile}" --arg bs "${6:-ok}" \
-		'{run, kernel, node, node_id, path_edges, rollout, candidate: {id: ("c-" + $s), method: $m}, method: {canonical: $m},
-		  build: ({status: $bs, config: {x: 2}} + (if $bs == "ok" or $bs == "compile_failed" then {state: $s} else {} end)),
-		  bench: (if $bs != "ok" then null elif $sp == 0 then {status: "incorrect"}
-		          else {status: "ok", median_ms: (1 / $sp), speedup: $sp, speedup_ci: [$lo, $sp + 0.1]} end)}
-		| if .bench == null then del(.bench) else . end' "$1"
-}
-
-start() {
-	baseline | kg-select --update "$@" "$RUN" >/dev/null
-}
+load select_helper
 
 @test "--help, --version, usage errors" {
 	run_tool 0 kg-select --help
@@ -109,7 +81,7 @@ EOF
 	[ "$(wc -l <"$RUN/events.jsonl")" -eq 5 ]
 	[ "$(jq -r '[.from_method, .to_method, .ok, .reward] | @csv' out/regraph_dataset.jsonl | tr '\n' ' ')" = \
 		'"init","tile",true,1 "init","unroll",false,-3 "init","smem",false,-3 "init","vec",true,3 ' ]
-	grep -Fqx '| 1 | [baseline](variants/S0/) | `x 1 -> 2` | `vec` | 0.0625 | 16.0x [16.0, 16.1] | [S4](variants/S4/): **new best**, 8.00x as fast as [S1](variants/S1/) (its interval clears 2.00x) |' "$RUN/trace.md"
+	grep -Fqx '| 4 | 1 | [baseline](variants/S0/) | `x 1 -> 2` | `vec` | 0.0625 | 16.0x [16.0, 16.1] | [S4](variants/S4/): **new best**, 8.00x as fast as [S1](variants/S1/) (its interval clears 2.00x) |' "$RUN/trace.md"
 	# --failure-reward changes what failures earn, and is kept in the graph.
 	run_tool 0 kg-select --failure-reward -1 --update "$RUN" < <(evaluated pick.jsonl S5 0 0 x)
 	[ "$(jq -c .update.reward <<<"$output")" = -1 ]
@@ -157,24 +129,24 @@ story() {
 	diff -u - "$RUN/trace.md" <<'EOF'
 # Search of k
 
-The baseline, [baseline](variants/S0/) (`x 1, y 8`), runs in 1.00 ms. One row per candidate: the iteration that picked it, the variant it changes, the change, its method and who proposed it, its median time, its speedup over the baseline (with the 95 % interval of that ratio when it was measured; a replayed table has none), and what became of it. A candidate becomes the new best only when its interval (its speedup, without one) lies above the best speedup so far.
+The baseline, [baseline](variants/S0/) (`x 1, y 8`), runs in 1.00 ms. One row per candidate: its build (the candidates numbered in the order they were learned, as kg-report numbers them), the iteration that picked it, the variant it changes, the change, its method and who proposed it, its median time, its speedup over the baseline (with the 95 % interval of that ratio when it was measured; a replayed table has none), and what became of it. A candidate becomes the new best only when its interval (its speedup, without one) lies above the best speedup so far.
 
-| iter | from | change | method (proposer) | ms | speedup | result |
-|---:|---|---|---|---:|---:|---|
-| 1 | [baseline](variants/S0/) | `x 1 -> 2` | `tile` (rules:neighbour) | 0.800 | 1.25x [1.20, 1.30] | [S1aaaaaa](variants/S1aaaaaaaaaa/): **new best**, 25.0 % faster than [baseline](variants/S0/) (its interval clears 1.00x) |
-| 1 | [baseline](variants/S0/) | `x 1 -> 3, y 8 -> 16` | `retune` (rules:random) | 2.00 | 0.500x [0.450, 0.550] | [S2bbbbbb](variants/S2bbbbbbbbbb/) |
-| 1 | [baseline](variants/S0/) | Stage the tiles \| in \*shared\* memory (+2 -1 in k.cu) | `shared_memory_tiling` (llm:m/memory) | - | - | [S3cccccc](variants/S3cccccccccc/): **compile failed**: `k.cu(3): error: identifier "tile" is undefined` |
-| 1 | [baseline](variants/S0/) | `x 1 -> 4` | `retune` (rules:model) | - | - | [S4dddddd](variants/S4dddddddddd/): **incorrect output**: the kernel changed an input it may only read |
-| 1 | [baseline](variants/S0/) | `x 1 -> 5` | `retune` (rules:model) | - | - | [S5eeeeee](variants/S5eeeeeeeeee/): **incorrect output**: `out`: 12 elements wrong, max abs err 0.500 |
-| 1 | [baseline](variants/S0/) | `x 1 -> 6` | `retune` (rules:random) | - | - | [S6ffffff](variants/S6ffffffffff/): **timed out**: the watchdog fired after 10 s |
-| 1 | [baseline](variants/S0/) | `x 1 -> 7` | `retune` (rules:random) | - | - | no variant: **invalid configuration**: `x * y > 50: the conditions do not hold` |
-| 1 | [baseline](variants/S0/) | `x 1 -> 2, y 8 -> 16` | `tile` (rules:neighbour) | 0.250 | 4.00x [3.90, 4.20] | [S7gggggg](variants/S7gggggggggg/): **new best**, 3.20x as fast as [S1aaaaaa](variants/S1aaaaaaaaaa/) (its interval clears 1.25x) |
+| build | iter | from | change | method (proposer) | ms | speedup | result |
+|---:|---:|---|---|---|---:|---:|---|
+| 1 | 1 | [baseline](variants/S0/) | `x 1 -> 2` | `tile` (rules:neighbour) | 0.800 | 1.25x [1.20, 1.30] | [S1aaaaaa](variants/S1aaaaaaaaaa/): **new best**, 25.0 % faster than [baseline](variants/S0/) (its interval clears 1.00x) |
+| 2 | 1 | [baseline](variants/S0/) | `x 1 -> 3, y 8 -> 16` | `retune` (rules:random) | 2.00 | 0.500x [0.450, 0.550] | [S2bbbbbb](variants/S2bbbbbbbbbb/) |
+| 3 | 1 | [baseline](variants/S0/) | Stage the tiles \| in \*shared\* memory (+2 -1 in k.cu) | `shared_memory_tiling` (llm:m/memory) | - | - | [S3cccccc](variants/S3cccccccccc/): **compile failed**: `k.cu(3): error: identifier "tile" is undefined` |
+| 4 | 1 | [baseline](variants/S0/) | `x 1 -> 4` | `retune` (rules:model) | - | - | [S4dddddd](variants/S4dddddddddd/): **incorrect output**: the kernel changed an input it may only read |
+| 5 | 1 | [baseline](variants/S0/) | `x 1 -> 5` | `retune` (rules:model) | - | - | [S5eeeeee](variants/S5eeeeeeeeee/): **incorrect output**: `out`: 12 elements wrong, max abs err 0.500 |
+| 6 | 1 | [baseline](variants/S0/) | `x 1 -> 6` | `retune` (rules:random) | - | - | [S6ffffff](variants/S6ffffffffff/): **timed out**: the watchdog fired after 10 s |
+| 7 | 1 | [baseline](variants/S0/) | `x 1 -> 7` | `retune` (rules:random) | - | - | no variant: **invalid configuration**: `x * y > 50: the conditions do not hold` |
+| 8 | 1 | [baseline](variants/S0/) | `x 1 -> 2, y 8 -> 16` | `tile` (rules:neighbour) | 0.250 | 4.00x [3.90, 4.20] | [S7gggggg](variants/S7gggggggggg/): **new best**, 3.20x as fast as [S1aaaaaa](variants/S1aaaaaaaaaa/) (its interval clears 1.25x) |
 
 ## Summary after 8 candidates
 
-**Best**: [S7gggggg](variants/S7gggggggggg/), found in iteration 1: 0.250 ms, **4.00x** the baseline's 1.00 ms (interval 3.90x to 4.20x), with `x 2, y 16`, its methods from the baseline `tile`. Its files are in `best/` (a link to its variant's directory), its figures in `best.json`.
+**Best**: [S7gggggg](variants/S7gggggggggg/), found at build 8 (iteration 1): 0.250 ms, **4.00x** the baseline's 1.00 ms (interval 3.90x to 4.20x), with `x 2, y 16`, its methods from the baseline `tile`. Its files are in `best/` (a link to its variant's directory), its figures in `best.json`.
 
-**How the best moved**: baseline 1.00x → [S1aaaaaa](variants/S1aaaaaaaaaa/) 1.25x (iteration 1) → [S7gggggg](variants/S7gggggggggg/) 4.00x (iteration 1).
+**How the best moved**: baseline 1.00x → [S1aaaaaa](variants/S1aaaaaaaaaa/) 1.25x (build 1, iteration 1) → [S7gggggg](variants/S7gggggggggg/) 4.00x (build 8, iteration 1).
 
 **Failed**: 5 of 8: incorrect output 2, compile failed 1, invalid configuration 1, timed out 1.
 
@@ -205,9 +177,9 @@ EOF
 		| .build = {status: "ok", state: "S8", config: {x: 9, y: 16}} | .bench = {status: "ok", median_ms: 0.5}' pick2.jsonl |
 		kg-select --update "$RUN" >/dev/null
 	diff -u - <(tail -3 "$RUN/trace.md") <<'EOF'
-| iter | from | change | method (proposer) | ms | speedup | result |
-|---:|---|---|---|---:|---:|---|
-| 2 | [S7gggggg](variants/S7gggggggggg/) | `x 2 -> 9` | `tile` (rules:random) | 0.500 | 2.00x | [S8](variants/S8/) |
+| build | iter | from | change | method (proposer) | ms | speedup | result |
+|---:|---:|---|---|---|---:|---:|---|
+| 9 | 2 | [S7gggggg](variants/S7gggggggggg/) | `x 2 -> 9` | `tile` (rules:random) | 0.500 | 2.00x | [S8](variants/S8/) |
 EOF
 	# a learned record says in which iteration it was learned (later than picked when the next
 	# iteration was picked while it was measured)
@@ -218,6 +190,19 @@ EOF
 	run_tool 4 kg-select --summary "$RUN"
 	assert_stderr "$(printf '%s\n' "kg-select: warning: $RUN/events.jsonl: 0 bytes, shorter than the $size the graph learned from: not read" \
 		"kg-select: cannot open '$RUN/events.jsonl': No such file or directory")"
+}
+
+@test "trace.md gives the compiler's first error line, ptxas's (\"error   :\") as NVRTC's, and a diff's first line" {
+	start
+	kg-select "$RUN" >pick.jsonl
+	jq -c '{run, kernel, iter, node, node_id, path_edges, rollout, candidate: {id: "c1", method: "wgmma", config: {x: 2}},
+		build: {status: "compile_failed", state: "S1", config: {x: 2},
+		        error: "NVRTC_ERROR_COMPILATION\nptxas info    : 0 bytes gmem\nptxas error   : Instruction '"'"'wgmma.fence'"'"' not supported on .target '"'"'sm_90'"'"'\nptxas fatal   : Ptx assembly aborted due to errors"}},
+		{run, kernel, iter, node, node_id, path_edges, rollout, candidate: {id: "c2", method: "tile", config: {x: 3}},
+		build: {status: "patch_failed", error: "Hunk #1 FAILED at 8.\n1 out of 1 hunk FAILED\nthe parent'"'"'s kernel: k.cu"}}' pick.jsonl |
+		kg-select --update "$RUN" >/dev/null
+	grep -F "**compile failed**: \`ptxas error   : Instruction 'wgmma.fence' not supported on .target 'sm_90'\`" "$RUN/trace.md"
+	grep -F '**patch did not apply**: `Hunk #1 FAILED at 8.`' "$RUN/trace.md"
 }
 
 @test "an expansion says how many new children the widening allows the node now" {
@@ -265,7 +250,7 @@ EOF
 	jq -c '.node = "S2" | .node_id = 2 | .path_edges = [1]' pick0.jsonl >pick2.jsonl
 	run_tool 0 kg-select --update "$RUN" < <(evaluated pick2.jsonl S3 3.0)
 	[ "$(jq -c '.update | [.child, .child_id, .transposition]' <<<"$output")" = '["S3",3,true]' ]
-	[ "$(tail -1 "$RUN/trace.md")" = '| 1 | [S2](variants/S2/) | the same configuration | `tile` | 0.333 | 3.00x [3.00, 3.10] | [S3](variants/S3/) (reached before another way) |' ]
+	[ "$(tail -1 "$RUN/trace.md")" = '| 5 | 1 | [S2](variants/S2/) | the same configuration | `tile` | 0.333 | 3.00x [3.00, 3.10] | [S3](variants/S3/) (reached before another way) |' ]
 	kg-select --export "$RUN" >g.json
 	[ "$(jq -c '[.nodes[] | [.state, .rank]]' g.json)" = '[["S0",0],["S1",1],["S2",1],["S3",2],["S0",2]]' ]
 	# Every edge goes from a lower rank to a higher one: no cycle can form.
@@ -532,7 +517,7 @@ EOF
 	run_tool 0 kg-select --update "$RUN" empty.jsonl
 	[ "$(jq -c .update <<<"$output")" = '{"exhausted":1}' ]
 	[ "$(tail -1 "$RUN/events.jsonl" | jq -c '[.op, .update.exhausted]')" = '["expand",1]' ]
-	grep -Fqx '| 2 | [S1](variants/S1/) | | | | | nothing new to try from here: not expanded again |' "$RUN/trace.md"
+	grep -Fqx '| | 2 | [S1](variants/S1/) | | | | | nothing new to try from here: not expanded again |' "$RUN/trace.md"
 	# S1 is a leaf with nothing new (spent): the root is expanded instead, until it too has nothing
 	run_tool 0 kg-select "$RUN"
 	[ "$(jq -c '[.op, .node]' <<<"$output")" = '["expand","S0"]' ]
@@ -609,7 +594,7 @@ EOF
 	kg-select --update "$RUN" < <(evaluated pick2.jsonl S4 0) >/dev/null
 	kg-select --export "$RUN" >g.json
 	[ "$(jq .rollout g.json)" = null ]
-	grep -Fqx '| 3 | [S2](variants/S2/) | | | | | the rollout from here ended (a candidate failed) after 2 expansions, best 3.00x |' "$RUN/trace.md"
+	grep -Fqx '| | 3 | [S2](variants/S2/) | | | | | the rollout from here ended (a candidate failed) after 2 expansions, best 3.00x |' "$RUN/trace.md"
 	run_tool 0 kg-select "$RUN"
 	[ "$(jq .rollout <<<"$output")" = 0 ]
 }
@@ -860,34 +845,6 @@ damaged() {
 	run_tool 0 kg-select --export "$RUN"
 	assert_stderr ""
 	[ "$(jq -c '[.nodes[].state]' <<<"$output")" = '["S0","S1","S2"]' ]
-}
-
-@test "deltas are folded into a new checkpoint once they outgrow it; export and import round-trip" {
-	start
-	kg-select "$RUN" >pick.jsonl
-	shrank=0 last=0
-	for i in $(seq 1 160); do
-		jq -c --arg i "$i" '{node, node_id, candidate: {id: ("c" + $i), method: "tile"}}' pick.jsonl | kg-select --update "$RUN" >/dev/null
-		size=$(stat -c %s "$RUN/graph.bin")
-		[ "$size" -lt "$last" ] && shrank=1
-		last=$size
-	done
-	[ "$shrank" = 1 ]
-	kg-select --export "$RUN" >exported.json
-	[ "$(jq '.edges | length' exported.json)" = 160 ]
-	# More new edges in one process than the checkpoint left room for: the arrays move to the heap.
-	for i in $(seq 1 400); do
-		jq -c --arg i "$i" '{node, node_id, candidate: {id: ("d" + $i), method: "unroll"}}' pick.jsonl
-	done | kg-select --update "$RUN" >/dev/null
-	kg-select --export "$RUN" >exported.json
-	[ "$(jq '[.edges[] | select(.method == "unroll")] | length' exported.json)" = 400 ]
-	[ "$(jq -r '.edges[559].candidate.id' exported.json)" = d400 ]
-	mkdir -p copy/kernels/k
-	cp exported.json copy/kernels/k/graph.json
-	[ "$(kg-select --export copy/kernels/k)" = "$(cat exported.json)" ]
-	kg-select copy/kernels/k >/dev/null # a pick saves: the imported graph is in graph.bin from now on
-	rm copy/kernels/k/graph.json
-	[ "$(kg-select --export copy/kernels/k | jq -c 'del(.iter)')" = "$(jq -c 'del(.iter)' exported.json)" ]
 }
 
 @test "a full disk: the log is cut back to its last whole line, the record is not learned and still goes out; exit 4" {

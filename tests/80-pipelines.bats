@@ -3,24 +3,7 @@
 # real builds (NVRTC) and measurements replayed from tables recorded on an H200.
 
 load test_helper
-
-VECTOR_ADD="$KG_ROOT/examples/vector_add/vector_add.json"
-TABLE="$FIXTURES/replay/vector_add_H200_T4.json"	   # every configuration, benchmarks/sweep.sh
-EVENTS="$FIXTURES/replay/vector_add_H200_events.jsonl" # a kg-tune run's log, with bandwidths
-RUN=out/kernels/vector_add
-
-setup_file() {
-	export XDG_CACHE_HOME="$BATS_FILE_TMPDIR/cache" # one compile cache for the file
-}
-
-setup() {
-	cd "$BATS_TEST_TMPDIR"
-}
-
-# evaluated RUN: the states evaluated in RUN, one per line.
-evaluated() {
-	jq -r 'select(.update.child != null and (.update.root | not)) | .build.state' "$1/events.jsonl"
-}
+load pipelines_helper
 
 @test "every pipeline has --help and --version; unknown options and missing arguments are usage errors" {
 	version=$(sed -n 's/^VERSION *= *//p' "$KG_ROOT/Makefile") # the C tools' (KG_VERSION)
@@ -100,8 +83,8 @@ evaluated() {
 		'{"outdir": "x", "specs": [{"spec": "a", "options": "--seed 2"}]}|specs[0].options: must be a list of strings (kg-tune options)' \
 		'{"outdir": "x", "specs": [{"spec": "a", "options": ["-n", "9"]}]}|specs[0].options[0]: -n: kg-nightly sets it (from outdir, budget_builds, gpus or a spec'"'"'s replay)' \
 		'{"outdir": "x", "specs": ["a"], "options": ["--replay", "t.json"]}|options[0]: --replay: kg-nightly sets it (from outdir, budget_builds, gpus or a spec'"'"'s replay)' \
-		'{"outdir": "x", "specs": [{"spec": "a", "budget": 9}]}|specs[0].budget: unknown key (a spec takes spec, budget_builds, options, replay)' \
-		'{"outdir": "x", "specs": ["a"], "spec": "b"}|spec: unknown key (CONFIG takes outdir, gpus, options, budget_builds, specs)' \
+		'{"outdir": "x", "specs": [{"spec": "a", "budget": 9}]}|specs[0].budget: unknown key (a spec takes spec, budget_builds, options, replay, reopen_after)' \
+		'{"outdir": "x", "specs": ["a"], "spec": "b"}|spec: unknown key (CONFIG takes outdir, gpus, options, budget_builds, reopen_after, specs)' \
 		'{"outdir": "x", "specs": [3]}|specs[0]: must be a path or {"spec": path, ...}' \
 		'{"outdir": "x", "specs": [{"budget_builds": 2}]}|specs[0].spec: missing or not a string (the spec'"'"'s path)' \
 		'{"outdir": "x", "specs": []}|specs: missing or empty' \
@@ -116,7 +99,7 @@ evaluated() {
 	printf '%s\n' '{"outdir": "x",' ' "specs": [' '  "a.json",' '  {"spec": "b.json",' '   "opts": ["--seed", "2"]},' \
 		'  {"spec": "c.json", "options": [' '   "--seed", "2",' '   "--gpus", "1"]},' '  {' '   "budget_builds": 3}]}' >bad.json
 	run_tool 2 kg-nightly bad.json
-	assert_stderr "kg-nightly: bad.json:5: specs[1].opts: unknown key (a spec takes spec, budget_builds, options, replay)"
+	assert_stderr "kg-nightly: bad.json:5: specs[1].opts: unknown key (a spec takes spec, budget_builds, options, replay, reopen_after)"
 	sed -i '5s/"opts": \["--seed", "2"\]/"budget_builds": 1/' bad.json
 	run_tool 2 kg-nightly bad.json
 	assert_stderr "kg-nightly: bad.json:8: specs[2].options[2]: --gpus: kg-nightly sets it (from outdir, budget_builds, gpus or a spec's replay)"
@@ -186,7 +169,7 @@ evaluated() {
 	assert_output out/kernels/scale
 	assert_stderr "kg-init: out/kernels/scale: baseline 1.5 ms; ready"
 	# the run holds its own copies: the kernel at its path, the headers it includes, the patch
-	[ "$(cd out/kernels/scale && ls)" = "$(printf '%s\n' best best.json events.jsonl graph.bin graph.blobs inc spec.json tile.diff trace.md variants)" ]
+	[ "$(cd out/kernels/scale && ls)" = "$(printf '%s\n' best best.json events.jsonl graph.bin graph.blobs inc replay.table spec.json tile.diff trace.md variants)" ]
 	[ "$(cd out/kernels/scale/inc && ls)" = "$(printf '%s\n' scale.cu scale_helper.cuh wrapper.cuh)" ]
 	[ "$(jq -r '.KernelSpecification.KernelFile, .KernelGraph.Patches[0].PatchFile' out/kernels/scale/spec.json)" = "$(printf 'inc/scale.cu\ntile.diff')" ]
 	[ "$(jq -c '[.update.root, .build.baseline, .bench.median_ms]' out/kernels/scale/events.jsonl)" = '[true,true,1.5]' ]
@@ -236,10 +219,35 @@ evaluated() {
 	[ ! -e out/kernels/scale/graph.bin ]
 	# a configuration the table lacks: the bench's error
 	run_tool 1 kg-init --replay "$TABLE" "$FIXTURES/build/spec.json" out2
-	[[ "$stderr" == *"kg-init: $FIXTURES/build/spec.json: the baseline error: configuration {\"block_size_x\":128,\"items_per_thread\":1,\"use_fma\":false} is not in the replay table $TABLE" ]]
+	[[ "$stderr" == *"kg-init: $FIXTURES/build/spec.json: the baseline error: configuration {\"block_size_x\":128,\"items_per_thread\":1,\"use_fma\":false} is not in the replay table out2/kernels/scale/replay.table" ]]
 	# no GPU and no table: kg-bench says so, exit 3
 	run_tool 3 kg-init "$VECTOR_ADD" out3
 	[[ "$stderr" == "kg-bench: no CUDA driver on this machine ("*"); give --replay FILE to answer from recorded measurements" ]]
+}
+
+@test "a run made with kg-init --replay records its table; every stage follows it: the README's one-iteration pipe runs on it as printed, without NVRTC or a GPU" {
+	run_tool 0 kg-init --replay "$TABLE" "$VECTOR_ADD" out
+	assert_output "$RUN"
+	cmp "$TABLE" "$RUN/replay.table"
+	[ "$(jq -c '.build | [.compiled, .baseline]' "$RUN/events.jsonl")" = '[false,true]' ]
+	# the pipe exactly as the README prints it, RUN being the run
+	pipe=$(grep -x '    kg-select RUN | kg-propose | kg-relabel | kg-build | kg-bench | kg-select --update RUN' "$KG_ROOT/README.md" | head -1)
+	[ -n "$pipe" ]
+	export KG_NVRTC_LIBRARY=/nonexistent/libnvrtc.so # nothing is compiled, so NVRTC is never loaded
+	for i in 1 2 3; do
+		run_tool 0 bash -o pipefail -c "${pipe//RUN/$RUN}"
+		assert_stderr_empty
+	done
+	# every candidate measured, answered from the table, each a configuration the table holds
+	[ "$(jq -c 'select(.build.baseline | not) | select(.bench != null) | [.build.status, .build.compiled, .bench.status, .bench.replayed]' "$RUN/events.jsonl" | sort -u)" = '["ok",false,"ok",true]' ]
+	[ "$(jq -c 'select(.bench != null) | .build.config' "$RUN/events.jsonl" | wc -l)" -gt 3 ]
+	jq -c '.results[].configuration | to_entries | sort_by(.key) | from_entries' "$TABLE" | sort -u >table.txt
+	jq -c 'select(.bench != null) | .build.config | to_entries | sort_by(.key) | from_entries' "$RUN/events.jsonl" | sort -u >measured.txt
+	[ -z "$(comm -13 table.txt measured.txt)" ]
+	# kg-iterate and kg-tune --resume take no --replay either
+	run_tool 0 kg-iterate -q "$RUN"
+	run_tool 0 kg-tune -q --resume --budget-builds 12 --outdir out "$VECTOR_ADD"
+	[ "$(jq -c 'select(.bench != null) | .bench.replayed' "$RUN/events.jsonl" | sort -u)" = true ]
 }
 
 @test "kg-init killed between the baseline's log line and the graph's first save: the root is made from the log, not measured again" {
@@ -258,20 +266,6 @@ evaluated() {
 	run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --resume --budget-builds 2 --outdir out "$VECTOR_ADD"
 	[ "$(head -1 "$RUN/events.jsonl")" = "$(head -1 events.before)" ]
 	[ "$(evaluated "$RUN" | wc -l)" -eq 2 ]
-}
-
-@test "kg-init killed (kill -9) at any moment: kg-init, or kg-tune --resume, starts it again" {
-	for delay in 0.02 0.05 0.08 0.11 0.14 0.17 0.2 0.23 0.26 0.29 0.32 0.35 0.4; do
-		rm -rf out
-		setsid kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null 2>&1 &
-		pid=$!
-		sleep "$delay"
-		kill_group "$pid"
-		# a directory there is a run whole, or one with its spec whose baseline was cut short
-		[ ! -e "$RUN" ] || [ -f "$RUN/spec.json" ]
-		run_tool 0 kg-tune -q --no-llm --replay "$TABLE" --resume --budget-builds 1 --outdir out "$VECTOR_ADD"
-		[ "$(evaluated "$RUN" | wc -l)" -eq 1 ]
-	done
 }
 
 @test "a full or closed standard output is exit 4 with the system's reason, from the tools and the pipelines" {
@@ -331,15 +325,6 @@ evaluated() {
 	# the search is over: exit 5 and the stop record
 	run_tool 5 kg-iterate -q --replay "$TABLE" --select-opt '--budget-builds 1' "$RUN"
 	[ "$(jq -c '[.op, .reason]' <<<"$output")" = '["stop","budget"]' ]
-}
-
-# same_search DIR1 DIR2: the two runs logged the same records and made the same graph
-# (compile times, cache hits and timestamps aside).
-same_search() {
-	local r=out/kernels/vector_add
-	diff <(jq -c 'del(.t, .build.compile_ms, .build.cached, .build.reused)' "$1/$r/events.jsonl") \
-		<(jq -c 'del(.t, .build.compile_ms, .build.cached, .build.reused)' "$2/$r/events.jsonl")
-	diff <(kg-select --export "$1/$r" | jq -c 'del(.events_len)') <(kg-select --export "$2/$r" | jq -c 'del(.events_len)')
 }
 
 # fake_stage TOOL SCRIPT: a TOOL in fake/, beside a link to kg-iterate (which runs the tools
@@ -498,6 +483,8 @@ fake_stage() {
 	# the log holds every finished record, as JSON lines
 	jq -e . log.jsonl >/dev/null
 	[ "$(jq -c 'select(.update.child != null)' log.jsonl | wc -l)" -eq 40 ]
+	# each with when it was learned, as events.jsonl has it
+	[ "$(jq -r '.t | test("^20[0-9]{2}-[01][0-9]-[0-3][0-9]T[0-9:.]+Z$")' log.jsonl | sort -u)" = true ]
 	# nothing was compiled, the baseline included
 	[ "$(jq -c 'select(.build.status == "ok") | .build.compiled' "$RUN/events.jsonl" | sort -u)" = false ]
 	[ -z "$(find "$RUN/variants" -name 'kernel.cubin' -o -name 'kernel.ptx')" ]
@@ -513,47 +500,14 @@ fake_stage() {
 	run_tool 0 kg-tune --no-llm --replay "$EVENTS" --budget-builds 6 --outdir ev "$VECTOR_ADD"
 	assert_line --index 1 --regexp ' [01]\.[0-9]{2,3}x \[[01]\.[0-9]{2,3}, [01]\.[0-9]{2,3}\] +budget +- +ev/kernels/vector_add/best$'
 	grep -Eq '^\*\*Best\*\*: .* \(interval [01]\.[0-9]{2,3}x to [01]\.[0-9]{2,3}x\)' ev/kernels/vector_add/trace.md
+	# a spec that failed with no candidate evaluated gets no "next: kg-report" (nothing to report)
+	run_tool 1 kg-tune --no-llm --replay "$TABLE" --budget-builds 3 --propose-opt --bogus --outdir out3 "$VECTOR_ADD"
+	assert_line --index 1 --regexp '^vector_add +0 .* failed \(2\) '
+	refute_output --partial 'next: kg-report'
 	# a missing spec stops everything before anything runs
 	run_tool 2 kg-tune --no-llm --outdir out2 "$VECTOR_ADD" missing.json
 	assert_stderr "$(printf '%s\n' "kg-tune: missing.json: no such spec" "Try 'kg-tune --help' for more information.")"
 	[ ! -e out2 ]
-}
-
-@test "kg-tune --history: the other runs of the same tuning parameters under OUTDIR by default, the files given, or none; the table and trace.md say how far they were trusted" {
-	jq '.General.BenchmarkName = "vector_add_b"' "$VECTOR_ADD" > b.json
-	jq '.General.BenchmarkName = "vector_add_c"' "$VECTOR_ADD" > c.json
-	jq '.General.BenchmarkName = "vector_add_d"' "$VECTOR_ADD" > d.json
-	jq '.General.BenchmarkName = "other" | .ConfigurationSpace.TuningParameters[1].Values = "[1, 2, 4]"' "$VECTOR_ADD" > e.json
-	cp "$KG_ROOT/examples/vector_add/vector_add.cu" .
-	run_tool 0 kg-tune --no-llm --replay "$TABLE" --budget-builds 12 --outdir out "$VECTOR_ADD"
-	assert_line --index 1 --regexp ' +budget +- +out/kernels/vector_add/best$'
-	[ ! -e "$RUN/history.json" ]
-	# a second kernel of the same space learns from the first run's log, from its first build
-	run_tool 0 kg-tune --no-llm --replay "$TABLE" --budget-builds 6 --outdir out b.json
-	[[ "$stderr" == *"kg-tune: out/kernels/vector_add_b: history: out/kernels/vector_add/events.jsonl"* ]]
-	assert_line --index 1 --regexp '^vector_add_b +6 .* +budget +1 file, [01](\.[0-9]+)? +out/kernels/vector_add_b/best$'
-	[ "$(jq -r '.sources[0].file' out/kernels/vector_add_b/history.json)" = out/kernels/vector_add/events.jsonl ]
-	grep -q '^\*\*History\*\*: at its last fit ([0-9]* of the run.s configurations), the model weighed `out/kernels/vector_add/events.jsonl` (13 configurations) at ' \
-		out/kernels/vector_add_b/trace.md
-	[ "$(jq -r 'select(.candidate.proposer == "rules:model") | .candidate.detail' out/kernels/vector_add_b/events.jsonl |
-		head -1 | grep -c '; history weight ')" -eq 1 ]
-	# --no-history: the run's own measurements alone
-	run_tool 0 kg-tune --no-llm --no-history --replay "$TABLE" --budget-builds 6 --outdir out c.json
-	assert_line --index 1 --regexp ' +budget +- +out/kernels/vector_add_c/best$'
-	[[ "$stderr" != *"history:"* ]]
-	# --history FILE: those files alone (a table of another GPU, a log)
-	run_tool 0 kg-tune --no-llm --history "$TABLE" --history "$EVENTS" --replay "$TABLE" --budget-builds 6 --outdir out d.json
-	assert_line --index 1 --regexp ' +budget +2 files, [01](\.[0-9]+)? +out/kernels/vector_add_d/best$'
-	[ "$(jq -c '[.sources[].file]' out/kernels/vector_add_d/history.json)" = "$(jq -cn --arg a "$TABLE" --arg b "$EVENTS" '[$a, $b]')" ]
-	# the same seed, history and options give the same search
-	run_tool 0 kg-tune --no-llm --history "$TABLE" --history "$EVENTS" --replay "$TABLE" --budget-builds 6 --outdir again d.json
-	[ "$(jq -c 'select(.update.child != null) | .build.config' again/kernels/vector_add_d/events.jsonl)" = \
-		"$(jq -c 'select(.update.child != null) | .build.config' out/kernels/vector_add_d/events.jsonl)" ]
-	# a spec of other tuning parameters takes none of them
-	run_tool 0 kg-tune --no-llm --replay "$TABLE" --budget-builds 2 --outdir out e.json
-	[[ "$stderr" != *"history:"* ]]
-	run_tool 2 kg-tune --no-llm --history missing.json --outdir out "$VECTOR_ADD"
-	assert_stderr "$(printf '%s\n' "kg-tune: --history: cannot read 'missing.json'" "Try 'kg-tune --help' for more information.")"
 }
 
 @test "kg-tune learns from the logged transitions: --regraph-autobuild rebuilds the ReGraph the search's priors use" {
@@ -574,47 +528,6 @@ fake_stage() {
 	cp out/regraph.json out3/regraph.json
 	run_tool 0 kg-tune --no-llm --replay "$TABLE" --resume --budget-builds 8 --jobs 2 --no-regraph --outdir out3 "$VECTOR_ADD"
 	[ "$(kg-select --export out3/kernels/vector_add | jq .regraph)" = null ]
-}
-
-@test "kg-tune overlaps iterations on one GPU: the same seed gives the same search twice, exactly the budget" {
-	for d in a b; do
-		mkdir "$d"
-		(cd "$d" && kg-tune -q --overlap --no-llm --replay "$TABLE" --budget-builds 23 --seed 5 --jobs 4 --outdir out "$VECTOR_ADD")
-		[ "$(evaluated "$d/$RUN" | wc -l)" -eq 23 ]
-		[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .build.config | tojson' "$d/$RUN/events.jsonl" | sort | uniq -d)" = "" ]
-	done
-	same_search a b
-	# iterations were picked while others were in flight: records picked in iteration K
-	# were learned once iteration K+1 was picked (the pick's iteration is the record's "iter",
-	# the graph's when kg-select --update learned it "update.learned_iter")
-	picked_learned() {
-		jq -r 'select(.update.child != null and (.update.root | not)) | "\(.iter) \(.update.learned_iter)"' "$1/$RUN/events.jsonl"
-	}
-	[ "$(picked_learned a | awk '$2 == $1 + 1' | wc -l)" -gt 0 ]
-	# several picks per iteration once the log shows how many candidates a pick makes
-	# (one here, as the widening allows: ceil(4 / 1) = 4 picks for 4 compile slots)
-	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | "\(.iter) \(.node_id)"' "a/$RUN/events.jsonl" | sort -u | cut -d' ' -f1 | uniq -d | wc -l)" -gt 0 ]
-	# --no-overlap: one iteration after the other, the same budget
-	mkdir c
-	(cd c && kg-tune -q --no-overlap --no-llm --replay "$TABLE" --budget-builds 23 --seed 5 --jobs 4 --outdir out "$VECTOR_ADD")
-	[ "$(evaluated "c/$RUN" | wc -l)" -eq 23 ]
-	[ "$(picked_learned c | awk '$2 != $1' | wc -l)" -eq 0 ]
-	# a replay has no GPU time to hide compiles behind: one iteration after the other unless
-	# --overlap; --overlap with several GPUs is a usage error
-	mkdir e
-	(cd e && kg-tune -q --no-llm --replay "$TABLE" --budget-builds 23 --seed 5 --jobs 4 --outdir out "$VECTOR_ADD")
-	[ "$(picked_learned e | awk '$2 != $1' | wc -l)" -eq 0 ]
-	same_search c e
-	run_tool 2 kg-tune --overlap --gpus 0,1 --no-llm --replay "$TABLE" --outdir f "$VECTOR_ADD"
-	assert_output ""
-	assert_stderr "$(printf '%s\n' "kg-tune: --overlap needs one GPU (--gpus names several)" "Try 'kg-tune --help' for more information.")"
-	# kg-bench fails in every iteration (the table it answers from has the baseline alone):
-	# given up after --max-failures iterations, the one picked meanwhile never measured
-	jq '.results |= map(select(.configuration == {block_size_x: 256, items_per_thread: 1}))' "$TABLE" >baseline.json
-	run_tool 1 kg-tune --no-llm --replay "$TABLE" --bench-opt "--replay baseline.json" --max-failures 2 --outdir d "$VECTOR_ADD"
-	assert_line --index 1 --regexp ' failed \(1, 2 iterations in a row\) +- +d/kernels/vector_add/best$'
-	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .iter' d/kernels/vector_add/events.jsonl | sort -u | tr '\n' ' ')" = "1 2 " ]
-	[ "$(grep -c 'kg-iterate: kg-bench failed (exit status 1)' <<<"$stderr")" -eq 2 ]
 }
 
 @test "kg-tune killed with kill -9 in the middle resumes: every finished record kept, none evaluated twice, no work directory left" {
@@ -724,73 +637,7 @@ fake_stage() {
 	run_tool 1 kg-tune -q --no-llm --gpus 0,1 --replay "$TABLE" --budget-builds 12 --outdir out "$VECTOR_ADD" spec.json
 	[ "$(evaluated "$RUN" | wc -l)" -eq 12 ]
 	# not compiled (--replay): the table has no measurement of its configuration
-	[[ "$stderr" == *"kg-init: spec.json: the baseline error: configuration "*" is not in the replay table $TABLE"* ]]
-}
-
-@test "kg-nightly: two nights on three recorded tables (per-spec replay): the second resumes each run and uses the first's ReGraph; true log lines" {
-	ln -s "$KG_ROOT/examples" ex
-	# paths relative to the config; softmax with its own budget, transpose with its own options
-	mkdir conf elsewhere
-	jq -n '{outdir: "../night", budget_builds: 5, options: ["--no-llm"], specs: [
-		{spec: "../ex/vector_add/vector_add.json", replay: "../ex/vector_add/vector_add_H100_T4.json"},
-		{spec: "../ex/softmax/softmax.json", replay: "../ex/softmax/softmax_H100_T4.json", budget_builds: 4},
-		{spec: "../ex/transpose/transpose.json", replay: "../ex/transpose/transpose_H100_T4.json", options: ["--seed", "3"]}]}' >conf/nightly.json
-	cd elsewhere
-	run_tool 0 kg-nightly ../conf/nightly.json
-	assert_output ""
-	assert_stderr_empty
-	for k in vector_add softmax transpose; do evaluated "../night/kernels/$k" >"../$k.1"; done
-	[ "$(kg-select --export ../night/kernels/vector_add | jq .regraph)" = null ] # no transition before it
-	sleep 1 # a night's logs are named by the second it starts
-	run_tool 0 kg-nightly ../conf/nightly.json
-	assert_output ""
-	assert_stderr_empty
-	cd ..
-	# each night evaluated each spec's budget, the second going on from the first: nothing twice
-	[ "$(wc -l <vector_add.1) $(wc -l <softmax.1) $(wc -l <transpose.1)" = "5 4 5" ]
-	for k in vector_add softmax transpose; do
-		evaluated "night/kernels/$k" >"$k.2"
-		[ "$(wc -l <"$k.2")" -eq $((2 * $(wc -l <"$k.1"))) ]
-		[ "$(head -n "$(wc -l <"$k.1")" "$k.2")" = "$(cat "$k.1")" ]
-		[ "$(sort "$k.2" | uniq -d)" = "" ]
-		[ "$(kg-select --export "night/kernels/$k" | jq -r .regraph)" = "$PWD/night/regraph.json" ]
-	done
-	# the night's own log lines, without their times: what each spec did, the ReGraph it
-	# used (the one the specs before it had rebuilt; night 2's first spec, the one night 1
-	# rebuilt at its end), and the ReGraph each night rebuilt last
-	ex=$PWD/ex night=$PWD/night
-	expected() { # expected NIGHT ROWS...: the log lines of night NIGHT, with the ReGraph's rows
-		jq -cn --arg config ../conf/nightly.json --arg ex "$ex" --arg night "$night" --argjson n "$1" --argjson rows "[$(IFS=,; echo "${*:2}")]" '
-			def spec(k; b; i): {nightly: "spec", spec: "\($ex)/\(k)/\(k).json", run: "\($night)/kernels/\(k)",
-				replay: "\($ex)/\(k)/\(k)_H100_T4.json", status: 0, builds: b,
-				regraph: (if $rows[i] == null then null else {file: "\($night)/regraph.json", rows: $rows[i], kernels: ([i + 3 * ($n - 1), 3] | min)} end)};
-			{nightly: "start", config: $config, outdir: $night, specs: 3},
-			spec("vector_add"; 5; 0), spec("softmax"; 4; 1), spec("transpose"; 5; 2),
-			{nightly: "end", failed: 0, regraph: {file: "\($night)/regraph.json", rows: $rows[3], kernels: 3}, regraph_status: 0}'
-	}
-	logs=(night/logs/*.jsonl)
-	[ "${#logs[@]}" -eq 2 ]
-	[ "$(jq -c 'select(.nightly) | del(.t, .pid, .seconds, .best)' "${logs[0]}")" = "$(expected 1 null 5 9 14)" ]
-	[ "$(jq -c 'select(.nightly) | del(.t, .pid, .seconds, .best)' "${logs[1]}")" = "$(expected 2 14 19 23 28)" ]
-	# every other line is a record kg-tune --log appended: each candidate evaluated, and
-	# each search's stop; the best is the run's
-	[ "$(jq -r 'select(.nightly | not) | if .op == "stop" then "stop \(.reason)" else "\(.kernel) \(.update.child != null)" end' "${logs[0]}" | uniq -c | tr -s ' ' | tr '\n' ,)" = \
-		" 5 vector_add true, 1 stop budget, 4 softmax true, 1 stop budget, 5 transpose true, 1 stop budget," ]
-	[ "$(jq -c 'select(.nightly == "spec") | .best' "${logs[1]}" | tail -1)" = "$(jq -c '{median_ms, baseline_ms, speedup}' night/kernels/transpose/best.json)" ]
-	[ "$(cat "${logs[1]%.jsonl}.log")" = "$(printf 'kg-nightly: %s: exit status 0, %s builds\n' \
-		"$ex/vector_add/vector_add.json" 5 "$ex/softmax/softmax.json" 4 "$ex/transpose/transpose.json" 5)" ]
-	# a third night: a spec that fails and a ReGraph that cannot be written are said, and
-	# the end line names no ReGraph; the other specs still run; exit 1
-	jq '.specs += ["missing.json"]' conf/nightly.json >conf/failing.json
-	rm night/regraph.json && mkdir night/regraph.json
-	sleep 1
-	run_tool 1 kg-nightly conf/failing.json
-	log=$(ls night/logs/*.jsonl | tail -1)
-	assert_stderr "$(printf '%s\n' "kg-nightly: 1 of 4 specs failed; see $PWD/$log and $PWD/${log%.jsonl}.log" \
-		"kg-nightly: $PWD/night/regraph.json: not rebuilt (kg-regraph build, exit status 4); see $PWD/${log%.jsonl}.log")"
-	[ "$(jq -c 'select(.nightly == "spec") | [.status, .builds, .run, .regraph]' "$log" | tr -d '\n')" = '[0,5,"'"$night"'/kernels/vector_add",null][0,4,"'"$night"'/kernels/softmax",null][0,5,"'"$night"'/kernels/transpose",null][2,0,null,null]' ]
-	[ "$(jq -c 'select(.nightly == "end") | del(.t)' "$log")" = '{"nightly":"end","failed":1,"regraph":null,"regraph_status":4}' ]
-	[ "$(evaluated night/kernels/vector_add | wc -l)" -eq 15 ]
+	[[ "$stderr" == *"kg-init: spec.json: the baseline error: configuration "*" is not in the replay table out/kernels/scale/replay.table"* ]]
 }
 
 @test "kg-nightly: a night killed before its end line is said to be unfinished by the next night, on stderr and in its log" {
@@ -808,6 +655,42 @@ fake_stage() {
 	sleep 1
 	run_tool 0 kg-nightly nightly.json
 	assert_stderr_empty
+}
+
+@test "kg-nightly: a spec that converged says so and when it is tried again; reopen_after N reopens it after N idle nights, a changed kernel at once" {
+	cp -r "$KG_ROOT/examples/transpose" ex
+	mkdir conf
+	printf '%s\n' '{"outdir": "../night", "options": ["--no-llm", "--converge", "2"], "budget_builds": 20, "reopen_after": 1,' \
+		' "specs": [{"spec": "../ex/transpose.json", "replay": "../ex/transpose_H100_T4.json"}]}' >conf/nightly.json
+	spec=$PWD/ex/transpose.json
+	night() { # night N: the Nth night (a second apart: the logs are named by the second); its spec line's text and JSON
+		[ "$1" -eq 1 ] || sleep 1
+		run_tool 0 kg-nightly conf/nightly.json
+		text=$(tail -1 "$(ls night/logs/*.log | tail -1)")
+		json=$(jq -c 'select(.nightly == "spec") | [.builds > 0, .end, .converged.idle_nights, .converged.reopened]' "$(ls night/logs/*.jsonl | tail -1)")
+	}
+	night 1 # converges within its budget
+	[ "$text" = "kg-nightly: $spec: exit status 0, $(jq -s 'map(select(.nightly == "spec"))[0].builds' night/logs/*.jsonl) builds; converged tonight: no improvement in its last 2 iterations" ]
+	[ "$json" = '[true,"converged",null,null]' ]
+	night 2 # converged before it: nothing built, said why and when it is tried again
+	[ "$text" = "kg-nightly: $spec: exit status 0, 0 builds; converged before tonight: no improvement in its last 2 iterations (--converge 2), idle 1 night; tried again after 1 idle nights (reopen_after) or when its spec, kernel, table or GPUs change" ]
+	[ "$json" = '[false,"converged",1,null]' ]
+	night 3 # reopen_after 1: tried again, given 2 more iterations
+	[[ "$text" == "kg-nightly: $spec: exit status 0, "*" builds; reopened: converged before tonight, idle 1 night (reopen_after 1): 2 more iterations without improvement" ]]
+	[ "$json" = '[true,"converged",0,"idle 1 night (reopen_after 1)"]' ]
+	# reopen_after 0 (the default): never by age; a changed kernel reopens it at once
+	jq '.reopen_after = 0' conf/nightly.json >c && mv c conf/nightly.json
+	night 4
+	[[ "$text" == *"; converged before tonight: "*"; tried again (reopen_after: 0, never by age) only when its spec, kernel, table or GPUs change" ]]
+	night 5
+	[ "$json" = '[false,"converged",2,null]' ]
+	echo '// a comment' >>ex/transpose.cu
+	night 6
+	[ "$json" = '[true,"converged",0,"its spec, kernel, table or GPUs changed"]' ]
+	# a reopen_after that is not a count of nights is named
+	jq '.specs[0].reopen_after = -1' conf/nightly.json >c && mv c conf/nightly.json
+	run_tool 2 kg-nightly conf/nightly.json
+	assert_stderr "kg-nightly: conf/nightly.json:$(grep -n '"reopen_after": -1' conf/nightly.json | cut -d: -f1): specs[0].reopen_after: must be a whole number of nights (0: never)"
 }
 
 @test "kg-nightly exits at once, exit 6, while another holds the lock" {
@@ -880,7 +763,7 @@ fake_stage() {
 	ex=$KG_ROOT/examples
 	night=$PWD/night/logs/20261126T020000Z.slurm
 	mkdir -p "$night"
-	# a night as kg-nightly --slurm writes it (its submission needs a cluster: tests/85-slurm.bats)
+	# a night as kg-nightly --slurm writes it (its submission needs a cluster: tests/check/85-slurm.bats)
 	jq -n --arg ex "$ex" --arg out "$PWD/night" '{config: "nightly.json", outdir: $out, stamp: "20261126T020000Z", gpus: "0",
 		options: ["--no-llm"], specs: [{spec: "\($ex)/vector_add/vector_add.json", budget_builds: 3,
 		replay: "\($ex)/vector_add/vector_add_H100_T4.json", options: []}]}' >"$night/night.json"
@@ -888,9 +771,9 @@ fake_stage() {
 		SLURM_CPUS_ON_NODE=2 run_tool 0 kg-nightly --slurm-task "$night"
 	assert_output "kg-nightly: $ex/vector_add/vector_add.json: exit status 0, 3 builds"
 	assert_stderr_empty
-	[ "$(jq -c 'select(.nightly) | del(.t, .seconds, .best)' "$night/task-0.jsonl")" = "$(jq -cn --arg ex "$ex" --arg run "$PWD/night/kernels/vector_add" '
+	[ "$(jq -c 'select(.nightly) | del(.t, .seconds, .best, .fingerprint)' "$night/task-0.jsonl")" = "$(jq -cn --arg ex "$ex" --arg run "$PWD/night/kernels/vector_add" '
 		{nightly: "spec", spec: "\($ex)/vector_add/vector_add.json", run: $run, replay: "\($ex)/vector_add/vector_add_H100_T4.json",
-		 status: 0, builds: 3, regraph: null, slurm: {job_id: 41, array_job_id: 40, array_task_id: 0, node: "n7",
+		 status: 0, builds: 3, regraph: null, end: "budget", converged: null, slurm: {job_id: 41, array_job_id: 40, array_task_id: 0, node: "n7",
 		 cuda_visible_devices: "GPU-5f0e,GPU-77a1", gpus: "0,1", restarts: 0}}')" ]
 	[ "$(cat "$night/task-0.before")" = 0 ]
 	[ "$(evaluated night/kernels/vector_add | wc -l)" -eq 3 ]
@@ -921,7 +804,7 @@ fake_stage() {
 	run_tool 1 kg-nightly --slurm-end "$night"
 	assert_stderr "kg-nightly: $night/night.json: no slurm.array_job_id (the night was not submitted)"
 	# the end job on a cluster with accounting: sacct's word for each task (a stand-in here;
-	# tests/85-slurm.bats has a real cluster's scontrol), two tasks that never started in one
+	# tests/check/85-slurm.bats has a real cluster's scontrol), two tasks that never started in one
 	# range; the task's lines moved into the night's logs
 	jq --arg ex "$ex" '.slurm = {array_job_id: 40, end_job_id: 42}
 		| .specs += [{spec: "\($ex)/softmax/softmax.json", budget_builds: 3, replay: null, options: []},
@@ -933,9 +816,9 @@ fake_stage() {
 	PATH=$PWD/fake:$PATH run_tool 1 kg-nightly --slurm-end "$night"
 	log=night/logs/20261126T020000Z
 	assert_stderr "kg-nightly: 2 of 3 specs failed; see $PWD/$log.jsonl and $PWD/$log.log"
-	[ "$(jq -c 'select(.nightly) | del(.t, .seconds, .best, .slurm.node, .slurm.job_id, .slurm.array_job_id)' "$log.jsonl")" = "$(jq -cn --arg ex "$ex" --arg night "$PWD/night" '
+	[ "$(jq -c 'select(.nightly) | del(.t, .seconds, .best, .fingerprint, .slurm.node, .slurm.job_id, .slurm.array_job_id)' "$log.jsonl")" = "$(jq -cn --arg ex "$ex" --arg night "$PWD/night" '
 		{nightly: "spec", spec: "\($ex)/vector_add/vector_add.json", run: "\($night)/kernels/vector_add",
-		 replay: "\($ex)/vector_add/vector_add_H100_T4.json", status: 0, builds: 3, regraph: null,
+		 replay: "\($ex)/vector_add/vector_add_H100_T4.json", status: 0, builds: 3, regraph: null, end: "budget", converged: null,
 		 slurm: {array_task_id: 0, cuda_visible_devices: "GPU-5f0e,GPU-77a1", gpus: "0,1", restarts: 0}},
 		{nightly: "spec", spec: "\($ex)/vector_add/vector_add.json", run: "\($night)/kernels/vector_add",
 		 replay: "\($ex)/vector_add/vector_add_H100_T4.json", status: 6, builds: 0, regraph: null,
@@ -974,8 +857,28 @@ fake_stage() {
 	run_tool 0 kg-report "$RUN"
 	assert_stderr_empty
 	assert_line --index 0 '| builds | baseline ms | best ms | speedup | outcomes |'
-	assert_line --index 2 --regexp "^\| $(($(evaluated "$RUN" | wc -l))) \| 0\.066048 \| $(jq -r .median_ms "$RUN/best.json") \| 1\.[0-9]{3}x \| "
+	assert_line --index 2 --regexp "^\| $(($(evaluated "$RUN" | wc -l))) \| 0\.066048 \| $(jq -r .median_ms "$RUN/best.json") \| 1\.[0-9]{2}x \| " # three significant digits, as kg-tune and trace.md
 	assert_line "Report: $RUN/report/index.html"
+	# outcomes count the candidates, as builds does: the baseline is none of them
+	n=$(evaluated "$RUN" | wc -l)
+	outcomes=$(sed -n 3p <<<"$output" | awk -F' [|] ' '{ print $5 }' | grep -o '[0-9]*' | awk '{ s += $1 } END { print s }')
+	[ "$outcomes" -eq "$(jq -s '[.[] | select(.update.child != null and (.update.root | not))] | length' "$RUN/events.jsonl")" ]
+	# the page says the run was replayed and on what the table was measured, links trace.md,
+	# and lists the failures by kind with the first reason
+	page=$RUN/report/index.html
+	grep -qE '; replayed: no kernel ran; the times are a table(&apos;|&#39;)s, measured on the NVIDIA H200. The search candidate by candidate: <a href="../trace.md">trace.md</a>.</p>' "$page"
+	grep -q '^<h2 id="failures">Failures</h2>$' "$page"
+	# why it stopped, as trace.md closes; who proposed what: tried, failed, best speedup
+	# (kg-iterate alone: no closing summary yet; kg-select --summary, which kg-tune runs, writes one)
+	grep -qx '<p id="stopped"><strong>The search has no closing summary in trace.md yet (kg-select --summary writes it).</strong></p>' "$page"
+	kg-select -q --summary "$RUN"
+	kg-report -q "$RUN" >/dev/null
+	grep -qx "<p id=\"stopped\"><strong>$(grep -E '^The search (is over|may go on)' "$RUN/trace.md" | tail -1)</strong></p>" "$page"
+	tried=$(sed -n 's|^<tr><td>rules:[a-z]*</td><td>\([0-9]*\)</td><td>[0-9]*</td><td>[-0-9.x]*</td></tr>$|\1|p' "$page" | awk '{ s += $1 } END { print s }')
+	[ "$tried" -eq "$n" ]
+	# the graph's speedups as the tables': three significant digits
+	grep -q '^  n0 \[label="baseline 92624367\\n0.066048 ms, 1.00x\\nbuild 0"' "$RUN/report/graph.dot"
+	[ "$n" -gt 0 ]
 	[ "$(ls "$RUN/report")" = "$(printf '%s\n' convergence.svg graph.dot graph.svg index.html roofline.svg vector_add_T4.json)" ]
 	# no KernelGraph.Flops: achieved bandwidth under the memory roof, which says where it came from
 	grep -q 'memory roof 4247 GB/s: the copy bandwidth kg-bench --calibrate measured on the NVIDIA H200<' "$RUN/report/roofline.svg"
@@ -988,7 +891,11 @@ fake_stage() {
 	dot=$RUN/report/graph.dot
 	[ "$(grep -c '^  n[0-9]* \[label=' "$dot")" -eq "$(($(evaluated "$RUN" | wc -l) + 1))" ]
 	[ "$(grep -c '^  n[0-9]* -> n[0-9]* ' "$dot")" -eq "$(evaluated "$RUN" | wc -l)" ]
-	grep -q '^  n0 \[label="baseline 92624367\\n0.066048 ms, 1x"' "$dot"
+	grep -q '^  n0 \[label="baseline 92624367\\n0.066048 ms, 1.00x\\nbuild 0"' "$dot"
+	# one numbering: the build that made the best, in trace.md's summary, the graph and the page
+	build=$(grep -o 'found at build [0-9]*' "$RUN/trace.md" | tail -1 | grep -o '[0-9]*$')
+	grep -q "^<h3>build $build, $(jq -r '.state[:8]' "$RUN/best.json"): " "$page"
+	grep -q "^  n[0-9]* \[label=\"best $(jq -r '.state[:8]' "$RUN/best.json")\\\\n[^\"]*\\\\nbuild $build\"" "$dot"
 	grep -q "^  n[0-9]* \[label=\"best $(jq -r '.state[:8]' "$RUN/best.json")" "$dot"
 	[ "$(grep -c ' -> .*penwidth=3' "$dot")" -eq "$(jq '.methods | length' "$RUN/best.json")" ]
 	grep -q '<svg' "$RUN/report/graph.svg"
@@ -1008,6 +915,24 @@ fake_stage() {
 	assert_stderr "kg-report: nowhere: not a run (kg-init SPEC OUTDIR makes one)"
 }
 
+@test "kg-report's page lists the failures by kind with the compiler's first error line; a measured run says so" {
+	kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null
+	kg-iterate -q "$RUN" >/dev/null
+	kg-select "$RUN" >pick.jsonl
+	jq -c '{run, kernel, iter, node, node_id, path_edges, rollout, candidate: {id: "c-ptx", method: "wgmma", config: {block_size_x: 64}},
+		build: {status: "compile_failed", state: ("f" * 64), config: {block_size_x: 64, items_per_thread: 1},
+		        error: "NVRTC_ERROR_COMPILATION\nptxas error   : Instruction '"'"'wgmma.fence'"'"' not supported on .target '"'"'sm_90'"'"'\nptxas fatal   : Ptx assembly aborted due to errors"}}' \
+		pick.jsonl | head -1 | kg-select --update "$RUN" >/dev/null
+	run_tool 0 kg-report -q "$RUN"
+	# (jq's @html writes a quote as &#39; or &apos;, by version)
+	sed -e "s/&#39;/'/g" -e "s/&apos;/'/g" "$RUN/report/index.html" |
+		grep -qF "<tr><td>compile_failed</td><td>1</td><td><code>ptxas error   : Instruction 'wgmma.fence' not supported on .target 'sm_90'</code></td></tr>"
+	# a run measured on a GPU: the device, no "replayed"
+	jq -c 'if .update.root then .bench |= (del(.replayed) + {device: "NVIDIA H100"}) else . end' "$RUN/events.jsonl" >e && mv e "$RUN/events.jsonl"
+	run_tool 0 kg-report -q "$RUN"
+	grep -qF '; measured on the NVIDIA H100. The search candidate by candidate:' "$RUN/report/index.html"
+}
+
 @test "under umask 000 the pipelines make nothing others may write" {
 	(umask 000 && kg-tune -q --no-llm --replay "$TABLE" --budget-builds 3 --outdir out "$VECTOR_ADD" >/dev/null &&
 		kg-report -q "$RUN" >/dev/null)
@@ -1025,74 +950,6 @@ fake_stage() {
 	[ "$(head -1 elsewhere/summary.md)" = '<!-- kg-report -->' ]
 	(cd "$RUN" && find . -type f -exec sha256sum {} + | sort -k2) | diff before -
 	[ ! -e "$RUN/report" ]
-}
-
-@test "kg-report on replayed tables: the roofline from the table's figures, both roofs and where they came from" {
-	# matmul: KernelGraph.Flops, half data, one arithmetic intensity for every configuration
-	kg-tune -q --no-llm --replay "$KG_ROOT/examples/matmul/matmul_H100_T4.json" --budget-builds 5 --outdir mm "$KG_ROOT/examples/matmul/matmul.json" >/dev/null
-	run_tool 0 kg-report mm/kernels/matmul
-	assert_stderr_empty
-	svg=mm/kernels/matmul/report/roofline.svg
-	grep -q '<text>memory roof 3008 GB/s: the copy bandwidth kg-bench --calibrate measured on the NVIDIA H100 80GB HBM3</text>' "$svg"
-	grep -q '<text>compute roof 989.4 TFLOP/s: FP16 tensor-core peak of the NVIDIA H100 80GB HBM3 (datasheet, dense)</text>' "$svg"
-	grep -q "<text>all $(($(evaluated mm/kernels/matmul | wc -l) + 1)) variants share one arithmetic intensity, 1365 FLOP/byte</text>" "$svg"
-	grep -q '<text>best: [0-9.]* TFLOP/s, [0-9]*% of the roof</text>' "$svg"
-	# both roofs are on the axes: each plot's path is more than its key's sample line
-	for roof in 4 5; do
-		[ "$(awk -v g="gnuplot_plot_$roof\"" '/<g id="gnuplot_plot_/ { n = index($0, g) > 0 } n' "$svg" | grep -o ' L[0-9]' | wc -l)" -gt 10 ]
-	done
-	kg-report -q --peak-tflops 500 mm/kernels/matmul >/dev/null
-	grep -q '<text>compute roof 500 TFLOP/s: --peak-tflops</text>' "$svg"
-	# a device with no datasheet peak known: the memory roof alone, and what would draw the other
-	jq '.metadata.hardware.hardware_description = "NVIDIA GeForce RTX 4090"' "$KG_ROOT/examples/reduction/reduction_H100_T4.json" >rtx.json
-	kg-tune -q --no-llm --replay rtx.json --budget-builds 3 --outdir rtx "$KG_ROOT/examples/reduction/reduction.json" >/dev/null
-	run_tool 0 kg-report rtx/kernels/reduction
-	grep -q '<text>no compute roof: no datasheet peak known for the NVIDIA GeForce RTX 4090 (--peak-tflops draws one)</text>' rtx/kernels/reduction/report/roofline.svg
-	grep -q '<text>memory roof [0-9]* GB/s: the copy bandwidth kg-bench --calibrate measured on the NVIDIA GeForce RTX 4090</text>' rtx/kernels/reduction/report/roofline.svg
-	# a table without bandwidths: no roofline, said so
-	jq '.results[].measurements |= map(select(.name == "time" or .name == "state"))' "$TABLE" >times.json
-	kg-tune -q --no-llm --replay times.json --budget-builds 3 --outdir t4 "$VECTOR_ADD" >/dev/null
-	run_tool 0 kg-report t4/kernels/vector_add
-	assert_stderr "kg-report: t4/kernels/vector_add: the measurements carry no bandwidth (gbps): no roofline plot"
-	[ "$(ls t4/kernels/vector_add/report)" = "$(printf '%s\n' convergence.svg graph.dot graph.svg index.html vector_add_T4.json)" ]
-	grep -q '<p>No roofline: the measurements carry no bandwidth.</p>' t4/kernels/vector_add/report/index.html
-}
-
-@test "kg-report's HTML page in a headless browser: the tables, three inline SVGs, the diffs escaped, a picture" {
-	command -v chromium >/dev/null || fail "chromium is not installed (make deps installs it)"
-	kg-tune -q --no-llm --replay "$TABLE" --budget-builds 6 --outdir out "$VECTOR_ADD" >/dev/null
-	# the fastest variant's kernel as a code edit would leave it, with text HTML must escape
-	fastest=$(jq -rs 'map(select(.update.child != null and (.update.root | not) and .bench.status == "ok")) | min_by(.bench.median_ms) | .build.state' "$RUN/events.jsonl")
-	{ cat "$RUN/variants/$fastest/kernel.cu"; echo '// <b>not bold</b> & i < n'; } >kernel.cu
-	mv kernel.cu "$RUN/variants/$fastest/kernel.cu"
-	kg-report -q --top 3 "$RUN" >/dev/null
-	chrome=(chromium --headless --disable-gpu --no-sandbox --user-data-dir="$PWD/chromium" --hide-scrollbars)
-	"${chrome[@]}" --dump-dom "file://$PWD/$RUN/report/index.html" >dom.html 2>/dev/null
-	grep -q '<title>kernelgraph report: vector_add</title>' dom.html
-	# self-contained: nothing to load, from a file or the network
-	run ! grep -qE '<(link|script|img|iframe|object)[ >]|src=|url\([^#]' "$RUN/report/index.html"
-	[ "$(grep -o '<svg' dom.html | wc -l)" -eq 3 ]
-	[ "$(grep -o '<table class="summary">' dom.html | wc -l)" -eq 1 ]
-	[ "$(sed -n '/<table class="fastest">/,/<\/table>/p' dom.html | grep -o '<tr>' | wc -l)" -eq 4 ]
-	[ "$(grep -o '<h3>build [0-9]*, [0-9a-f]\{8\}: [0-9.]* ms, [0-9.]*x</h3>' dom.html | wc -l)" -eq 3 ]
-	grep -q "<h3>build [0-9]*, ${fastest:0:8}: " dom.html
-	grep -q '^+// &lt;b&gt;not bold&lt;/b&gt; &amp; i &lt; n</pre>$' dom.html
-	[ "$(grep -c '<b>' dom.html)" -eq 0 ]
-	grep -q '<pre class="diff">configuration: [a-z_]* [0-9]* → [0-9]*' dom.html
-	# rendered, the page is a picture, not a blank
-	"${chrome[@]}" --force-device-scale-factor=0.5 --window-size=1000,2000 --screenshot="$PWD/page.png" "file://$PWD/$RUN/report/index.html" 2>/dev/null
-	[ "$(python3 "$TOOLS/png_colors.py" page.png)" -gt 100 ]
-}
-
-@test "kg-report without Graphviz: graph.dot alone, said so" {
-	mkdir nodot
-	for f in /usr/bin/* /bin/*; do [ "${f##*/}" = dot ] || ln -sf "$f" "nodot/${f##*/}"; done
-	kg-tune -q --no-llm --replay "$TABLE" --budget-builds 3 --outdir out "$VECTOR_ADD" >/dev/null
-	run_tool 0 env PATH="$KG_BIN_DIR:$PWD/nodot" kg-report "$RUN"
-	assert_stderr "kg-report: dot (Graphviz) is not installed: $RUN/report/graph.dot is not drawn"
-	[ ! -e "$RUN/report/graph.svg" ]
-	grep -q '^digraph search {$' "$RUN/report/graph.dot"
-	grep -q '<p>Graphviz (dot) is not installed: the graph is in <code>graph.dot</code>.</p>' "$RUN/report/index.html"
 }
 
 @test "kg-tune --llm-model: the LLM experts propose (a mock OpenAI-compatible server); --no-llm: the rules" {

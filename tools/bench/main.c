@@ -83,7 +83,9 @@ static void usage(FILE *fp)
 	      "      --replay FILE      answer from recorded measurements (a T4 file, or an\n"
 	      "                         events.jsonl), without a GPU: by the build's state when\n"
 	      "                         the table measured it, else by its configuration when its\n"
-	      "                         source is the spec's kernel (build.edited false)\n"
+	      "                         source is the spec's kernel (build.edited false); the\n"
+	      "                         records of a run made with kg-init --replay are answered\n"
+	      "                         from its RUN/replay.table without it\n"
 	      "      --calibrate        measure the GPU's copy bandwidth and keep it in the cache\n"
 	      "                         ($XDG_CACHE_HOME/kernelgraph/devices/), for pct_peak_bw\n"
 	      "      --t4               measure nothing: write the measured and refused records\n"
@@ -105,7 +107,7 @@ static void usage(FILE *fp)
 	      "Exit status: 0 every record handled; 1 some record could not be, and was reported:\n"
 	      "one without a run (passed on as it is), or one given an error record (a variant the\n"
 	      "replay table cannot answer: a configuration it lacks, a code edit; without --replay,\n"
-	      "a build kg-build --no-compile made); 2 usage error; 3 no GPU (and no --replay);\n"
+	      "a build kg-build --no-compile made); 2 usage error; 3 no GPU for a record to measure;\n"
 	      "4 input or output failed.\n",
 	      fp);
 }
@@ -415,8 +417,10 @@ struct bencher {
 	struct worker worker;
 	struct metrics_run *mruns; /* the runs met, for --metrics-every */
 	size_t nmruns;
-	struct replay *replay;
-	struct replay_edits *edits; /* the code edits among the records read, for --replay */
+	struct replay *replay;	    /* --replay */
+	struct run *replayed;	    /* the runs met, for those made with kg-init --replay */
+	size_t nreplayed;
+	struct replay_edits *edits; /* the code edits among the records read, for replays */
 	struct stream in;
 };
 
@@ -439,14 +443,15 @@ static void keep_recorded_samples(const char *run_dir, const cJSON *build, const
 
 /* The replayed answer for a record with a successful build: the table's measurement of its
  * state, or of its configuration when its source is the spec's kernel; else an error record. */
-static cJSON *replay_bench(struct bencher *b, const cJSON *record, long line, const char *run_dir)
+static cJSON *replay_bench(struct bencher *b, const struct replay *table, const char *table_path,
+			   const cJSON *record, long line, const char *run_dir)
 {
 	const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
 	const cJSON *config = cJSON_GetObjectItemCaseSensitive(build, "config");
 	const char *state = json_string(build, "state");
 	int edited = replay_edited(record, b->edits);
 	cJSON *runtimes;
-	cJSON *bench = replay_lookup(b->replay, config, state, edited, &runtimes);
+	cJSON *bench = replay_lookup(table, config, state, edited, &runtimes);
 	if (bench && runtimes && run_dir)
 		keep_recorded_samples(run_dir, build, bench, runtimes);
 	cJSON_Delete(runtimes);
@@ -456,10 +461,10 @@ static cJSON *replay_bench(struct bencher *b, const cJSON *record, long line, co
 	if (edited) {
 		msg = xasprintf("the replay table %s holds configurations of the unedited kernel; this variant's source "
 				"differs (a code edit) and the table has no measurement of its state",
-				b->opt->replay_path);
+				table_path);
 	} else {
 		char *key = cJSON_IsObject(config) ? replay_key(config) : xstrdup("(none)");
-		msg = xasprintf("configuration %s is not in the replay table %s", key, b->opt->replay_path);
+		msg = xasprintf("configuration %s is not in the replay table %s", key, table_path);
 		free(key);
 	}
 	stream_error(&b->in, line, "%s", msg);
@@ -533,6 +538,18 @@ static void metrics_note(struct bencher *b, const char *run, const cJSON *bench)
 		metrics_run_for(b, run)->best = speedup;
 }
 
+/* The run at dir as far as replays go: its RUN/replay.table when kg-init --replay made it. */
+static struct run *replayed_run(struct bencher *b, const char *dir)
+{
+	for (size_t k = 0; k < b->nreplayed; k++)
+		if (strcmp(b->replayed[k].dir, dir) == 0)
+			return &b->replayed[k];
+	b->replayed = xreallocarray(b->replayed, b->nreplayed + 1, sizeof(*b->replayed));
+	struct run *run = &b->replayed[b->nreplayed++];
+	*run = (struct run){.dir = xstrdup(dir)};
+	return run;
+}
+
 /* Adds "bench" to a record that has a successful build; returns -1 when there is no GPU. */
 static int bench_record(struct bencher *b, cJSON *record, long line)
 {
@@ -545,8 +562,23 @@ static int bench_record(struct bencher *b, cJSON *record, long line)
 	if (!run_dir && !b->replay)
 		return stream_error(&b->in, line, "run: missing (give the record a \"run\" or kg-bench --run DIR)"), 0;
 	cJSON *bench;
-	if (b->replay) {
-		bench = replay_bench(b, record, line, run_dir);
+	/* --replay, else the table a run made with kg-init --replay holds: such a run is answered
+	 * from it with no option, as every stage follows it */
+	const struct replay *table = b->replay;
+	char *table_path = NULL;
+	int broken = 0;
+	if (!table && run_dir) {
+		table = run_replay(replayed_run(b, run_dir), &broken);
+		if (table || broken)
+			table_path = run_path(run_dir, RUN_REPLAY);
+	}
+	if (broken) {
+		char *msg = xasprintf("the run's replay table %s cannot be read (see above)", table_path);
+		stream_error(&b->in, line, "%s", msg);
+		bench = failure("error", msg, NULL);
+		free(msg);
+	} else if (table) {
+		bench = replay_bench(b, table, table_path ? table_path : b->opt->replay_path, record, line, run_dir);
 	} else if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(build, "compiled"))) {
 		const char *msg = "this variant was not compiled (kg-build --no-compile): only --replay can answer it; "
 				  "build it again without --no-compile to measure it";
@@ -558,6 +590,7 @@ static int bench_record(struct bencher *b, cJSON *record, long line)
 			return -1;
 		metrics_note(b, run_dir, bench);
 	}
+	free(table_path);
 	if (cJSON_HasObjectItem(record, "bench"))
 		cJSON_ReplaceItemInObjectCaseSensitive(record, "bench", bench);
 	else if (!cJSON_AddItemToObject(record, "bench", bench))
@@ -601,11 +634,10 @@ int main(int argc, char **argv)
 		return cli_finish(status);
 	}
 	strbuf_init(&b.worker.unread);
+	/* The GPU is started for the first record that needs it: the records of a run made with
+	 * kg-init --replay are answered from its table, on a machine without a GPU too. */
 	if (opt.replay_path && !(b.replay = replay_load(opt.replay_path)))
 		status = KG_EXIT_USAGE;
-	/* Without a GPU, say so at once rather than after the first record. */
-	else if (!b.replay && start_worker(&b.worker, &opt.settings) != 0)
-		status = KG_EXIT_ENV;
 	else if (stream_open(&b.in, input, stdout) != 0)
 		status = KG_EXIT_USAGE;
 	if (status != KG_EXIT_OK) {
@@ -616,8 +648,7 @@ int main(int argc, char **argv)
 		free(cache);
 		return status;
 	}
-	if (b.replay)
-		b.edits = replay_edits_new();
+	b.edits = replay_edits_new();
 	/* A measurement takes long: the next stage should have each record at once. */
 	b.in.flush_each = 1;
 	status = stream_each(&b.in, bench_one, &b);
@@ -628,6 +659,9 @@ int main(int argc, char **argv)
 	strbuf_release(&b.worker.unread);
 	replay_free(b.replay);
 	replay_edits_free(b.edits);
+	for (size_t k = 0; k < b.nreplayed; k++)
+		run_release(&b.replayed[k]);
+	free(b.replayed);
 	for (size_t k = 0; k < b.nmruns; k++)
 		free(b.mruns[k].dir);
 	free(b.mruns);

@@ -38,7 +38,8 @@ struct options {
 	const char *arch;      /* --arch */
 	const char *cache_dir; /* --cache-dir */
 	int no_cache;	       /* --no-cache */
-	int no_compile;	       /* --no-compile: materialize and hash only, for replayed searches */
+	int no_compile;	       /* --no-compile 1, --compile 0; -1: as the run says (a run made with
+				  kg-init --replay is not compiled: run_replayed) */
 	size_t jobs;	       /* -j */
 	double timeout_s;      /* --timeout */
 };
@@ -58,8 +59,9 @@ static void usage(FILE *fp)
 	      "  -j, --jobs N         compile up to N records at once (default 1)\n"
 	      "  -t, --timeout SEC    kill a compile that runs longer (default 600)\n"
 	      "      --cache-dir DIR  the compile cache (default $XDG_CACHE_HOME/kernelgraph)\n"
-	      "      --compile        compile (the default): undoes an earlier --no-compile, as in\n"
-	      "                       kg-iterate --replay FILE --build-opt --compile\n"
+	      "      --compile        compile (the default but for a run made with kg-init --replay,\n"
+	      "                       whose RUN/replay.table answers kg-bench): undoes an earlier\n"
+	      "                       --no-compile, as in kg-iterate --replay FILE --build-opt --compile\n"
 	      "      --no-cache       neither read nor fill the compile cache\n"
 	      "      --no-compile     all but the compile: the variant (kernel.cu, build.json) and its\n"
 	      "                       state, the same as a compiled build's, without NVRTC, the\n"
@@ -83,7 +85,7 @@ static void usage(FILE *fp)
 	      "\n"
 	      "Exit status: 0 every record handled; 1 some input could not be: a record (no run,\n"
 	      "a missing parent) is reported and passed on unchanged, a line that is not a JSON\n"
-	      "object is reported and dropped; 2 usage error; 3 NVRTC (unless --no-compile) or\n"
+	      "object is reported and dropped; 2 usage error; 3 NVRTC (for a record to compile) or\n"
 	      "GNU patch cannot be run; 4 input or output failed.\n",
 	      fp);
 }
@@ -112,6 +114,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	opterr = 0;
 	opt->jobs = 1;
 	opt->timeout_s = 600;
+	opt->no_compile = -1;
 	while ((c = getopt_long(argc, argv, ":a:hj:qr:t:vV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'a':
@@ -173,22 +176,41 @@ struct builder {
 	struct entry **window; /* records read and not yet written, in input order */
 	size_t nwindow, window_cap;
 	struct stream in; /* the records, and the exit status so far */
+	int nvrtc;	  /* need_nvrtc: 0 not tried yet, 1 loaded, -1 missing */
 };
+
+/* Loads NVRTC the first time a record needs a compile, so that the records of replayed runs
+ * build on a machine without it. Returns 0, or -1 (said once, status 3). */
+static int need_nvrtc(struct builder *b)
+{
+	if (!b->nvrtc) {
+		struct strbuf why;
+		strbuf_init(&why);
+		b->nvrtc = nvrtc_open(&why) == 0 ? 1 : -1;
+		if (b->nvrtc < 0) {
+			log_error("%s", why.buf);
+			stream_fail(&b->in, KG_EXIT_ENV);
+		}
+		strbuf_release(&why);
+	}
+	return b->nvrtc > 0 ? 0 : -1;
+}
 
 static struct build_run *find_run(struct builder *b, const char *dir)
 {
 	for (struct build_run *run = b->runs; run; run = run->next)
 		if (strcmp(run->run.dir, dir) == 0)
 			return run;
-	struct build_run *run = build_run_load(dir, b->opt->arch, !b->opt->no_compile);
+	int no_compile = b->opt->no_compile >= 0 ? b->opt->no_compile : run_replayed(dir);
+	int nvrtc = !no_compile && need_nvrtc(b) == 0;
+	struct build_run *run = build_run_load(dir, b->opt->arch, nvrtc);
+	run->no_compile = no_compile;
+	if (!no_compile && !nvrtc && !run->error)
+		run->error = xstrdup("NVRTC cannot be loaded (said above): nothing of this run can be compiled");
 	run->next = b->runs;
 	b->runs = run;
 	return run;
 }
-
-
-
-
 
 static cJSON *int_triple(const int64_t v[3])
 {
@@ -228,6 +250,8 @@ static char *define_option(const struct t1_param *p, size_t index)
 
 struct build_plan {
 	cJSON *config;
+	char arch[16];	/* the record's architecture: the run's, or its variant for this GPU
+			   ("sm_90a") that a ready patch or the parent needs (record_arch) */
 	struct t1_launch launch;
 	char **options; /* what the state and cache keys see: no include paths */
 	size_t noptions;
@@ -269,7 +293,7 @@ static void state_hash(const struct build_run *run, const char *source, const st
 	hash_field(&h, "geometry", geometry);
 	for (size_t k = 0; k < plan->noptions; k++)
 		hash_field(&h, "option", plan->options[k]);
-	hash_field(&h, "arch", run->arch);
+	hash_field(&h, "arch", plan->arch);
 	sha256_final_hex(&h, out);
 	free(config);
 }
@@ -290,8 +314,10 @@ static void compile_key(const struct build_run *run, const char *source, const s
 }
 
 /* Fills plan for the configuration at indices; returns 0, or 1 with why set. */
-static int make_plan(const struct build_run *run, const size_t *indices, struct build_plan *plan, struct strbuf *why)
+static int make_plan(const struct build_run *run, const size_t *indices, const char *arch, struct build_plan *plan,
+		     struct strbuf *why)
 {
+	snprintf(plan->arch, sizeof(plan->arch), "%s", arch);
 	const struct t1_spec *spec = run->run.spec;
 	struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
 	t1_bind(spec, indices, values);
@@ -311,7 +337,7 @@ static int make_plan(const struct build_run *run, const size_t *indices, struct 
 		plan->options[plan->noptions++] = xstrdup(run->base_options[k]);
 	for (size_t k = 0; k < spec->nparams; k++)
 		plan->options[plan->noptions++] = define_option(&spec->params[k], indices[k]);
-	plan->options[plan->noptions++] = xasprintf("--gpu-architecture=%s", run->arch);
+	plan->options[plan->noptions++] = xasprintf("--gpu-architecture=%s", plan->arch);
 	plan->options[plan->noptions++] = xstrdup("-lineinfo");
 	/* ptxas's report gives registers, shared memory and spills without a GPU. */
 	plan->options[plan->noptions++] = xstrdup("--ptxas-options=-v");
@@ -572,6 +598,7 @@ static int optional_string(const cJSON *obj, const char *key, const char **out)
 struct parent {
 	char *source;  /* normalized */
 	cJSON *config; /* NULL for the baseline */
+	char arch[16]; /* what it was built for; "" for the baseline (the run's) */
 };
 
 /* Loads the node a candidate applies to. Returns 0, or -1 after reporting. */
@@ -579,6 +606,7 @@ static int load_parent(struct builder *b, long line, struct build_run *run, cons
 {
 	parent->source = NULL;
 	parent->config = NULL;
+	parent->arch[0] = '\0';
 	if (!node) {
 		parent->source = xstrdup(run->baseline_source);
 		return 0;
@@ -602,17 +630,42 @@ static int load_parent(struct builder *b, long line, struct build_run *run, cons
 	}
 	parent->source = source_normalize(text, len);
 	parent->config = cJSON_Duplicate(config, 1);
+	const char *arch = json_string(build, "arch");
+	if (arch)
+		snprintf(parent->arch, sizeof(parent->arch), "%s", arch);
 	free(text);
 	free(path);
 	cJSON_Delete(build);
 	return 0;
 }
 
+/* The architecture a record is built for: the run's, unless the ready patch it applies
+ * (candidate.library, a KernelGraph.Patches entry with "Arch") or its parent needs the run's
+ * GPU generation with its architecture-specific features ("sm_90a" where the run builds for
+ * "sm_90": wgmma and setmaxnreg exist only there), which it then gets; a patch for another
+ * generation keeps the run's (kg-propose does not offer it, and its compile would say why). */
+static const char *record_arch(const struct build_run *run, const cJSON *candidate, const struct parent *parent)
+{
+	const char *wanted = parent->arch[0] ? parent->arch : NULL, *library = json_string(candidate, "library");
+	const cJSON *patches = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run->run.spec->json, "KernelGraph"),
+								"Patches"),
+		    *entry;
+	cJSON_ArrayForEach(entry, patches) {
+		const char *name = json_string(entry, "Name"), *arch = json_string(entry, "Arch");
+		if (library && name && arch && strcmp(name, library) == 0)
+			wanted = arch;
+	}
+	int have, want;
+	if (wanted && arch_parse(run->arch, &have) == 0 && arch_parse(wanted, &want) == 0 && have == want)
+		return wanted;
+	return run->arch;
+}
+
 /* The variant's source: the parent's, the patched parent's, or the candidate's own.
  * Returns the normalized text, or NULL with e->variant set to a failed build (or left
  * NULL after an environment error was reported). */
-static char *materialize(struct builder *b, struct entry *e, const char *parent_source, const char *patch,
-			 const char *source)
+static char *materialize(struct builder *b, struct entry *e, const char *parent_source, const char *parent_path,
+			 const char *patch, const char *source)
 {
 	if (!patch) {
 		json_add_string(e->own, "materialized", source ? "source" : "parent");
@@ -657,7 +710,11 @@ static char *materialize(struct builder *b, struct entry *e, const char *parent_
 		json_add_string(e->own, "materialized", "source_after_patch_failed");
 		result = source_normalize(source, strlen(source));
 	} else {
-		e->variant = failed_build("patch_failed", r.message, NULL);
+		/* where the parent's source is, to hold the diff against */
+		char *message = r.mismatched ? xasprintf("%s\nthe parent's kernel: %s", r.message, parent_path)
+					     : xstrdup(r.message);
+		e->variant = failed_build("patch_failed", message, NULL);
+		free(message);
 	}
 	patch_report_release(&r);
 	return result;
@@ -669,7 +726,7 @@ static char *materialize(struct builder *b, struct entry *e, const char *parent_
 static void schedule(struct builder *b, struct entry *e, const char *source, const struct build_plan *plan)
 {
 	cJSON *existing = read_variant(e->run, e->state);
-	if (existing && (b->opt->no_compile || variant_compiled(existing))) {
+	if (existing && (e->run->no_compile || variant_compiled(existing))) {
 		e->variant = existing;
 		e->reused = 1;
 		drop_tmp_dir(e);
@@ -700,7 +757,7 @@ static void schedule(struct builder *b, struct entry *e, const char *source, con
 	char *dir = run_variant_path(NULL, e->state, NULL);
 	json_add_string(e->variant, "dir", dir);
 	free(dir);
-	json_add_string(e->variant, "arch", e->run->arch);
+	json_add_string(e->variant, "arch", plan->arch);
 	json_add(e->variant, "config", cJSON_Duplicate(plan->config, 1));
 	json_add(e->variant, "grid", int_triple(plan->launch.grid));
 	json_add(e->variant, "block", int_triple(plan->launch.block));
@@ -708,7 +765,7 @@ static void schedule(struct builder *b, struct entry *e, const char *source, con
 		cJSON_AddNumberToObject(e->variant, "shared_bytes", (double)plan->launch.shared_bytes);
 	cJSON *options = cJSON_CreateStringArray((const char *const *)plan->options, (int)plan->noptions);
 	json_add(e->variant, "options", options);
-	if (b->opt->no_compile) {
+	if (e->run->no_compile) {
 		cJSON_ReplaceItemInObjectCaseSensitive(e->variant, "status", cJSON_CreateString("ok"));
 		if (!cJSON_AddBoolToObject(e->variant, "compiled", 0))
 			xalloc_die();
@@ -820,8 +877,11 @@ static int prepare(struct builder *b, struct entry *e, long line)
 	cJSON *merged = json_object();
 	if (t1_resolve_config(e->run->run.spec, cJSON_IsObject(config) ? config : NULL, parent.config, indices, merged, &why) == 0) {
 		plan.config = t1_config_to_json(e->run->run.spec, indices);
-		if (make_plan(e->run, indices, &plan, &why) == 0) {
-			char *text = materialize(b, e, parent.source, patch, source);
+		if (make_plan(e->run, indices, record_arch(e->run, candidate, &parent), &plan, &why) == 0) {
+			char *parent_path = node ? run_variant_path(e->run->run.dir, node, "kernel.cu")
+						 : xstrdup(e->run->run.spec->kernel_path);
+			char *text = materialize(b, e, parent.source, parent_path, patch, source);
+			free(parent_path);
 			char *refused = NULL;
 			if (text && strlen(text) > KG_CANDIDATE_MAX_BYTES)
 				refused = xstrdup("kernel.cu: larger than 1 MiB after the patch, the most a source may have");
@@ -995,21 +1055,12 @@ int main(int argc, char **argv)
 	forget_llm_settings();
 	parse_options(argc, argv, &opt);
 
-	struct strbuf why;
-	strbuf_init(&why);
-	if (!opt.no_compile && nvrtc_open(&why) != 0) {
-		log_error("%s", why.buf);
-		strbuf_release(&why);
-		return KG_EXIT_ENV;
-	}
-	strbuf_release(&why);
-
 	struct builder b = {.opt = &opt};
 	if (stream_open(&b.in, optind < argc ? argv[optind] : "-", stdout) != 0)
 		return KG_EXIT_USAGE;
 	/* A compile takes long: the next stage should have each record as soon as it is ready. */
 	b.in.flush_each = 1;
-	cache_init(&b.cache, opt.cache_dir, opt.no_cache || opt.no_compile);
+	cache_init(&b.cache, opt.cache_dir, opt.no_cache || opt.no_compile == 1);
 	b.pool = compile_pool_new(opt.jobs, opt.timeout_s);
 
 	build_all(&b);

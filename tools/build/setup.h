@@ -20,6 +20,7 @@ struct build_run {
 	char *include_dir;     /* the kernel file's folder, for its own headers */
 	char headers[SHA256_HEX_SIZE]; /* digest of the headers in include_dir */
 	char arch[16];
+	int no_compile;	       /* built without compiling: --no-compile, or a replayed run */
 	char **base_options;   /* the spec's CompilerOptions, less any architecture option */
 	size_t nbase_options;
 	char *problem_size;    /* repr of ProblemSize, for the state hash */

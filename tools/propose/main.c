@@ -48,7 +48,7 @@ static void usage(FILE *fp)
 	      "with it, the LLM experts.\n"
 	      "\n"
 	      "Proposers:\n"
-	      "  -r, --rules             neighbours of the node's configuration along each parameter, the spec's\n"
+	      "      --rules             neighbours of the node's configuration along each parameter, the spec's\n"
 	      "                          ready patches (KernelGraph.Patches) not applied on the path, and random\n"
 	      "                          valid configurations\n"
 	      "      --rules-random N    random configurations per expansion with --rules (default 2)\n"
@@ -61,14 +61,17 @@ static void usage(FILE *fp)
 	      "      --min-pred-gain G   drop a rules' configuration move (a neighbour, a random one) that\n"
 	      "                          even an optimistic prediction (two standard deviations) makes\n"
 	      "                          less than G faster than the node (default 0.02), or no faster\n"
-	      "                          than the run's best; the model's own picks are kept\n"
+	      "                          than the run's best; the model's own picks are kept, and\n"
+	      "                          so are the weak moves when a node has nothing else left\n"
 	      "      --history FILE      earlier measurements of this kernel (a T4 table or a run's\n"
 	      "                          events.jsonl, of another GPU, problem size or night; repeatable):\n"
 	      "                          the model follows each as far as it ranks the run's own\n"
 	      "                          measurements, from the first build on (RUN/history.json says how\n"
 	      "                          far it trusts each)\n"
 	      "      --within FILE       propose only configurations that FILE (a T4 table or an\n"
-	      "                          events.jsonl, as for kg-bench --replay) measured\n"
+	      "                          events.jsonl, as for kg-bench --replay) measured; a run\n"
+	      "                          made with kg-init --replay is proposed only what its\n"
+	      "                          RUN/replay.table holds without it\n"
 	      "      --pending FILE      FILE holds candidate records in flight (proposed, not yet\n"
 	      "                          learned by kg-select --update): none is proposed again, as\n"
 	      "                          none that the run's events.jsonl holds is\n"
@@ -194,7 +197,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	struct llm_settings *s = &opt->ex.llm;
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":chlm:p:qrs:vVx", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":chlm:p:qs:vVx", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c': opt->count_only = 1; break;
 		case 'h': usage(stdout); exit(cli_finish(KG_EXIT_OK));
@@ -575,8 +578,11 @@ static enum stream_action propose_record(struct stream *s, cJSON *record, void *
 	strbuf_init(&why);
 	struct node_info node = {0};
 	struct run_info *run = dir ? runs_get(&pr->runs, dir) : NULL;
+	int broken = 0;
 	if (run) {
-		run->within = pr->opt->within;
+		/* --within, else the table of a run made with kg-init --replay: a replayed run is
+		 * proposed only what its table holds with no option, as every stage follows it */
+		run->within = pr->opt->within ? pr->opt->within : run_replay(&run->run, &broken);
 		run->history = pr->opt->history;
 		run->nhistory = pr->opt->nhistory;
 	}
@@ -585,6 +591,8 @@ static enum stream_action propose_record(struct stream *s, cJSON *record, void *
 		stream_error(s, s->in.line, "run: missing (an expand record names its run directory)");
 	} else if (run->error) {
 		stream_error(s, s->in.line, "%s", run->error);
+	} else if (broken) {
+		stream_error(s, s->in.line, "%s/replay.table: the run's replay table cannot be read (see above)", dir);
 	} else if (node_load(run, record, &node, &why) != 0) {
 		stream_error(s, s->in.line, "%s", why.buf);
 	} else {

@@ -100,6 +100,16 @@ static void neighbours(struct run_info *run, const struct node_info *node, struc
 	free(at);
 }
 
+/* The number of an architecture, 90 for "sm_90" and "sm_90a" alike (kg-build gives a ready
+ * patch that needs "sm_90a" that architecture where the run builds for "sm_90"); -1 for
+ * anything else. */
+static long arch_generation(const char *arch)
+{
+	char *end;
+	long n = strncmp(arch, "sm_", 3) == 0 ? strtol(arch + 3, &end, 10) : -1;
+	return n > 0 && (*end == '\0' || ((*end == 'a' || *end == 'f') && end[1] == '\0')) ? n : -1;
+}
+
 static int applied(const struct node_info *node, const char *name)
 {
 	for (size_t i = 0; i < node->napplied; i++)
@@ -202,6 +212,12 @@ static void library(struct run_info *run, const struct node_info *node, struct p
 		}
 		if (applied(node, name))
 			continue;
+		const char *needs = json_string(entry, "Arch"), *builds = json_string(node->build, "arch");
+		if (needs && builds && arch_generation(needs) != arch_generation(builds)) {
+			log_info("%s: node %s: rules:library: %s: needs %s, and the run builds for %s: not offered", run->run.dir,
+				 node->state, name, needs, builds);
+			continue;
+		}
 		if (after && !applied(node, after)) {
 			log_info("%s: node %s: rules:library: %s: applies after %s, which is not on the path", run->run.dir,
 				 node->state, name, after);
@@ -399,27 +415,42 @@ static int offer_random(void *ctx, const size_t *indices)
 }
 
 /* With a model, every configuration move is priced by it (fixed priors would swamp its
- * figures once kg-select normalizes them) and the weak ones go. */
+ * figures once kg-select normalizes them) and the weak ones go, unless they are all the node
+ * has left: kg-select marks a node that gets nothing exhausted for good, and a search that
+ * ends "exhausted" must have proposed every valid configuration (of the --within table), so
+ * the weak moves go out then, at their low priors, rather than never. */
 static void price(const struct model *m, struct run_info *run, const struct node_info *node, struct proposal *list,
 		  size_t *n, size_t *dropped)
 {
-	size_t kept = 0;
+	size_t kept = 0, nweak = 0;
+	struct proposal *weak_list = xcalloc(*n + 1, sizeof(*weak_list));
 	for (size_t i = 0; i < *n; i++) {
 		struct proposal *p = &list[i];
 		enum move_weakness weak = MOVE_STRONG;
 		if (!p->patch && !p->source && p->full_config && strcmp(p->proposer, "rules:model") != 0)
 			p->prior = model_prior(m, p->full_config, &weak);
 		if (weak != MOVE_STRONG) {
-			log_info("%s: node %s: %s: %s: dropped: the model expects %s", run->run.dir, node->state, p->proposer,
-				 p->detail,
+			log_info("%s: node %s: %s: %s: dropped: the model expects %s", run->run.dir, node->state,
+				 p->proposer, p->detail,
 				 weak == MOVE_WEAK_ON_NODE ? "too little gain (--min-pred-gain)"
 							   : "it no faster than the run's best");
-			proposal_release(p);
-			(*dropped)++;
+			weak_list[nweak++] = *p;
 		} else {
 			list[kept++] = *p;
 		}
 	}
+	if (kept == 0) {
+		if (nweak)
+			log_info("%s: node %s: nothing but the moves the model dropped as weak is left: they go out after all", run->run.dir,
+				 node->state);
+		memcpy(list, weak_list, nweak * sizeof(*list));
+		kept = nweak;
+	} else {
+		for (size_t i = 0; i < nweak; i++)
+			proposal_release(&weak_list[i]);
+		*dropped += nweak;
+	}
+	free(weak_list);
 	*n = kept;
 }
 

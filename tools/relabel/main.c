@@ -42,12 +42,12 @@ static void usage(FILE *fp)
 	      "Other records pass through. The catalog is OUTDIR/methods.json two levels above the record's\n"
 	      "run (seeded with the sixteen canonical methods), updated atomically under methods.json.lock.\n"
 	      "\n"
-	      "  -c, --catalog FILE      the catalog for every record\n"
-	      "  -t, --threshold T       the least share of a name's weighted terms that the method's names and\n"
+	      "      --catalog FILE      the catalog for every record\n"
+	      "      --threshold T       the least share of a name's weighted terms that the method's names and\n"
 	      "                          aliases must know (a term of its description counts half), 0 to 1\n"
 	      "                          (default 0.4); with --merge, the least share each of two methods must\n"
 	      "                          know of a name of the other (default 0.7)\n"
-	      "  -m, --merge             print pairs of catalog methods that look like synonyms, for a person\n"
+	      "      --merge             print pairs of catalog methods that look like synonyms, for a person\n"
 	      "                          to merge: {\"merge\": [A, B], \"score\"}; changes nothing\n"
 	      "  -l, --llm               ask an LLM about names no rule matches (OPENAI_API_KEY, OPENAI_BASE_URL)\n"
 	      "\n"
@@ -76,7 +76,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	};
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":c:hlmqt:vV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":hlqvV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c': opt->catalog = optarg; break;
 		case 'h': usage(stdout); exit(cli_finish(KG_EXIT_OK));

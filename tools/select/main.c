@@ -71,7 +71,7 @@ static void usage(FILE *fp)
 	      "      --summary               append a closing summary to RUN/trace.md (what was\n"
 	      "                              tried by method and proposer, what failed and why, how\n"
 	      "                              the best moved, the best variant); kg-tune does at the end\n"
-	      "  -b, --batch K               pick K distinct things at once (virtual loss)\n"
+	      "      --batch K               pick K distinct things at once (virtual loss)\n"
 	      "      --fill N                pick more than --batch when the picks are expected to\n"
 	      "                              make fewer than N candidates: ceil(N / c) picks, at\n"
 	      "                              most 16, c the mean candidates per pick in the last\n"
@@ -82,7 +82,7 @@ static void usage(FILE *fp)
 	      "                              picks of this batch, and their candidates count against\n"
 	      "                              the build budget; when they leave nothing to pick,\n"
 	      "                              nothing is written (exit 0)\n"
-	      "  -s, --seed S                the random state of a new graph (noise, ties)\n"
+	      "      --seed S                the random state of a new graph (noise, ties)\n"
 	      "      --regraph FILE          weigh new edges' priors by method-transition statistics\n"
 	      "                              (kg-regraph's regraph.json): P(method | parent's last\n"
 	      "                              method) x its success rate; kept in the graph\n"
@@ -98,7 +98,7 @@ static void usage(FILE *fp)
 	      "      --cycle-penalty P       subtracted for a child that repeats a state on the path (0.5)\n"
 	      "      --noise EPS             Dirichlet noise weight at the root (0: off)\n"
 	      "      --noise-alpha A         total Dirichlet concentration (10.83)\n"
-	      "      --improve-pct P         an improvement is at least P %% faster (2)\n"
+	      "      --improve-pct P         an improvement is at least P % faster (2)\n"
 	      "      --converge K            stop after K iterations without one (0: never)\n"
 	      "      --budget-builds N       stop after N evaluated candidates (0: no limit); each\n"
 	      "                              pick carries its share of what is left as\n"
@@ -121,8 +121,8 @@ static void usage(FILE *fp)
 	      "graph.bin starts from RUN/graph.json when there is one (what --export writes).\n"
 	      "\n"
 	      "Exit status: 0 done; 1 some record could not be handled (reported, passed on);\n"
-	      "2 usage error; 4 input or output failed; 5 the search is over (budget or\n"
-	      "convergence; a {\"op\": \"stop\"} record says which).\n",
+	      "2 usage error; 4 input or output failed; 5 the search is over (budget, convergence,\n"
+	      "or nothing left to try: exhausted; a {\"op\": \"stop\"} record says which).\n",
 	      fp);
 }
 
@@ -204,7 +204,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	uint64_t u64;
 	opt->pick.batch = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":b:ehqs:uvV", longopts, &index)) != -1) {
+	while ((c = getopt_long(argc, argv, ":ehquvV", longopts, &index)) != -1) {
 		double *d = param_slot(&opt->params, c), lo = 0, hi = 0;
 		long *l = long_slot(&opt->params, c);
 		/* The ranges a loaded graph's parameters are checked against (each of these options

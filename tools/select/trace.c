@@ -24,8 +24,10 @@
 /* The most bytes a cell shows of a message or a description, so that a row stays one line. */
 #define CELL_TEXT_MAX 110
 
-static const char TABLE_HEAD[] = "| iter | from | change | method (proposer) | ms | speedup | result |\n"
-				 "|---:|---|---|---|---:|---:|---|\n";
+/* "build" numbers the candidates in the order they were learned, the baseline being build 0,
+ * as kg-report's page, plots and graph number them. */
+static const char TABLE_HEAD[] = "| build | iter | from | change | method (proposer) | ms | speedup | result |\n"
+				 "|---:|---:|---|---|---|---:|---:|---|\n";
 
 /* x to three significant digits, trailing zeros kept ("0.940", "1.87", "123"); "-" when it
  * is not known. */
@@ -92,8 +94,23 @@ static void add_method(struct strbuf *sb, const char *name)
 	add_cell(sb, name, strlen(name), 0, 1);
 }
 
+/* Whether the line of n bytes at p names an error: "error" and a colon after it, spaces
+ * between allowed, for NVRTC writes "kernel.cu(40): error: ..." and ptxas "ptxas error   :
+ * ...". */
+static int names_error(const char *p, size_t n)
+{
+	for (const char *at = p; (at = memmem(at, n - (size_t)(at - p), "error", 5)); at += 5) {
+		size_t k = (size_t)(at - p) + 5;
+		while (k < n && p[k] == ' ')
+			k++;
+		if (k < n && p[k] == ':')
+			return 1;
+	}
+	return 0;
+}
+
 /* The line of text that says most: the first that names an error ("kernel.cu(40): error:
- * ..."), else the first that is not blank. *len gets its length. */
+ * ...", "ptxas error   : ..."), else the first that is not blank. *len gets its length. */
 static const char *telling_line(const char *text, size_t *len)
 {
 	const char *first = NULL;
@@ -101,7 +118,7 @@ static const char *telling_line(const char *text, size_t *len)
 	for (const char *p = text; *p;) {
 		const char *eol = strchr(p, '\n');
 		size_t n = eol ? (size_t)(eol - p) : strlen(p);
-		if (memmem(p, n, "error:", 6)) {
+		if (names_error(p, n)) {
 			*len = n;
 			return p;
 		}
@@ -353,7 +370,8 @@ void trace_root(const struct graph *g, const cJSON *record)
 	}
 	strbuf_addstr(&sb, ", runs in ");
 	add_3digits(&sb, g->baseline_ms);
-	strbuf_addstr(&sb, " ms. One row per candidate: the iteration that picked it, the variant it changes, the "
+	strbuf_addstr(&sb, " ms. One row per candidate: its build (the candidates numbered in the order they were "
+			   "learned, as kg-report numbers them), the iteration that picked it, the variant it changes, the "
 			   "change, its method and who proposed it, its median time, its speedup over the baseline "
 			   "(with the 95 % interval of that ratio when it was measured; a replayed table has none), "
 			   "and what became of it. A candidate becomes the new best only when its interval (its "
@@ -369,7 +387,7 @@ void trace_candidate(const struct graph *g, const struct trace_step *s)
 	const char *proposer = json_string(candidate, "proposer"), *failed = failed_status(r);
 	struct strbuf sb;
 	strbuf_init(&sb);
-	strbuf_addf(&sb, "| %.0f | ", json_number(r, "iter", (double)g->iter));
+	strbuf_addf(&sb, "| %ld | %.0f | ", g->builds, json_number(r, "iter", (double)g->iter));
 	add_variant(&sb, g, s->parent);
 	strbuf_addstr(&sb, " | ");
 	add_change(&sb, g, s);
@@ -423,7 +441,7 @@ void trace_note(const struct graph *g, long iter, size_t node, const char *what)
 {
 	struct strbuf sb;
 	strbuf_init(&sb);
-	strbuf_addf(&sb, "| %ld | ", iter);
+	strbuf_addf(&sb, "| | %ld | ", iter);
 	add_variant(&sb, g, node);
 	strbuf_addstr(&sb, " | | | | | ");
 	add_cell(&sb, what, strlen(what), 0, 0);
@@ -519,8 +537,9 @@ static void add_tally_table(struct strbuf *sb, struct tallies *t, const char *wh
 struct run_story {
 	long tried, failed;
 	struct tallies methods, proposers, failures;
-	struct strbuf moves;   /* how the best moved: " → [abcd1234](...) 1.26x (iteration 1)" each */
+	struct strbuf moves;   /* how the best moved: " → [abcd1234](...) 1.26x (build 3, iteration 1)" each */
 	cJSON *best_record;    /* the record that made the incumbent, or NULL (the baseline) */
+	long best_build;       /* its build: the candidates learned up to it, as trace rows count */
 };
 
 /* Adds one learned record to the story. */
@@ -553,9 +572,10 @@ static void story_add(struct run_story *st, const struct graph *g, cJSON *record
 		strbuf_addf(&st->moves, "%.*s", SHORT_STATE, child);
 	strbuf_addch(&st->moves, ' ');
 	add_speedup(&st->moves, speedup, NULL);
-	strbuf_addf(&st->moves, " (iteration %.0f)", json_number(record, "iter", NAN));
+	strbuf_addf(&st->moves, " (build %ld, iteration %.0f)", st->tried, json_number(record, "iter", NAN));
 	cJSON_Delete(st->best_record);
 	st->best_record = cJSON_Duplicate(record, 1);
+	st->best_build = st->tried;
 }
 
 /* Why the search ended, or that it may go on. */
@@ -578,7 +598,7 @@ static void add_stop(struct strbuf *sb, const struct graph *g, const char *stopp
 }
 
 /* The best variant: where it is, its time and speedup, its configuration and methods. */
-static void add_best(struct strbuf *sb, const struct graph *g, const cJSON *record)
+static void add_best(struct strbuf *sb, const struct graph *g, const cJSON *record, long build)
 {
 	size_t best = g->incumbent;
 	strbuf_addstr(sb, "**Best**: ");
@@ -589,7 +609,7 @@ static void add_best(struct strbuf *sb, const struct graph *g, const cJSON *reco
 	const cJSON *bench = cJSON_GetObjectItemCaseSensitive(record, "bench");
 	add_variant(sb, g, best);
 	if (record)
-		strbuf_addf(sb, ", found in iteration %.0f", json_number(record, "iter", NAN));
+		strbuf_addf(sb, ", found at build %ld (iteration %.0f)", build, json_number(record, "iter", NAN));
 	strbuf_addstr(sb, ": ");
 	add_3digits(sb, g->nodes[best].median_ms);
 	strbuf_addstr(sb, " ms, **");
@@ -681,7 +701,7 @@ int trace_summary(const struct graph *g, const char *stopped)
 	struct strbuf sb;
 	strbuf_init(&sb);
 	strbuf_addf(&sb, "\n## Summary after %ld candidates\n\n", st.tried);
-	add_best(&sb, g, st.best_record);
+	add_best(&sb, g, st.best_record, st.best_build);
 	if (st.moves.len)
 		strbuf_addf(&sb, "\n**How the best moved**: baseline 1.00x%s.\n", st.moves.buf);
 	strbuf_addf(&sb, "\n**Failed**: %ld of %ld", st.failed, st.tried);

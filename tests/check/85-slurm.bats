@@ -5,7 +5,7 @@
 # slurm-client (make deps); skipped without them, except under CI (CI=true), where a
 # cluster that cannot start fails the suite.
 
-load test_helper
+load ../test_helper
 
 setup_file() {
 	export XDG_CACHE_HOME="$BATS_FILE_TMPDIR/cache"
@@ -91,10 +91,10 @@ builds_at_least() { # builds_at_least RUN N
 	# start (both jobs named), each task's records and its "spec" line (GPUs 0,1 as CUDA
 	# numbers them), a "task" line each with Slurm's word, the end with the ReGraph rebuilt
 	# (the ReGraph each spec's search used depends on which tasks ended before it started)
-	[ "$(jq -c 'select(.nightly) | del(.t, .pid, .seconds, .best, .regraph, .slurm.job_id, .slurm.node)' "$log")" = \
+	[ "$(jq -c 'select(.nightly) | del(.t, .pid, .seconds, .best, .regraph, .fingerprint, .slurm.job_id, .slurm.node)' "$log")" = \
 		"$(jq -cn --arg ex "$ex" --arg night "$night" --argjson a "$array" --argjson e "$end" '
 		def spec(k; b; i): {nightly: "spec", spec: "\($ex)/\(k)/\(k).json", run: "\($night)/kernels/\(k)",
-			replay: "\($ex)/\(k)/\(k)_H100_T4.json", status: 0, builds: b,
+			replay: "\($ex)/\(k)/\(k)_H100_T4.json", status: 0, builds: b, end: "budget", converged: null,
 			slurm: {array_job_id: $a, array_task_id: i, cuda_visible_devices: "0,1", gpus: "0,1", restarts: 0}};
 		def task(k; b; i): {nightly: "task", spec: "\($ex)/\(k)/\(k).json", run: "\($night)/kernels/\(k)", builds: b,
 			slurm: {array_job_id: $a, array_task_id: i, state: "COMPLETED", exit_code: "0:0"}};

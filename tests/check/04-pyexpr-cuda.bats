@@ -3,7 +3,7 @@
 # run on the CPU through the host C++ compiler against pyexpr_eval, bit for bit, and
 # compiled by NVRTC for sm_90 as kg-bench compiles them.
 
-load test_helper
+load ../test_helper
 
 # The globals cuda-corpus.txt reads besides the index i.
 CORPUS_LETS=(--let 'ProblemSize=[1024, 768, -3, 2**62, 0, 7]' --let 'Mixed=[1, 2.5, True, -0.0]'

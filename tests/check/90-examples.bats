@@ -3,7 +3,7 @@
 # the default configuration, and its table recorded on the H100 covers the space (or a large
 # sample of it) and replays.
 
-load test_helper
+load ../test_helper
 
 setup_file() {
 	export XDG_CACHE_HOME="$BATS_FILE_TMPDIR/cache"
@@ -87,6 +87,22 @@ apply() {
 		[ "$(jq '[.results[] | select(.invalidity != "correct")] | length' "$table")" -eq 0 ]
 		run_tool 0 kg-tune -q --no-llm --replay "$table" --budget-builds 10 --outdir "out-$name" "$spec"
 		[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .bench.replayed' "out-$name/kernels/$name/events.jsonl" | sort -u)" = true ]
+	done
+}
+
+@test "a replayed search ends exhausted only once every configuration of the table was proposed, on every example" {
+	for spec in "$KG_ROOT"/examples/*/*.json; do
+		case $spec in *_T4.json) continue ;; esac
+		dir=$(dirname "$spec") name=$(basename "$dir")
+		table=$dir/${name}_H100_T4.json
+		run_tool 0 kg-tune --no-llm --replay "$table" --budget-builds 5000 --outdir out "$spec"
+		assert_line --regexp "^$name +[0-9]+ .* exhausted "
+		jq -c '.results[].configuration' "$table" | jq -cS . | sort -u >recorded
+		# the configurations built of the spec's own kernel (code edits apart, which a table keyed
+		# by configuration cannot answer)
+		jq -c 'select(.build.config != null and (.build.edited | not)) | .build.config' "out/kernels/$name/events.jsonl" |
+			jq -cS . | sort -u >proposed
+		diff recorded proposed
 	done
 }
 

@@ -2,7 +2,7 @@
 # 12-llama-server.bats: kg-propose's LLM experts and a whole kg-tune against a real
 # OpenAI-compatible server, llama.cpp's llama-server on a tiny random model (make llm-server).
 
-load test_helper
+load ../test_helper
 
 RUN=out/kernels/scale
 KEY=sk-llama-7c41d0-secret
