@@ -95,7 +95,7 @@ TOOL_BINS  := $(TOOLS:%=$(BINOUT)/kg-%)
 PIPE_BINS  := $(PIPELINES:%=$(BINOUT)/%)
 
 .PHONY: all benchtools llm-server test test-full test-gpu test-sanitize check lint fuzz fuzz-smoke fuzz-run deps deps-test install uninstall \
-        clean cuda-check help
+        clean cuda-check cuda-found help
 .DELETE_ON_ERROR:
 
 all: $(TOOL_BINS) $(PIPE_BINS)
@@ -141,7 +141,7 @@ $(BUILD)/tools/bench/harness_src.o: $(BUILD)/tools/bench/harness_src.c
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 define TOOL_RULE
-$(BINOUT)/kg-$(1): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/$(1)/*.c)) $(EXTRA_OBJ_$(1)) $(LIBKG) $(if $(filter $(1),$(CUDA_TOOLS)),| cuda-check)
+$(BINOUT)/kg-$(1): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/$(1)/*.c)) $(EXTRA_OBJ_$(1)) $(LIBKG) $(if $(filter $(1),$(CUDA_TOOLS)),| cuda-found)
 	@mkdir -p $$(@D)
 	$$(CC) $$(ALL_LDFLAGS) -o $$@ $$(filter %.o %.a,$$^) $$(LIBS_$(1)) $$(BASE_LIBS)
 endef
@@ -163,14 +163,17 @@ $(TEST_DRIVER): $(BUILD)/tests/driver/libtest.o $(EXTRA_OBJ_bench) $(PTX_OBJ) $(
 BENCH_TOOLS := $(BUILD)/benchmarks/check-reference
 benchtools: $(BENCH_TOOLS)
 $(BUILD)/benchmarks/%.o: ALL_CPPFLAGS += -isystem $(CUDA_HOME)/include
-$(BUILD)/benchmarks/check-reference: $(BUILD)/benchmarks/check_reference.o $(LIBKG) | cuda-check
+$(BUILD)/benchmarks/check-reference: $(BUILD)/benchmarks/check_reference.o $(LIBKG) | cuda-found
 	@mkdir -p $(@D)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o %.a,$^) -L$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lpthread $(BASE_LIBS)
 
-cuda-check:
+# cuda-found, before building the tools that need the toolkit, says only what is missing;
+# cuda-check, asked for, says where it found it too.
+cuda-found:
 	@test -f '$(CUDA_HOME)/include/nvrtc.h' || { \
 	  echo "kernelgraph: no CUDA toolkit in CUDA_HOME=$(CUDA_HOME) ($(CUDA_HOME)/include/nvrtc.h is missing);" \
 	       "install the CUDA toolkit or run make CUDA_HOME=/path/to/cuda" >&2; exit 1; }
+cuda-check: cuda-found
 	@echo "kernelgraph: the CUDA toolkit is in CUDA_HOME=$(CUDA_HOME) ($(CUDA_HOME)/include/nvrtc.h)"
 
 # The tests' real LLM server: llama.cpp's llama-server from the sources vendored in the

@@ -13,6 +13,9 @@ kmake() {
 @test "make cuda-check accepts the toolkit in CUDA_HOME" {
 	run_tool 0 env -u MAKEFLAGS -u MAKELEVEL make --no-print-directory -s -C "$KG_ROOT" cuda-check CUDA_HOME=/usr/local/cuda
 	assert_output "kernelgraph: the CUDA toolkit is in CUDA_HOME=/usr/local/cuda (/usr/local/cuda/include/nvrtc.h)"
+	# building the tools checks it too, silently when it is there
+	run_tool 0 env -u MAKEFLAGS -u MAKELEVEL -u SANITIZE make --no-print-directory -s -C "$KG_ROOT" all CUDA_HOME=/usr/local/cuda
+	assert_output ""
 }
 
 @test "make cuda-check names the missing toolkit" {

@@ -510,6 +510,14 @@ fake_stage() {
 	[ ! -e out2 ]
 }
 
+@test "a replayed search ends exhausted only once every configuration of the table was proposed, the model's weak moves last (tests/check/90-examples.bats: every example)" {
+	ex=$KG_ROOT/examples/transpose
+	run_tool 0 kg-tune --no-llm --replay "$ex/transpose_H100_T4.json" --budget-builds 500 --outdir out "$ex/transpose.json"
+	assert_line --regexp '^transpose +27 .* exhausted '
+	diff <(jq -c '.results[].configuration' "$ex/transpose_H100_T4.json" | jq -cS . | sort -u) \
+		<(jq -c 'select(.build.config != null) | .build.config' out/kernels/transpose/events.jsonl | jq -cS . | sort -u)
+}
+
 @test "kg-tune learns from the logged transitions: --regraph-autobuild rebuilds the ReGraph the search's priors use" {
 	run_tool 0 kg-tune --no-llm --replay "$TABLE" --budget-builds 12 --jobs 2 --outdir out "$VECTOR_ADD"
 	[ ! -e out/regraph.json ]
