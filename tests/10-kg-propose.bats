@@ -190,16 +190,11 @@ billion_points() {
 	[[ "$stderr" == *"the spec's budget of expression work exceeded"* ]]
 }
 
-# A run made the way kg-init makes one: the scale kernel's spec and files, the baseline built
-# by kg-build (NVRTC) and made the root by kg-select with a measurement given by hand.
+# The run scale_run_template makes (test_helper.bash).
 RUN=out/kernels/scale
 
 setup_file() {
-	local t="$BATS_FILE_TMPDIR/template"
-	mkdir -p "$t/$RUN"
-	cp "$FIXTURES"/build/{spec.json,scale.cu,scale_helper.cuh} "$t/$RUN/"
-	(cd "$t" && echo "{\"v\":1,\"run\":\"$RUN\",\"kernel\":\"scale\",\"candidate\":{\"id\":\"baseline\"}}" | kg-build |
-		jq -c '. + {bench: {status: "ok", median_ms: 1.0, speedup: 1}}' | kg-select --update "$RUN" >/dev/null)
+	scale_run_template "$BATS_FILE_TMPDIR/template"
 }
 
 # fresh_run: a copy of the template run in the test's directory.

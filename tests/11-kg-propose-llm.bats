@@ -9,12 +9,8 @@ RUN=out/kernels/scale
 KEY=sk-test-4f9a1c-secret
 
 setup_file() {
-	local t="$BATS_FILE_TMPDIR/template"
-	mkdir -p "$t/$RUN"
-	cp "$FIXTURES"/build/{spec.json,scale.cu,scale_helper.cuh} "$t/$RUN/"
-	(cd "$t" && echo "{\"v\":1,\"run\":\"$RUN\",\"kernel\":\"scale\",\"candidate\":{\"id\":\"baseline\"}}" | kg-build |
-		jq -c '. + {bench: {status: "ok", median_ms: 1.0, speedup: 1}}' | kg-select --update "$RUN" >/dev/null &&
-		kg-select "$RUN" > pick.jsonl)
+	scale_run_template "$BATS_FILE_TMPDIR/template"
+	(cd "$BATS_FILE_TMPDIR/template" && kg-select "$RUN" >pick.jsonl)
 }
 
 setup() {

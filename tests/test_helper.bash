@@ -44,6 +44,17 @@ kill_group() {
 	return 1
 }
 
+# scale_run_template DIR: in DIR, a run at out/kernels/scale made as kg-init makes one: the
+# scale kernel's spec and files, the baseline built by kg-build (NVRTC) and made the root by
+# kg-select with a measurement given by hand.
+scale_run_template() {
+	local run=out/kernels/scale
+	mkdir -p "$1/$run"
+	cp "$FIXTURES"/build/{spec.json,scale.cu,scale_helper.cuh} "$1/$run/"
+	(cd "$1" && echo "{\"v\":1,\"run\":\"$run\",\"kernel\":\"scale\",\"candidate\":{\"id\":\"baseline\"}}" | kg-build |
+		jq -c '. + {bench: {status: "ok", median_ms: 1.0, speedup: 1}}' | kg-select --update "$run" >/dev/null)
+}
+
 # assert_stderr TEXT: stderr is exactly TEXT.
 assert_stderr() {
 	if [[ "$stderr" != "$1" ]]; then

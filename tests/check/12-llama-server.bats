@@ -72,12 +72,8 @@ setup_file() {
 		export KG_LLM_SKIP
 		return 0
 	fi
-	local t="$BATS_FILE_TMPDIR/template"
-	mkdir -p "$t/$RUN"
-	cp "$FIXTURES"/build/{spec.json,scale.cu,scale_helper.cuh} "$t/$RUN/"
-	(cd "$t" && echo "{\"v\":1,\"run\":\"$RUN\",\"kernel\":\"scale\",\"candidate\":{\"id\":\"baseline\"}}" | kg-build |
-		jq -c '. + {bench: {status: "ok", median_ms: 1.0, speedup: 1}}' | kg-select --update "$RUN" >/dev/null &&
-		kg-select "$RUN" > pick.jsonl)
+	scale_run_template "$BATS_FILE_TMPDIR/template"
+	(cd "$BATS_FILE_TMPDIR/template" && kg-select "$RUN" >pick.jsonl)
 	# One server for the file: three slots, so that the three experts are answered at once.
 	cd "$BATS_FILE_TMPDIR"
 	serve main --ctx-size 65536 --parallel 3 --seed 38
