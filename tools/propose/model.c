@@ -54,10 +54,10 @@ enum { LAUNCH_BLOCKS, LAUNCH_THREADS, LAUNCH_FIGURES };
 struct model {
 	const struct t1_spec *spec;
 	struct model_settings settings;
-	size_t d;		    /* coordinates: the parameters with two values or more, then the
-				       launch figures that vary */
+	size_t d;		    /* coordinates: the parameters with two values or more, their
+				       alignments, then the launch figures that vary */
 	size_t nparam_coords;	    /* the first of them: the parameters', then their alignments' */
-	size_t nalignments;
+	size_t nalignments;	    /* of those, the alignments (alignment_positions) */
 	int launch_of[LAUNCH_FIGURES]; /* each launch coordinate's figure */
 	double launch_lo[LAUNCH_FIGURES], launch_span[LAUNCH_FIGURES]; /* of ln figure */
 	struct pyval *values;	    /* scratch for t1_bind */
