@@ -60,8 +60,21 @@ wait_until() {
 	shift
 	until "$@"; do
 		limit=$((limit - 1))
-		[ "$limit" -gt 0 ] || { echo "not within the time: $*" >&2; return 1; }
+		[ "$limit" -gt 0 ] || { echo "not within the time: $*" >&2; cluster_state >&2; return 1; }
 		sleep 0.1
+	done
+}
+
+# cluster_state: what Slurm says of the jobs and what its daemons logged last, for a test
+# that waited in vain.
+cluster_state() {
+	squeue -a -o '%i %T %r %S' 2>&1
+	[ -z "${jobs:-}" ] || scontrol -o show job $jobs 2>&1 | grep -oE '(JobId|JobState|Reason|Restarts|StartTime|EndTime)=[^ ]*' |
+		awk '/^JobId=/ && NR > 1 { print "" } { printf "%s ", $0 } END { print "" }'
+	local f
+	for f in "$CLUSTER/slurmctld.log" "$CLUSTER/slurmd.log"; do
+		echo "--- $f"
+		tail -n 25 "$f"
 	done
 }
 
@@ -141,9 +154,12 @@ builds_at_least() { # builds_at_least RUN N
 	run_tool 0 scontrol requeue "${array}_1"
 	wait_until 60 builds_at_least night/kernels/vector_add 5
 	run_tool 0 scancel "${array}_0"
-	# a requeued job waits two minutes before it may start again: now, once the second of the
-	# requeue is over (slurmd refuses a launch whose credential is as old as the revoked one's)
+	# a requeued job waits two minutes before it may start again: now, once slurmd has ended
+	# both tasks (the node idle: under load it ends them well after squeue says PENDING) and
+	# the second of that is over (slurmd refuses a launch whose credential is as old as the
+	# revoked one's, and holds the job)
 	wait_until 60 eval '[ "$(squeue -h -j "${array}_1" -o %T)" = PENDING ]'
+	wait_until 60 eval '[ "$(sinfo -h -n kgnode -o %T)" = idle ]'
 	sleep 2
 	run_tool 0 scontrol update JobId="${array}_1" StartTime=now
 	wait_until 120 ended "$log"
