@@ -19,6 +19,7 @@ void jsonl_reader_init(struct jsonl_reader *r, FILE *fp, const char *name)
 	r->buf = NULL;
 	r->cap = 0;
 	r->owns_fp = 0;
+	r->plain_numbers = 0;
 }
 
 int jsonl_reader_open(struct jsonl_reader *r, const char *path)
@@ -141,7 +142,7 @@ static void keep_number_texts(cJSON *item, const char *text, size_t len, size_t 
 /* Parses exactly one JSON value from text[0..len), allowing blanks around it. Returns it,
  * or NULL with *bad set to the offset of the first character that is wrong: cJSON says
  * where parsing stopped but not why, so the position is all a message can give. */
-static cJSON *parse_strict(const char *text, size_t len, size_t *bad)
+static cJSON *parse_strict(const char *text, size_t len, int keep_texts, size_t *bad)
 {
 	const char *end = NULL;
 	cJSON *value = cJSON_ParseWithLengthOpts(text, len, &end, 0);
@@ -158,7 +159,8 @@ static cJSON *parse_strict(const char *text, size_t len, size_t *bad)
 		return NULL;
 	}
 	size_t pos = 0;
-	keep_number_texts(value, text, len, &pos);
+	if (keep_texts)
+		keep_number_texts(value, text, len, &pos);
 	return value;
 }
 
@@ -225,7 +227,7 @@ enum jsonl_status jsonl_next(struct jsonl_reader *r, cJSON **record)
 			continue;
 
 		size_t bad;
-		cJSON *value = parse_strict(r->buf, len, &bad);
+		cJSON *value = parse_strict(r->buf, len, !r->plain_numbers, &bad);
 		if (!value) {
 			long line, column;
 			position_of(r->buf, bad, &line, &column);
@@ -316,7 +318,7 @@ int jsonl_append(const char *path, const cJSON *record)
 cJSON *json_parse_document(const char *name, const char *text, size_t len)
 {
 	size_t bad;
-	cJSON *value = parse_strict(text, len, &bad);
+	cJSON *value = parse_strict(text, len, 1, &bad);
 	if (!value) {
 		long line, column;
 		position_of(text, bad, &line, &column);

@@ -19,6 +19,8 @@ struct jsonl_reader {
 	char *buf;	  /* getline's buffer, reused from line to line */
 	size_t cap;	  /* bytes allocated for buf */
 	int owns_fp;	  /* whether jsonl_reader_release closes fp */
+	int plain_numbers; /* 1: numbers are their doubles alone, no text kept (see Numbers
+			      below): for a reader that never writes back what it read */
 };
 
 enum jsonl_status {

@@ -311,6 +311,19 @@ measure() {
 	assert_stderr "$(printf '%s\n' "kg-propose: --pending goes with the proposers, not with --random" "Try 'kg-propose --help' for more information.")"
 }
 
+@test "a damaged line of the run's log is named and skipped; the rest of the log still counts" {
+	fresh_run
+	expansion > pick.jsonl
+	kg-propose --rules --model-picks 0 --seed 3 pick.jsonl | measure
+	expansion > pick.jsonl
+	kg-propose --rules --model-picks 0 --seed 3 pick.jsonl > good.jsonl
+	n=$(wc -l < "$RUN/events.jsonl")
+	echo '{"op": "expand", "build": {' >> "$RUN/events.jsonl"
+	run_tool 0 kg-propose --rules --model-picks 0 --seed 3 pick.jsonl
+	assert_stderr "kg-propose: $RUN/events.jsonl:$((n + 1)): invalid JSON at column 27"
+	[ "$output" = "$(cat good.jsonl)" ]
+}
+
 @test "--rules proposes only valid, unseen configurations, and the same seed gives the same candidates" {
 	fresh_run
 	kg-propose -x -s "$RUN/spec.json" | jq -c .candidate.config | sort > valid

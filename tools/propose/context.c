@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "context.h"
+#include "events.h"
 #include "fileio.h"
 #include "fnv1a.h"
 #include "jsonl.h"
@@ -283,6 +284,45 @@ static const char *baseline_state(struct run_info *run)
 	return base;
 }
 
+/* What kg-propose reads of a logged record (the readers above and context_observations,
+ * find_applied, rules.c's tried_anywhere, experts.c's history): the record's other members,
+ * most of its bytes (the compiler options, the statistics, the path), are dropped as the
+ * log is read, so that a long run's log is not held whole. */
+static const char *const kept_top[] = {"node", "run", NULL};
+static const struct kept_member {
+	const char *name;
+	const char *const fields[7];
+} kept_members[] = {
+	{"candidate", {"patch", "source", "config", "library", "method", "detail", NULL}},
+	{"build", {"status", "state", "config", "edited", "baseline", "error", NULL}},
+	{"bench", {"status", "median_ms", "speedup", "error", NULL}},
+	{"update", {"child", NULL}},
+};
+
+static void keep_slim(cJSON *record, void *ctx)
+{
+	cJSON *events = ctx, *slim = json_object(), *item;
+	for (const char *const *k = kept_top; *k; k++)
+		if ((item = cJSON_DetachItemFromObjectCaseSensitive(record, *k)))
+			json_add(slim, *k, item);
+	for (size_t m = 0; m < sizeof(kept_members) / sizeof(*kept_members); m++) {
+		cJSON *from = cJSON_GetObjectItemCaseSensitive(record, kept_members[m].name), *to = NULL;
+		if (!cJSON_IsObject(from))
+			continue;
+		for (const char *const *f = kept_members[m].fields; *f; f++) {
+			if (!(item = cJSON_DetachItemFromObjectCaseSensitive(from, *f)))
+				continue;
+			if (!to)
+				json_add(slim, kept_members[m].name, to = json_object());
+			json_add(to, *f, item);
+		}
+		if (!to)
+			json_add(slim, kept_members[m].name, json_object());
+	}
+	cJSON_Delete(record);
+	json_append(events, slim);
+}
+
 static void run_load(struct run_info *run, const char *dir, const cJSON *pending)
 {
 	int unreadable;
@@ -291,10 +331,11 @@ static void run_load(struct run_info *run, const char *dir, const cJSON *pending
 				       unreadable ? "cannot read it" : "see above");
 		return;
 	}
-	char *path = run_path(dir, RUN_EVENTS);
-	run->events = jsonl_read_file(path);
-	free(path);
-	path = run_path(dir, RUN_BEST_JSON);
+	run->events = cJSON_CreateArray();
+	if (!run->events)
+		xalloc_die();
+	events_read(dir, keep_slim, run->events);
+	char *path = run_path(dir, RUN_BEST_JSON);
 	run->best = json_read_optional(path);
 	free(path);
 	run->base_state = baseline_state(run);

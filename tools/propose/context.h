@@ -41,7 +41,8 @@ void proposal_release(struct proposal *p);
 struct run_info {
 	struct run run;	       /* the directory, OUTDIR, the spec; the baseline, read at load */
 	char *error;	       /* why the run cannot be used (each record of it is an error) */
-	cJSON *events;	       /* RUN/events.jsonl, as an array */
+	cJSON *events;	       /* RUN/events.jsonl, as an array of its records, each cut
+				  to the members kg-propose reads (context.c, keep_slim) */
 	cJSON *best;	       /* RUN/best.json, or NULL */
 	const char *base_state; /* the baseline's state (baseline.json's, else its record's), or NULL */
 	cJSON *regraph;	       /* the ReGraph, once context_regraph_next read it; NULL when none */
