@@ -50,15 +50,18 @@ static struct {
 	CURLMcode (*multi_cleanup)(CURLM *);
 } libcurl;
 
-/* Loads libcurl and sets up its global state, once; 0, or -1 with libcurl.error set. */
+/* Loads libcurl ($KG_LIBCURL_LIBRARY if set, else libcurl.so.4) and sets up its global state,
+ * once; 0, or -1 with libcurl.error set. */
 static int libcurl_open(void)
 {
 	if (libcurl.tried)
 		return libcurl.loaded ? 0 : -1;
 	libcurl.tried = 1;
-	void *h = dlopen("libcurl.so.4", RTLD_LAZY | RTLD_LOCAL);
+	const char *path = getenv("KG_LIBCURL_LIBRARY");
+	void *h = dlopen(path && *path ? path : "libcurl.so.4", RTLD_LAZY | RTLD_LOCAL);
 	if (!h) {
-		libcurl.error = xasprintf("cannot load libcurl (install libcurl4): %s", dlerror());
+		libcurl.error = xasprintf("cannot load libcurl (%s): %s", path && *path ? "KG_LIBCURL_LIBRARY" : "install libcurl4",
+					  dlerror());
 		return -1;
 	}
 	/* dlsym returns void *; POSIX guarantees it converts to a function pointer. */

@@ -157,6 +157,16 @@ rule() {
 	[[ "$(jq -r '.propose.errors[1].error' <<<"$output")" == "$url: "*"(2 attempts)" ]]
 }
 
+@test "libcurl that cannot be loaded fails each expert's request with the loader's reason, and nothing is sent" {
+	mock "{\"rules\": [$(rule 'role: throughput' "$(answer)")]}"
+	KG_LIBCURL_LIBRARY=/nonexistent/libcurl.so.4 run_tool 1 kg-propose --llm --persona throughput --retries 2 pick.jsonl
+	[ "$(jq -c '.propose | [.status, (.errors | length)]' <<<"$output")" = '["error",1]' ]
+	why="cannot load libcurl (KG_LIBCURL_LIBRARY): /nonexistent/libcurl.so.4: cannot open shared object file: No such file or directory"
+	[ "$(jq -r '.propose.errors[0].error' <<<"$output")" = "$why" ]
+	assert_stderr "kg-propose: $RUN: node $(jq -r .node pick.jsonl): expert throughput: $why"
+	[ ! -s requests.jsonl ]
+}
+
 @test "the experts are asked at once: their requests overlap in time" {
 	mock "{\"rules\": [$(rule 'role: throughput' "$(answer)" '{"delay": 1}'),
 		$(rule 'role: memory' "$(answer '{"block_size_x":64,"items_per_thread":1,"use_fma":false}')" '{"delay": 1}'),
