@@ -559,7 +559,8 @@ measure_by_formula() {
 	# the endgame: with at most 6 builds left and nothing expected to gain --min-pred-gain,
 	# the model picks by the lowest predicted time, and its picks go first
 	run_tool 0 kg-propose -v --rules --min-pred-gain 100 <(jq -c '.budget_left = 7' incumbent.jsonl)
-	[[ "$stderr" == *": the model proposes 4 of 11 configurations (0 in flight)"$'\n'* ]]
+	[[ "$stderr" == *": the model proposes 4 of 11 configurations (0 in flight)"* ]]
+	[[ "$stderr" != *"(the endgame)"* ]]
 	run_tool 0 kg-propose -v --rules --min-pred-gain 100 <(jq -c '.budget_left = 6' incumbent.jsonl)
 	[[ "$stderr" == *": the model proposes 4 of 11 configurations (0 in flight), the lowest predicted times (the endgame)"* ]]
 	[ "$(jq -r .candidate.proposer <<<"$output" | paste -sd' ')" = "rules:model rules:model rules:model rules:model" ]
@@ -597,6 +598,49 @@ measure_by_formula() {
 		(.detail | capture("predicted (?<ms>[0-9.e-]+) ms").ms)] | @tsv' <<<"$output" >picks
 	[ "$(head -2 picks | cut -f1 | paste -sd' ')" = "64 256" ]
 	awk '{ if (($1 == 64 || $1 == 256) ? $2 > 1.5 : $2 < 5) exit 1 }' picks
+}
+
+# measure_times ROOT CONFIG=MS...: measures each configuration (block_size_x,items_per_thread,
+# use_fma) at its time, in the order given, as children of ROOT.
+measure_times() {
+	local root=$1 c
+	shift
+	for c in "$@"; do
+		IFS=, read -r x i f <<<"${c%=*}"
+		jq -nc --arg run "$RUN" --arg node "$root" --argjson x "$x" --argjson i "$i" --argjson f "$f" --arg id "$c" \
+			'{v: 1, run: $run, kernel: "scale", node: $node, candidate: {id: $id, proposer: "test",
+			  config: {block_size_x: $x, items_per_thread: $i, use_fma: $f}}}'
+	done | kg-build | jq -c '. + {bench: {status: "ok", median_ms: (.candidate.id | split("=")[1] | tonumber)}}' |
+		kg-select --update "$RUN" >/dev/null
+}
+
+@test "--rules: a search that measured as many configurations as it has parameters without a gain proposes an untried move of its best first" {
+	fresh_run
+	root=$(kg-select "$RUN" | jq -r .node)
+	# the best (64, 2, true) fifth of the baseline and four more, then two slower
+	measure_times "$root" 256,1,false=2.0 64,4,true=2.5 256,2,true=3.0 64,2,true=0.5 128,4,false=2.2 128,2,true=1.8
+	run_tool 0 kg-propose -v --rules --model-picks 2 --rules-random 0 <(expansion)
+	[[ "$stderr" == *": the model proposes 2 of "*" configurations (0 in flight)"$'\n'* ]]
+	[ "$(jq -r 'select(.candidate.detail | test("a move of the best")) | .candidate.id' <<<"$output")" = "" ]
+	# a third slower one: three parameters, three configurations without a gain
+	measure_times "$root" 256,1,true=2.1
+	expansion > pick.jsonl
+	# expanding the root, the model's first pick is a move of the best the run has not
+	# measured, (64, 1, true) or (64, 2, false), and it goes first
+	jq -c --arg s "$root" '.node = $s | .config = {block_size_x: 128, items_per_thread: 1, use_fma: false}' pick.jsonl > root.jsonl
+	run_tool 0 kg-propose -v --rules --model-picks 2 --rules-random 0 root.jsonl
+	[[ "$stderr" == *": the model proposes 2 of "*" configurations (0 in flight), the first a move of the best"* ]]
+	first=$(head -1 <<<"$output")
+	[ "$(jq -r .candidate.proposer <<<"$first")" = rules:model ]
+	[[ "$(jq -r .candidate.detail <<<"$first")" == *"; a move of the best, 3 configurations measured since it" ]]
+	[[ "$(jq -c '.candidate.config | [.block_size_x, .items_per_thread, .use_fma]' <<<"$first")" =~ ^(\[64,1,true\]|\[64,2,false\])$ ]]
+	# expanding the best, where the neighbours' rule has that move too: it goes first all the same
+	jq -c --arg s "$(jq -r .state "$RUN/best.json")" '.node = $s | .config = {block_size_x: 64, items_per_thread: 2, use_fma: true}' \
+		pick.jsonl > best.jsonl
+	run_tool 0 kg-propose -v --rules --model-picks 2 --rules-random 0 best.jsonl
+	[[ "$stderr" == *", the first a move of the best"* ]]
+	[ "$(head -1 <<<"$output" | jq -c '.candidate.config | [.block_size_x, .items_per_thread, .use_fma]')" = \
+		"$(jq -c '.candidate.config | [.block_size_x, .items_per_thread, .use_fma]' <<<"$first")" ]
 }
 
 @test "a variant kg-build found unedited has the baseline's source, also in a run without baseline.json (replayed): its kernel.cu is not read" {

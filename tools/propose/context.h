@@ -32,6 +32,7 @@ struct proposal {
 	cJSON *launch_update;
 	char *library;	     /* the KernelGraph.Patches entry it comes from */
 	double prior;
+	int lead;	     /* goes out first whatever its prior (the model's move of the best) */
 	cJSON *full_config;  /* set by context_accept: the complete configuration */
 };
 

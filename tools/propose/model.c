@@ -76,6 +76,7 @@ struct model {
 	double best_z;	  /* the best correct observation, standardized */
 	int no_best;	  /* the run has no correct measurement: picks by the lowest prediction */
 	double y_node;	  /* ln ms of the node: measured, or else predicted */
+	size_t stalled;	  /* configurations measured since the best was (its row in measured: 0) */
 };
 
 /* One --history file's measurements of the node's space. */
@@ -250,6 +251,7 @@ struct observation {
 	const size_t *indices;
 	double y; /* mean ln ms of its correct measurements; NAN when every one failed */
 	size_t latest;
+	size_t first; /* the measurement that first met it */
 };
 
 static int by_y(const void *a, const void *b)
@@ -283,7 +285,7 @@ static size_t distinct_observations(size_t nparams, const size_t *indices, const
 			if (memcmp((*obs)[j].indices, at, nparams * sizeof(*at)) == 0)
 				break;
 		if (j == count)
-			(*obs)[count++] = (struct observation){.indices = at, .y = NAN};
+			(*obs)[count++] = (struct observation){.indices = at, .y = NAN, .first = i};
 		(*obs)[j].latest = i;
 		if (!isnan(log_ms[i])) {
 			(*obs)[j].y = correct[j] ? ((*obs)[j].y * (double)correct[j] + log_ms[i]) / (double)(correct[j] + 1)
@@ -644,6 +646,8 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 		weigh_sources(m, obs, y, fitted, fnv1a64(node->state, strlen(node->state)) ^ count);
 	m->no_best = ncorrect == 0;
 	m->best_z = ncorrect ? (obs[0].y - m->gp.mean) / m->gp.sd : 0;
+	for (size_t i = 1; i < count && ncorrect; i++)
+		m->stalled += obs[i].first > obs[0].first;
 	size_t *at = xcalloc(np + 1, sizeof(*at));
 	double *xn = xcalloc(m->d + 1, sizeof(*xn)), mu, var;
 	m->y_node = NAN;
@@ -962,6 +966,72 @@ static char *changes_text(const struct t1_spec *spec, const size_t *from, const 
 	return strbuf_detach(&sb);
 }
 
+/* The one-parameter move of the run's best (measured's first row) of largest expected
+ * improvement that is not measured, in flight or picked already; -1 when none is left. */
+static long best_neighbour(struct pool *pool, struct run_info *run)
+{
+	const struct t1_spec *spec = pool->m->spec;
+	size_t np = spec->nparams, *try = xcalloc(np + 1, sizeof(*try));
+	long best = -1;
+	for (size_t k = 0; k < np; k++)
+		for (size_t j = 0; j < spec->params[k].nvalues; j++) {
+			memcpy(try, pool->m->measured, np * sizeof(*try));
+			if (j == try[k])
+				continue;
+			try[k] = j;
+			if (!config_valid(spec, try))
+				continue;
+			long i = pool_point(pool, try);
+			if (i < 0 || pool->out[i])
+				continue;
+			if (!context_within(run, try))
+				pool->out[i] = 1;
+			else if (best < 0 || pool->ei[i] > pool->ei[best])
+				best = i;
+		}
+	free(try);
+	return best;
+}
+
+/* Proposes point i of the pool, taken out of it; with lead, to go out first. Returns 1 when
+ * context_accept took it (then the pool believes it), else 0. */
+static int pick(struct pool *pool, struct run_info *run, const struct node_info *node, const size_t *from, size_t i,
+		const char *why, int lead, size_t *believed, struct proposal **list, size_t *n)
+{
+	const struct model *m = pool->m;
+	const struct t1_spec *spec = m->spec;
+	const size_t *at = pool->indices + i * spec->nparams;
+	pool->out[i] = 1;
+	/* never weak: the largest expected improvement is worth its build by the model's own
+	 * measure, near the best as far from it (--min-pred-gain prunes the rules') */
+	double mu_y = m->gp.mean + m->gp.sd * pool->mu[i], sd_y = m->gp.sd * sqrt(pool->var0[i]);
+	struct proposal p = {.proposer = xstrdup("rules:model"), .prior = gain_prior(m, pool->mu[i], pool->var0[i], NULL),
+			     .config = config_object(spec, at), .lead = lead};
+	char *changes = changes_text(spec, from, at);
+	p.method = xstrdup(move_method(spec, node->config, p.config));
+	p.detail = xasprintf("%s: predicted %.4g ms (%.4g to %.4g)%s", changes, exp(mu_y), exp(mu_y - KAPPA * sd_y),
+			     exp(mu_y + KAPPA * sd_y), why);
+	free(changes);
+	struct strbuf refused;
+	strbuf_init(&refused);
+	int accepted = context_accept(run, node, &p, &refused) == 0;
+	strbuf_release(&refused);
+	if (!accepted) {
+		/* in flight already, or the node's own: the next best; or the rules' own move of
+		 * the best, in this expansion already: that one leads */
+		for (size_t k = 0; lead && k < *n; k++)
+			if (!(*list)[k].patch && !(*list)[k].source && (*list)[k].full_config && p.full_config &&
+			    cJSON_Compare((*list)[k].full_config, p.full_config, 1))
+				(*list)[k].lead = 1;
+		proposal_release(&p);
+		return 0;
+	}
+	*list = xreallocarray(*list, *n + 1, sizeof(**list));
+	(*list)[(*n)++] = p;
+	believe(pool, i, m->gp.n + (*believed)++);
+	return 1;
+}
+
 int model_propose(struct model *m, struct run_info *run, const struct node_info *node, uint64_t seed,
 		  struct proposal **list, size_t *n)
 {
@@ -986,39 +1056,30 @@ int model_propose(struct model *m, struct run_info *run, const struct node_info 
 	}
 	free(flying);
 	int exploit = m->no_best || endgame(&pool);
-	char trust[64] = "";
+	char trust[64] = "", *local = NULL;
 	if (m->nsrc) /* how far the history leads these picks */
 		snprintf(trust, sizeof(trust), "; history weight %.2f", 1 - m->w_run);
-	for (long best; picked < m->settings.picks && (best = pool_best(&pool, exploit)) >= 0;) {
-		size_t i = (size_t)best;
-		/* never weak: the largest expected improvement is worth its build by the model's
-		 * own measure, near the best as far from it (--min-pred-gain prunes the rules') */
-		double prior = gain_prior(m, pool.mu[i], pool.var0[i], NULL);
-		const size_t *at = pool.indices + i * np;
-		pool.out[i] = 1;
-		if (!context_within(run, at))
-			continue; /* asked for here only: a replay key per point of the pool costs */
-		double mu_y = m->gp.mean + m->gp.sd * pool.mu[i], sd_y = m->gp.sd * sqrt(pool.var0[i]);
-		struct proposal p = {.proposer = xstrdup("rules:model"), .prior = prior, .config = config_object(spec, at)};
-		char *changes = changes_text(spec, from, at);
-		p.method = xstrdup(move_method(spec, node->config, p.config));
-		p.detail = xasprintf("%s: predicted %.4g ms (%.4g to %.4g)%s", changes, exp(mu_y), exp(mu_y - KAPPA * sd_y),
-				     exp(mu_y + KAPPA * sd_y), trust);
-		free(changes);
-		struct strbuf why;
-		strbuf_init(&why);
-		if (context_accept(run, node, &p, &why) == 0) {
-			*list = xreallocarray(*list, *n + 1, sizeof(**list));
-			(*list)[(*n)++] = p;
-			believe(&pool, i, m->gp.n + believed++);
-			picked++;
-		} else {
-			proposal_release(&p); /* in flight already, or the node's own: the next best */
-		}
-		strbuf_release(&why);
+	/* A search that has measured as many configurations as the space has parameters without
+	 * a gain tries the best's untried one-parameter moves first, one an expansion, largest
+	 * expected improvement first: the model can be sure of a neighbour it has wrong (a block
+	 * of 32 among multiples of 16), and a best with untried moves is not yet known to be
+	 * even a local optimum. */
+	long near = !exploit && m->stalled >= m->nparam_coords - m->nalignments ? best_neighbour(&pool, run) : -1;
+	if (near >= 0) {
+		local = xasprintf("; a move of the best, %zu configurations measured since it%s", m->stalled, trust);
+		picked += pick(&pool, run, node, from, (size_t)near, local, 1, &believed, list, n);
 	}
-	log_info("%s: node %s: the model proposes %zu of %zu configurations (%zu in flight)%s", run->run.dir, node->state,
-		 picked, pool.n, believed - picked, exploit ? ", the lowest predicted times (the endgame)" : "");
+	for (long best; picked < m->settings.picks && (best = pool_best(&pool, exploit)) >= 0;) {
+		if (!context_within(run, pool.indices + (size_t)best * np)) {
+			pool.out[best] = 1; /* asked for here only: a replay key per point of the pool costs */
+			continue;
+		}
+		picked += pick(&pool, run, node, from, (size_t)best, trust, 0, &believed, list, n);
+	}
+	log_info("%s: node %s: the model proposes %zu of %zu configurations (%zu in flight)%s%s", run->run.dir, node->state,
+		 picked, pool.n, believed - picked, exploit ? ", the lowest predicted times (the endgame)" : "",
+		 near >= 0 ? ", the first a move of the best" : "");
+	free(local);
 	free(from);
 	pool_release(&pool);
 	return exploit;

@@ -38,7 +38,10 @@ size_t model_measured(const struct model *m);
  * expected improvement is worth its build by the model's own measure. The pool:
  * every valid configuration the run has not measured when the space has at most 8,192, else
  * 2,048 random ones, the one-parameter moves of the 5 best measured and hill-climbs on the
- * expected improvement from the 10 best of them; seed draws the random ones. In the endgame
+ * expected improvement from the 10 best of them; seed draws the random ones. Outside the
+ * endgame, once the run has measured as many configurations as the space has parameters
+ * since its best, the first pick is the best's untried one-parameter move of largest expected
+ * improvement, its proposal's lead set (where *list holds that move already, that one's). In the endgame
  * (settings->budget_left at most 6, and no point of the pool expected to gain
  * settings->min_pred_gain on the run's best) it picks by the lowest predicted time instead,
  * and returns 1 (else 0), so that the caller sends its picks first. */

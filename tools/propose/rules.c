@@ -516,6 +516,13 @@ void rules_propose(struct run_info *run, const struct node_info *node, const str
 				(*list)[first] = p;
 				break;
 			}
+	for (size_t i = first; i < *n; i++) /* the model's move of a stalled search's best */
+		if ((*list)[i].lead) {
+			struct proposal p = (*list)[i];
+			memmove(*list + first + 1, *list + first, (i - first) * sizeof(**list));
+			(*list)[first] = p;
+			break;
+		}
 	/* In the endgame the model's picks (the lowest predicted times) go first, ahead of
 	 * moves priced by their expected improvement. */
 	if (exploit) {
