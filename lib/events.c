@@ -110,12 +110,12 @@ static enum events_open_status open_log(struct events_reader *r, unsigned flags)
 static enum events_open_status start_at(struct events_reader *r, uint64_t from)
 {
 	r->start = r->offset = from;
-	if (from == 0)
-		return EVENTS_OPENED;
+	errno = 0;
+	if (from == 0 && fseeko(r->in.fp, 0, SEEK_SET) == 0)
+		return EVENTS_OPENED; /* back to the top, where events_open_last may have read from */
 	r->in.lines_before = count_lines_before;
 	r->in.lines_ctx = r;
-	errno = 0;
-	int c = fseeko(r->in.fp, (off_t)(from - 1), SEEK_SET) == 0 ? getc(r->in.fp) : EOF;
+	int c = from > 0 && fseeko(r->in.fp, (off_t)(from - 1), SEEK_SET) == 0 ? getc(r->in.fp) : EOF;
 	if (c == '\n')
 		return EVENTS_OPENED;
 	if (c == EOF && (ferror(r->in.fp) || errno)) {

@@ -334,11 +334,15 @@ EOF
 	head -n 300 events >"$RUN/events.jsonl"
 	run_tool 0 kg-select -v --fill 6 "$RUN"
 	[[ "$stderr" == *"--fill 6: 0 candidates per pick in the log: 16 picks"* ]]
-	# a line that is not JSON: --batch alone
+	# a line that is not JSON is named (its line from the top of the log, though only the
+	# tail is read) and left out: 199 candidates of 50 picks
 	{ cat events; echo 'not json'; } >"$RUN/events.jsonl"
+	run_tool 0 kg-select --fill 6 "$RUN"
+	# (the graph learned another log: the catch-up's warning comes first)
+	[ "${stderr##*$'\n'}" = "kg-select: $RUN/events.jsonl:501: invalid JSON at column 1" ]
+	[ "${#lines[@]}" -eq 2 ]
 	run_tool 0 kg-select -v --fill 6 "$RUN"
-	[[ "$stderr" == *"--fill 6: no picks in the log (or a line that is not JSON)"* ]]
-	[ "${#lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"--fill 6: 3.98 candidates per pick in the log: 2 picks"* ]]
 	run_tool 2 kg-select --update --fill 2 "$RUN"
 	assert_stderr "$(printf '%s\n' "kg-select: --fill goes with picking, not with --update" "Try 'kg-select --help' for more information.")"
 	run_tool 2 kg-select --fill 0 "$RUN"
