@@ -27,6 +27,7 @@
 #include "ptx_regions.h"
 #include "pyexpr_cuda.h"
 #include "rng.h"
+#include "run.h"
 #include "sha256.h"
 #include "stream.h"
 #include "t1.h"
@@ -1449,7 +1450,7 @@ static int cmd_ptx_regions(const char *path, const char *entry)
 	char *ptx = file_read_all(path, &len);
 	if (!ptx)
 		log_die(KG_EXIT_IO, "cannot read '%s':", path);
-	cJSON *graph = ptx_regions(ptx, entry, "kernel.cu");
+	cJSON *graph = ptx_regions(ptx, entry, run_variant_file(VARIANT_KERNEL));
 	free(ptx);
 	if (!graph)
 		log_die(KG_EXIT_INPUT, "'%s' has no such entry", path);
@@ -1472,7 +1473,7 @@ static int cmd_ptx_lines(const char *path, const char *first, const char *last)
 	if (!ptx)
 		log_die(KG_EXIT_IO, "cannot read '%s':", path);
 	struct ptx_lines map;
-	ptx_lines_init(&map, ptx, "kernel.cu");
+	ptx_lines_init(&map, ptx, run_variant_file(VARIANT_KERNEL));
 	free(ptx);
 	size_t n = ptx_lines_of_source(&map, (int)lo, (int)hi, &lines);
 	cJSON *out = json_object(), *pairs = cJSON_CreateArray();

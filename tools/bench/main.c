@@ -435,7 +435,7 @@ static void keep_recorded_samples(const char *run_dir, const cJSON *build, const
 	cJSON *doc = cJSON_Duplicate(bench, 1), *raw = json_object();
 	json_add(raw, "recorded_ms", cJSON_Duplicate(runtimes, 1));
 	json_add(doc, "candidate_ms", raw);
-	char *path = xasprintf("%s/%s/bench.json", run_dir, dir);
+	char *path = xasprintf("%s/%s/%s", run_dir, dir, run_variant_file(VARIANT_BENCH));
 	if (json_write_file(path, doc, 1) != 0)
 		log_warn("cannot write '%s':", path);
 	free(path);

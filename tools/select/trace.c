@@ -150,7 +150,7 @@ static void add_variant(struct strbuf *sb, const struct graph *g, size_t node)
 		return;
 	}
 	/* relative to the run, where trace.md is; lib/run names the directory */
-	char *dir = run_variant_path(NULL, state, NULL);
+	char *dir = run_variant_path(NULL, state, VARIANT_DIR);
 	if (node == 0)
 		strbuf_addf(sb, "[baseline](%s/)", dir);
 	else

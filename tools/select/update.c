@@ -65,7 +65,7 @@ static int report_problem(struct updater *u, long line, char *why)
 static void refresh_best(const struct graph *g, const cJSON *ci)
 {
 	const struct gnode *n = &g->nodes[g->incumbent];
-	char *target = run_variant_path(NULL, graph_node_state(g, g->incumbent), NULL), *tmp = xasprintf("%s/.best.tmp", g->run);
+	char *target = run_variant_path(NULL, graph_node_state(g, g->incumbent), VARIANT_DIR), *tmp = xasprintf("%s/.best.tmp", g->run);
 	char *link = run_path(g->run, RUN_BEST), *json_path = run_path(g->run, RUN_BEST_JSON);
 	unlink(tmp);
 	if (symlink(target, tmp) != 0 || rename(tmp, link) != 0)
@@ -220,8 +220,8 @@ static double bottleneck_factor(struct updater *u, size_t parent, const char *me
 {
 	if (u->bottleneck_node != parent) {
 		const char *state = graph_node_state(u->g, parent);
-		char *path = run_variant_path(u->g->run, state, "metrics.json");
-		char *build_path = run_variant_path(u->g->run, state, "build.json");
+		char *path = run_variant_path(u->g->run, state, VARIANT_METRICS);
+		char *build_path = run_variant_path(u->g->run, state, VARIANT_BUILD);
 		struct bottleneck_metrics m;
 		struct strbuf why;
 		strbuf_init(&why);
