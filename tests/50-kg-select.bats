@@ -832,6 +832,27 @@ damaged() {
 	assert_stderr "kg-select: warning: $RUN/events.jsonl: byte $learned, where the graph's part of it ends, ends no record: not read"
 }
 
+@test "catching up with the log: a damaged line past the graph's part is named by its line in the whole log and skipped" {
+	start --budget-builds 4
+	jq -c '{node, node_id, path_edges, candidate: {id: ("c-" + ("a", "b")), method: "tile"}}' \
+		< <(kg-select "$RUN") | kg-select --update "$RUN" >/dev/null
+	kg-select --batch 2 "$RUN" >pick.jsonl
+	cp "$RUN/graph.bin" "$RUN/graph.blobs" .
+	{ evaluated <(sed -n 1p pick.jsonl) S1 2.0 | jq -c '.edge = 0 | .candidate.id = "c-a"'
+	  evaluated <(sed -n 2p pick.jsonl) S2 1.5 | jq -c '.edge = 1 | .candidate.id = "c-b"'; } |
+		kg-select --update "$RUN" >/dev/null
+	want=$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state]]')
+	# the graph before the update; a line a kill cut short between the two records it lacks
+	cp graph.bin graph.blobs "$RUN/"
+	{ sed -n 1,4p "$RUN/events.jsonl"; echo '{"op": "evaluate", "bui'; sed -n 5p "$RUN/events.jsonl"; } >events.damaged
+	cp events.damaged "$RUN/events.jsonl"
+	run_tool 0 kg-select --batch 2 "$RUN"
+	assert_stderr "$(printf '%s\n' "kg-select: warning: $RUN/events.jsonl: $(($(wc -c <events.damaged) - $(head -3 events.damaged | wc -c))) bytes of the log are not in the graph (a run stopped between the two): learning them again" \
+		"kg-select: $RUN/events.jsonl:5: invalid JSON at column 21")"
+	[ "$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state]]')" = "$want" ]
+	[ "$(kg-select --export "$RUN" | jq .events_len)" = "$(wc -c <events.damaged)" ]
+}
+
 @test "a save cut short by a kill leaves the previous graph, and the next save goes on from it" {
 	start
 	kg-select "$RUN" >pick.jsonl
