@@ -20,6 +20,8 @@ void jsonl_reader_init(struct jsonl_reader *r, FILE *fp, const char *name)
 	r->cap = 0;
 	r->owns_fp = 0;
 	r->plain_numbers = 0;
+	r->lines_before = NULL;
+	r->lines_ctx = NULL;
 }
 
 int jsonl_reader_open(struct jsonl_reader *r, const char *path)
@@ -205,6 +207,15 @@ static char *print_kept(const cJSON *item, int pretty)
 	return text;
 }
 
+long jsonl_line(struct jsonl_reader *r)
+{
+	if (r->lines_before) {
+		r->line += r->lines_before(r->lines_ctx);
+		r->lines_before = NULL;
+	}
+	return r->line;
+}
+
 enum jsonl_status jsonl_next(struct jsonl_reader *r, cJSON **record)
 {
 	for (;;) {
@@ -231,12 +242,12 @@ enum jsonl_status jsonl_next(struct jsonl_reader *r, cJSON **record)
 		if (!value) {
 			long line, column;
 			position_of(r->buf, bad, &line, &column);
-			log_error("%s:%ld: invalid JSON at column %ld", r->name, r->line, column);
+			log_error("%s:%ld: invalid JSON at column %ld", r->name, jsonl_line(r), column);
 			return JSONL_BAD_LINE;
 		}
 		if (!cJSON_IsObject(value)) {
 			cJSON_Delete(value);
-			log_error("%s:%ld: a record must be a JSON object", r->name, r->line);
+			log_error("%s:%ld: a record must be a JSON object", r->name, jsonl_line(r));
 			return JSONL_BAD_LINE;
 		}
 		*record = value;

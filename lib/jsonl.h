@@ -21,6 +21,11 @@ struct jsonl_reader {
 	int owns_fp;	  /* whether jsonl_reader_release closes fp */
 	int plain_numbers; /* 1: numbers are their doubles alone, no text kept (see Numbers
 			      below): for a reader that never writes back what it read */
+	/* For a stream read from past its first line (lib/events, from a byte offset): the number
+	 * of lines before where it starts, asked for once, the first time a line is named
+	 * (jsonl_line), so that a read of a log's tail need not count its head; NULL: none. */
+	long (*lines_before)(void *ctx);
+	void *lines_ctx; /* lines_before's argument */
 };
 
 enum jsonl_status {
@@ -35,6 +40,8 @@ void jsonl_reader_init(struct jsonl_reader *r, FILE *fp, const char *name);
 /* Opens path ("-" for stdin). Returns 0, or -1 after reporting why it cannot be opened. */
 int jsonl_reader_open(struct jsonl_reader *r, const char *path);
 enum jsonl_status jsonl_next(struct jsonl_reader *r, cJSON **record);
+/* The number of the line last read, counted from the top of the file (lines_before). */
+long jsonl_line(struct jsonl_reader *r);
 void jsonl_reader_release(struct jsonl_reader *r);
 
 /* Numbers: every reader here keeps the text of a number that cJSON would not print back as it

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "events.h"
 #include "fileio.h"
 #include "fnv1a.h"
 #include "jsonl.h"
@@ -283,22 +284,17 @@ static int text_from_t4(struct strbuf *sb, const cJSON *doc, const char *path)
 	return 0;
 }
 
+/* A run's log (lib/events: its one reader) into lines; a table with a bad line is refused. */
 static int text_from_events(struct strbuf *sb, const char *path)
 {
-	struct jsonl_reader reader;
-	struct replay_edits *edits = replay_edits_new();
-	cJSON *record;
-	enum jsonl_status st;
-	int rc = 0;
-	if (jsonl_reader_open(&reader, path)) {
-		replay_edits_free(edits);
+	struct events_reader r;
+	if (events_open_file(&r, path, 0, EVENTS_NUMBER_TEXTS | EVENTS_MUST_EXIST) != EVENTS_OPENED) {
+		events_reader_release(&r);
 		return -1;
 	}
-	while ((st = jsonl_next(&reader, &record)) != JSONL_EOF && st != JSONL_IO_ERROR) {
-		if (st != JSONL_RECORD) {
-			rc = -1;
-			continue;
-		}
+	struct replay_edits *edits = replay_edits_new();
+	cJSON *record;
+	while ((record = events_next(&r))) {
 		const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
 		const cJSON *config = cJSON_GetObjectItemCaseSensitive(build, "config");
 		const cJSON *bench = cJSON_GetObjectItemCaseSensitive(record, "bench");
@@ -307,9 +303,8 @@ static int text_from_events(struct strbuf *sb, const char *path)
 			add_line(sb, config, json_string(build, "state"), edited, bench, NULL);
 		cJSON_Delete(record);
 	}
-	if (st == JSONL_IO_ERROR)
-		rc = -1;
-	jsonl_reader_release(&reader);
+	int rc = r.failed || r.bad ? -1 : 0;
+	events_reader_release(&r);
 	replay_edits_free(edits);
 	return rc;
 }

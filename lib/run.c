@@ -33,10 +33,31 @@ char *run_path(const char *run, enum run_file file)
 	return xasprintf("%s/%s", run, run_names[file]);
 }
 
-char *run_variant_path(const char *run, const char *state, const char *file)
+/* Indexed by enum variant_file: the one table of a variant's files. */
+static const char *const variant_names[] = {
+	[VARIANT_DIR] = "",
+	[VARIANT_KERNEL] = "kernel.cu",
+	[VARIANT_DIFF] = "candidate.diff",
+	[VARIANT_BUILD] = "build.json",
+	[VARIANT_BUILD_LOG] = "build.log",
+	[VARIANT_PTX] = "kernel.ptx",
+	[VARIANT_CUBIN] = "kernel.cubin",
+	[VARIANT_REGIONS] = "regions.json",
+	[VARIANT_BENCH] = "bench.json",
+	[VARIANT_METRICS] = "metrics.json",
+	[VARIANT_LINES] = "lines.json",
+};
+
+const char *run_variant_file(enum variant_file file)
+{
+	return variant_names[file];
+}
+
+char *run_variant_path(const char *run, const char *state, enum variant_file file)
 {
 	const char *variants = run_names[RUN_VARIANTS];
-	return xasprintf("%s%s%s/%s%s%s", run ? run : "", run ? "/" : "", variants, state, file ? "/" : "", file ? file : "");
+	return xasprintf("%s%s%s/%s%s%s", run ? run : "", run ? "/" : "", variants, state, file ? "/" : "",
+			 variant_names[file]);
 }
 
 /* OUTDIR of the run: the folder two levels above it. */

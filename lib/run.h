@@ -49,9 +49,28 @@ enum outdir_file {
 /* RUN/FILE. */
 char *run_path(const char *run, enum run_file file);
 
-/* RUN/variants/STATE, or RUN/variants/STATE/FILE when file is not NULL; with run NULL, the
- * path relative to the run, as records and the best link give it. */
-char *run_variant_path(const char *run, const char *state, const char *file);
+/* The files of one variant's folder, RUN/variants/STATE/ (docs/design.md "The run
+ * directory"), each written by the tool named. */
+enum variant_file {
+	VARIANT_DIR,	   /* the folder itself */
+	VARIANT_KERNEL,	   /* kernel.cu: the variant's source, as NVRTC, PTX lines and PC samples name it (kg-build) */
+	VARIANT_DIFF,	   /* candidate.diff: the candidate's patch, when it had one (kg-build) */
+	VARIANT_BUILD,	   /* build.json: the build object (kg-build) */
+	VARIANT_BUILD_LOG, /* build.log: what the compiler said (kg-build) */
+	VARIANT_PTX,	   /* kernel.ptx (kg-build) */
+	VARIANT_CUBIN,	   /* kernel.cubin (kg-build) */
+	VARIANT_REGIONS,   /* regions.json: the PTX Region-DAG (kg-build) */
+	VARIANT_BENCH,	   /* bench.json: every raw sample and the summary (kg-bench) */
+	VARIANT_METRICS,   /* metrics.json: hardware metrics (kg-bench --metrics) */
+	VARIANT_LINES,	   /* lines.json: PC samples by source line (kg-bench --metrics) */
+};
+
+/* The name of file inside a variant's folder ("" for VARIANT_DIR); static storage. */
+const char *run_variant_file(enum variant_file file);
+
+/* RUN/variants/STATE, or RUN/variants/STATE/FILE for a file other than VARIANT_DIR; with run
+ * NULL, the path relative to the run, as records and the best link give it. */
+char *run_variant_path(const char *run, const char *state, enum variant_file file);
 
 /* OUTDIR/FILE of the run. */
 char *run_outdir_path(const char *run, enum outdir_file file);

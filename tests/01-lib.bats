@@ -54,6 +54,73 @@ load test_helper
 		"kg-libtest: $FIXTURES/jsonl/bad.jsonl:4: invalid JSON at column 9")"
 }
 
+@test "events: append stamps t; event_kind names each record; a bad line is named FILE:LINE and skipped; exit 1" {
+	cd "$BATS_TEST_TMPDIR"
+	mkdir run
+	printf '%s\n' '{"candidate":{"id":"baseline"},"build":{"baseline":true}}' '{"candidate":{"id":"c1"},"build":{"status":"ok"}}' \
+		'{"candidate":{"id":"c2"}}' '{"op":"expand","propose":{"status":"empty"}}' '{"op":"stop"}' '{"op":"expand"}' >in.jsonl
+	run_tool 0 "$LIBTEST" events run append <in.jsonl
+	assert_output ""
+	assert_stderr_empty
+	[ "$(jq -r '.t | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\\.[0-9]{3}Z$")' run/events.jsonl | sort -u)" = true ]
+	[ "$(jq -c 'del(.t)' run/events.jsonl | head -2)" = "$(printf '%s\n' '{"candidate":{"id":"baseline"},"build":{"baseline":true}}' \
+		'{"candidate":{"id":"c1"},"build":{"status":"ok"}}')" ]
+	{ echo; echo '{"candidate":{"id":"c3"},"build":{"stat'; echo '{"candidate":{"id":"c4"},"build":null}'; } >>run/events.jsonl
+	run_tool 1 "$LIBTEST" events run from 0
+	assert_output "$(printf '%s\n' '1 root baseline' '2 evaluated c1' '3 registered c2' '4 exhausted -' '5 stop -' '6 other -' \
+		'9 evaluated c4' "offset $(wc -c <run/events.jsonl) bad 1")"
+	assert_stderr "kg-libtest: run/events.jsonl:8: invalid JSON at column 36"
+	# a log that does not exist has no records
+	run_tool 0 "$LIBTEST" events absent from 0
+	assert_output "offset 0 bad 0"
+	assert_stderr_empty
+}
+
+@test "events: a read from a byte offset gives what was appended since and where it stopped; lines named from the top" {
+	cd "$BATS_TEST_TMPDIR"
+	mkdir run
+	printf '%s\n' '{"candidate":{"id":"c1"},"build":{}}' '{"candidate":{"id":"c2"},"build":{}}' >run/events.jsonl
+	run_tool 0 "$LIBTEST" events run from 0
+	stopped=${lines[2]#offset }
+	stopped=${stopped% bad 0}
+	[ "$stopped" -eq "$(wc -c <run/events.jsonl)" ]
+	printf '%s\n' 'not json' '{"candidate":{"id":"c3"}}' >>run/events.jsonl
+	run_tool 1 "$LIBTEST" events run from "$stopped"
+	assert_output "$(printf '%s\n' '4 registered c3' "offset $(wc -c <run/events.jsonl) bad 1")"
+	assert_stderr "kg-libtest: run/events.jsonl:3: invalid JSON at column 1"
+	# at the end: nothing; inside a line, or past the end: no record starts there
+	run_tool 0 "$LIBTEST" events run from "$(wc -c <run/events.jsonl)"
+	assert_output "offset $(wc -c <run/events.jsonl) bad 0"
+	run_tool 0 "$LIBTEST" events run from 5
+	assert_output "not at a record"
+	run_tool 0 "$LIBTEST" events run from 1000
+	assert_output "not at a record"
+	assert_stderr_empty
+}
+
+@test "events: the last N records, read back from the end of a long log; blank lines are not records" {
+	cd "$BATS_TEST_TMPDIR"
+	mkdir run
+	pad=$(printf '%0900d' 0)
+	for i in $(seq 300); do printf '{"candidate":{"id":"c%d"},"build":{},"pad":"%s"}\n\n' "$i" "$pad"; done >run/events.jsonl
+	run_tool 0 "$LIBTEST" events run last 2
+	assert_output "$(printf '%s\n' '597 evaluated c299' '599 evaluated c300' "offset $(wc -c <run/events.jsonl) bad 0")"
+	# more than 64 kB back (the first read), and more than the log holds
+	run_tool 0 "$LIBTEST" events run last 100
+	[ "${lines[0]}" = '401 evaluated c201' ]
+	[ "${#lines[@]}" -eq 101 ]
+	run_tool 0 "$LIBTEST" events run last 1000
+	[ "${lines[0]}" = '1 evaluated c1' ]
+	[ "${#lines[@]}" -eq 301 ]
+	# a bad line among them is named by its line in the whole log, and is one of the N
+	echo 'not json' >>run/events.jsonl
+	run_tool 1 "$LIBTEST" events run last 2
+	assert_output "$(printf '%s\n' '599 evaluated c300' "offset $(wc -c <run/events.jsonl) bad 1")"
+	assert_stderr "kg-libtest: run/events.jsonl:601: invalid JSON at column 1"
+	run_tool 0 "$LIBTEST" events run last 0
+	assert_output "offset $(wc -c <run/events.jsonl) bad 0"
+}
+
 @test "stream: a record the tool cannot handle is reported with file and line and passed on; a full output stops the loop; exit 1, 4" {
 	cd "$BATS_TEST_TMPDIR"
 	printf '%s\n' '{"a":1}' '{"bad":1}' 'not json' '{"a":2}' >in.jsonl

@@ -334,11 +334,15 @@ EOF
 	head -n 300 events >"$RUN/events.jsonl"
 	run_tool 0 kg-select -v --fill 6 "$RUN"
 	[[ "$stderr" == *"--fill 6: 0 candidates per pick in the log: 16 picks"* ]]
-	# a line that is not JSON: --batch alone
+	# a line that is not JSON is named (its line from the top of the log, though only the
+	# tail is read) and left out: 199 candidates of 50 picks
 	{ cat events; echo 'not json'; } >"$RUN/events.jsonl"
+	run_tool 0 kg-select --fill 6 "$RUN"
+	# (the graph learned another log: the catch-up's warning comes first)
+	[ "${stderr##*$'\n'}" = "kg-select: $RUN/events.jsonl:501: invalid JSON at column 1" ]
+	[ "${#lines[@]}" -eq 2 ]
 	run_tool 0 kg-select -v --fill 6 "$RUN"
-	[[ "$stderr" == *"--fill 6: no picks in the log (or a line that is not JSON)"* ]]
-	[ "${#lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"--fill 6: 3.98 candidates per pick in the log: 2 picks"* ]]
 	run_tool 2 kg-select --update --fill 2 "$RUN"
 	assert_stderr "$(printf '%s\n' "kg-select: --fill goes with picking, not with --update" "Try 'kg-select --help' for more information.")"
 	run_tool 2 kg-select --fill 0 "$RUN"
@@ -826,6 +830,27 @@ damaged() {
 	{ printf x; cat "$RUN/events.jsonl"; } >events.shifted && cp events.shifted "$RUN/events.jsonl"
 	run_tool 0 kg-select --batch 3 "$RUN"
 	assert_stderr "kg-select: warning: $RUN/events.jsonl: byte $learned, where the graph's part of it ends, ends no record: not read"
+}
+
+@test "catching up with the log: a damaged line past the graph's part is named by its line in the whole log and skipped" {
+	start --budget-builds 4
+	jq -c '{node, node_id, path_edges, candidate: {id: ("c-" + ("a", "b")), method: "tile"}}' \
+		< <(kg-select "$RUN") | kg-select --update "$RUN" >/dev/null
+	kg-select --batch 2 "$RUN" >pick.jsonl
+	cp "$RUN/graph.bin" "$RUN/graph.blobs" .
+	{ evaluated <(sed -n 1p pick.jsonl) S1 2.0 | jq -c '.edge = 0 | .candidate.id = "c-a"'
+	  evaluated <(sed -n 2p pick.jsonl) S2 1.5 | jq -c '.edge = 1 | .candidate.id = "c-b"'; } |
+		kg-select --update "$RUN" >/dev/null
+	want=$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state]]')
+	# the graph before the update; a line a kill cut short between the two records it lacks
+	cp graph.bin graph.blobs "$RUN/"
+	{ sed -n 1,4p "$RUN/events.jsonl"; echo '{"op": "evaluate", "bui'; sed -n 5p "$RUN/events.jsonl"; } >events.damaged
+	cp events.damaged "$RUN/events.jsonl"
+	run_tool 0 kg-select --batch 2 "$RUN"
+	assert_stderr "$(printf '%s\n' "kg-select: warning: $RUN/events.jsonl: $(($(wc -c <events.damaged) - $(head -3 events.damaged | wc -c))) bytes of the log are not in the graph (a run stopped between the two): learning them again" \
+		"kg-select: $RUN/events.jsonl:5: invalid JSON at column 21")"
+	[ "$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state]]')" = "$want" ]
+	[ "$(kg-select --export "$RUN" | jq .events_len)" = "$(wc -c <events.damaged)" ]
 }
 
 @test "a save cut short by a kill leaves the previous graph, and the next save goes on from it" {

@@ -11,6 +11,7 @@
 
 #include "bottleneck.h"
 #include "cli.h"
+#include "events.h"
 #include "fileio.h"
 #include "jsonl.h"
 #include "kargs.h"
@@ -26,6 +27,7 @@
 #include "ptx_regions.h"
 #include "pyexpr_cuda.h"
 #include "rng.h"
+#include "run.h"
 #include "sha256.h"
 #include "stream.h"
 #include "t1.h"
@@ -37,6 +39,7 @@ static int usage(void)
 	fputs("usage: kg-libtest expr [--let NAME=EXPR]... < lines\n"
 	      "       kg-libtest bottleneck METRICS.json [BUILD-RECORD.json]\n"
 	      "       kg-libtest jsonl FILE|- [ERROR-KEY]\n"
+	      "       kg-libtest events RUN from OFFSET | last N | append < records\n"
 	      "       kg-libtest exit-status STATUS...\n"
 	      "       kg-libtest json FILE\n"
 	      "       kg-libtest number KEY [NEW] < records\n"
@@ -586,6 +589,57 @@ static int cmd_jsonl(const char *path, const char *error_key)
 	stream_each(&s, pass_record, (void *)error_key);
 	stream_release(&s);
 	return s.status;
+}
+
+/* event_kind's kinds as the tests name them. */
+static const char *const event_kind_names[] = {
+	[EVENT_OTHER] = "other",	 [EVENT_EVALUATED] = "evaluated", [EVENT_REGISTERED] = "registered",
+	[EVENT_EXHAUSTED] = "exhausted", [EVENT_ROOT] = "root",		  [EVENT_STOP] = "stop",
+};
+
+/* RUN's log through lib/events: "from OFFSET" or "last N" prints each record read as "LINE
+ * KIND ID" (ID: candidate.id, or -), then "offset BYTES bad LINES", or "not at a record";
+ * "append" appends each record of stdin. Exit 1 when a line was bad, 4 when reading failed. */
+static int cmd_events(const char *run, const char *how, const char *arg)
+{
+	if (strcmp(how, "append") == 0) {
+		struct stream s;
+		cJSON *record;
+		if (stream_open(&s, "-", NULL))
+			return KG_EXIT_USAGE;
+		while ((record = stream_next(&s))) {
+			if (events_append(run, record) != 0)
+				stream_fail(&s, KG_EXIT_IO);
+			cJSON_Delete(record);
+		}
+		stream_release(&s);
+		return s.status;
+	}
+	uint64_t n;
+	if (!arg || parse_uint64(arg, UINT64_MAX, &n))
+		return usage();
+	struct events_reader r;
+	enum events_open_status st;
+	if (strcmp(how, "from") == 0)
+		st = events_open(&r, run, n, 0);
+	else if (strcmp(how, "last") == 0)
+		st = events_open_last(&r, run, (size_t)n, 0);
+	else
+		return usage();
+	cJSON *record;
+	while ((record = events_next(&r))) {
+		const char *id = json_string(cJSON_GetObjectItemCaseSensitive(record, "candidate"), "id");
+		long line = events_line(&r);
+		printf("%ld %s %s\n", line, event_kind_names[event_kind(record)], id ? id : "-");
+		cJSON_Delete(record);
+	}
+	if (st == EVENTS_NOT_AT_RECORD)
+		printf("not at a record\n");
+	else
+		printf("offset %" PRIu64 " bad %zu\n", r.offset, r.bad);
+	int status = r.failed && st != EVENTS_NOT_AT_RECORD ? KG_EXIT_IO : r.bad ? KG_EXIT_INPUT : KG_EXIT_OK;
+	events_reader_release(&r);
+	return status;
 }
 
 /* Prints the status exit_status_merge ranks highest of its arguments, merged in order. */
@@ -1396,7 +1450,7 @@ static int cmd_ptx_regions(const char *path, const char *entry)
 	char *ptx = file_read_all(path, &len);
 	if (!ptx)
 		log_die(KG_EXIT_IO, "cannot read '%s':", path);
-	cJSON *graph = ptx_regions(ptx, entry, "kernel.cu");
+	cJSON *graph = ptx_regions(ptx, entry, run_variant_file(VARIANT_KERNEL));
 	free(ptx);
 	if (!graph)
 		log_die(KG_EXIT_INPUT, "'%s' has no such entry", path);
@@ -1419,7 +1473,7 @@ static int cmd_ptx_lines(const char *path, const char *first, const char *last)
 	if (!ptx)
 		log_die(KG_EXIT_IO, "cannot read '%s':", path);
 	struct ptx_lines map;
-	ptx_lines_init(&map, ptx, "kernel.cu");
+	ptx_lines_init(&map, ptx, run_variant_file(VARIANT_KERNEL));
 	free(ptx);
 	size_t n = ptx_lines_of_source(&map, (int)lo, (int)hi, &lines);
 	cJSON *out = json_object(), *pairs = cJSON_CreateArray();
@@ -1502,6 +1556,8 @@ int main(int argc, char **argv)
 		status = cmd_bottleneck(argv[2], argc == 4 ? argv[3] : NULL);
 	else if (strcmp(cmd, "jsonl") == 0 && (argc == 3 || argc == 4))
 		status = cmd_jsonl(argv[2], argc == 4 ? argv[3] : NULL);
+	else if (strcmp(cmd, "events") == 0 && (argc == 4 || argc == 5))
+		status = cmd_events(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
 	else if (strcmp(cmd, "exit-status") == 0)
 		status = cmd_exit_status(argc - 2, argv + 2);
 	else if (strcmp(cmd, "json") == 0 && argc == 3)

@@ -10,6 +10,7 @@
 #include "jsonl.h"
 #include "log.h"
 #include "replay.h"
+#include "run.h"
 #include "t4.h"
 #include "xalloc.h"
 
@@ -35,7 +36,7 @@ static cJSON *kept_samples(const char *run, const cJSON *build)
 	const char *dir = json_string(build, "dir");
 	if (!run || !dir)
 		return NULL;
-	char *path = xasprintf("%s/%s/bench.json", run, dir);
+	char *path = xasprintf("%s/%s/%s", run, dir, run_variant_file(VARIANT_BENCH));
 	cJSON *doc = json_read_file(path);
 	free(path);
 	const cJSON *raw = cJSON_GetObjectItemCaseSensitive(doc, "candidate_ms");

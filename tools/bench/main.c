@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "clock.h"
+#include "events.h"
 #include "export.h"
 #include "fileio.h"
 #include "jsonl.h"
@@ -434,7 +435,7 @@ static void keep_recorded_samples(const char *run_dir, const cJSON *build, const
 	cJSON *doc = cJSON_Duplicate(bench, 1), *raw = json_object();
 	json_add(raw, "recorded_ms", cJSON_Duplicate(runtimes, 1));
 	json_add(doc, "candidate_ms", raw);
-	char *path = xasprintf("%s/%s/bench.json", run_dir, dir);
+	char *path = xasprintf("%s/%s/%s", run_dir, dir, run_variant_file(VARIANT_BENCH));
 	if (json_write_file(path, doc, 1) != 0)
 		log_warn("cannot write '%s':", path);
 	free(path);
@@ -475,27 +476,13 @@ static cJSON *replay_bench(struct bencher *b, const struct replay *table, const 
 	return bench;
 }
 
-/* The candidates RUN/events.jsonl holds measurements of, the baseline aside. The log is
- * kg-select's, and a line a kill cut short is its to report: here it is only not counted. */
-static long count_evaluated(const char *run)
+/* The candidates the run has evaluated (events.h: its log's EVENT_EVALUATED records). A line
+ * a kill cut short is reported and not counted. */
+static void count_evaluated(cJSON *record, void *ctx)
 {
-	char *path = run_path(run, RUN_EVENTS);
-	size_t len = 0;
-	char *text = file_read_all(path, &len);
-	long n = 0;
-	for (char *line = text, *end; line && line < text + len; line = end + 1) {
-		end = memchr(line, '\n', (size_t)(text + len - line));
-		if (!end)
-			end = text + len;
-		cJSON *record = cJSON_ParseWithLength(line, (size_t)(end - line));
-		const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
-		n += cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(record, "bench")) &&
-		     !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(build, "baseline"));
-		cJSON_Delete(record);
-	}
-	free(text);
-	free(path);
-	return n;
+	long *n = ctx;
+	*n += event_kind(record) == EVENT_EVALUATED;
+	cJSON_Delete(record);
 }
 
 /* The run's --metrics-every state, read from its files the first time it is met. */
@@ -509,7 +496,8 @@ static struct metrics_run *metrics_run_for(struct bencher *b, const char *dir)
 	char *path = run_path(dir, RUN_BEST_JSON);
 	cJSON *best = json_read_file(path);
 	m->dir = xstrdup(dir);
-	m->evaluated = count_evaluated(dir);
+	m->evaluated = 0;
+	events_read(dir, count_evaluated, &m->evaluated);
 	m->best = json_number(best, "speedup", 1); /* before kg-select names one, the baseline is best */
 	cJSON_Delete(best);
 	free(path);

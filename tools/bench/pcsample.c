@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "jsonl.h"
 #include "pcsample.h"
+#include "run.h"
 #include "xalloc.h"
 
 /* Launches until WANT_SAMPLES (a line's share then has a standard error under 0.4 %), at most
@@ -242,7 +243,7 @@ static int source_line(const struct pcsample_target *t, uint64_t offset)
 		return 0;
 	const char *base = p.fileName ? strrchr(p.fileName, '/') : NULL;
 	base = base ? base + 1 : p.fileName;
-	int line = base && strcmp(base, "kernel.cu") == 0 ? (int)p.lineNumber : 0;
+	int line = base && strcmp(base, run_variant_file(VARIANT_KERNEL)) == 0 ? (int)p.lineNumber : 0;
 	free(p.fileName);
 	free(p.dirName);
 	return line;

@@ -1647,7 +1647,7 @@ static void keep_samples(const char *run, const cJSON *build, const cJSON *bench
 		    !cJSON_AddItemToObject(doc, names[j], raw))
 			xalloc_die();
 	}
-	char *path = xasprintf("%s/%s/bench.json", run, dir->valuestring);
+	char *path = xasprintf("%s/%s/%s", run, dir->valuestring, run_variant_file(VARIANT_BENCH));
 	write_json_file(path, doc);
 	free(path);
 	cJSON_Delete(doc);
@@ -1890,10 +1890,10 @@ static void add_metrics(const struct wrun *r, const struct kernel *kn, const cJS
 	const char *dir = json_string(build, "dir");
 	json_add(m, "lines", hot_lines_summary(lines));
 	if (dir) {
-		char *path = xasprintf("%s/%s/lines.json", r->run.dir, dir);
+		char *path = xasprintf("%s/%s/%s", r->run.dir, dir, run_variant_file(VARIANT_LINES));
 		write_json_file(path, lines);
 		free(path);
-		path = xasprintf("%s/%s/metrics.json", r->run.dir, dir);
+		path = xasprintf("%s/%s/%s", r->run.dir, dir, run_variant_file(VARIANT_METRICS));
 		write_json_file(path, m);
 		free(path);
 	}

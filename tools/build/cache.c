@@ -11,8 +11,10 @@
 #include "fileio.h"
 #include "jsonl.h"
 #include "log.h"
+#include "run.h"
 
-static const char *const entry_files[] = {"build.log", "kernel.ptx", "kernel.cubin"};
+/* What a compile leaves in a variant's folder, which an entry keeps. */
+static const enum variant_file entry_files[] = {VARIANT_BUILD_LOG, VARIANT_PTX, VARIANT_CUBIN};
 
 void cache_init(struct build_cache *cache, const char *option, int disabled)
 {
@@ -47,8 +49,8 @@ int cache_fetch(const struct build_cache *cache, const char *key, const char *va
 		const cJSON *error = cJSON_GetObjectItemCaseSensitive(result, "error");
 		hit = 1;
 		for (size_t k = 0; k < ARRAY_SIZE(entry_files) && hit; k++) {
-			char *from = xasprintf("%s/%s", entry, entry_files[k]);
-			char *to = xasprintf("%s/%s", variant_dir, entry_files[k]);
+			char *from = xasprintf("%s/%s", entry, run_variant_file(entry_files[k]));
+			char *to = xasprintf("%s/%s", variant_dir, run_variant_file(entry_files[k]));
 			/* A failed compile has no cubin and maybe no PTX; a successful one has all three. */
 			if (file_copy(from, to) != 0 && (errno != ENOENT || cJSON_IsTrue(ok)))
 				hit = 0;
@@ -76,8 +78,8 @@ int cache_fetch(const struct build_cache *cache, const char *key, const char *va
 static int fill_entry(const char *tmp, const char *variant_dir, const struct compile_result *res)
 {
 	for (size_t k = 0; k < ARRAY_SIZE(entry_files); k++) {
-		char *from = xasprintf("%s/%s", variant_dir, entry_files[k]);
-		char *to = xasprintf("%s/%s", tmp, entry_files[k]);
+		char *from = xasprintf("%s/%s", variant_dir, run_variant_file(entry_files[k]));
+		char *to = xasprintf("%s/%s", tmp, run_variant_file(entry_files[k]));
 		int rc = file_copy(from, to);
 		free(from);
 		free(to);

@@ -19,6 +19,7 @@
 #include "jsonl.h"
 #include "nvrtc_dl.h"
 #include "process.h"
+#include "run.h"
 
 /* ---------------------------------------------------------------- the GPU */
 
@@ -107,9 +108,9 @@ static char *compiler_errors(const char *log, const char *status)
 	return strbuf_detach(&sb);
 }
 
-static int write_output(const char *dir, const char *name, const char *data, size_t len)
+static int write_output(const char *dir, enum variant_file file, const char *data, size_t len)
 {
-	char *path = xasprintf("%s/%s", dir, name);
+	char *path = xasprintf("%s/%s", dir, run_variant_file(file));
 	int rc = file_write(path, data, len);
 	free(path);
 	return rc;
@@ -138,7 +139,7 @@ NORETURN static void child_exit(int fd, int ok, int definitive, double ms, const
 NORETURN static void compile_child(const struct compile_job *job, int fd)
 {
 	struct nvrtc_output out;
-	if (nvrtc_compile(job->source, "kernel.cu", (const char *const *)job->options, job->noptions,
+	if (nvrtc_compile(job->source, run_variant_file(VARIANT_KERNEL), (const char *const *)job->options, job->noptions,
 			  job->name_expression, &out) != 0)
 		child_exit(fd, 0, 0, 0, NULL, out.error);
 	struct strbuf text;
@@ -156,7 +157,7 @@ NORETURN static void compile_child(const struct compile_job *job, int fd)
 			if (strcmp(job->options[k], "--ptxas-options=-v") != 0)
 				quiet[n++] = job->options[k];
 		struct nvrtc_output again;
-		if (n < job->noptions && nvrtc_compile(job->source, "kernel.cu", quiet, n, NULL, &again) == 0) {
+		if (n < job->noptions && nvrtc_compile(job->source, run_variant_file(VARIANT_KERNEL), quiet, n, NULL, &again) == 0) {
 			if (!again.ok && names_an_error(again.log)) {
 				strbuf_addf(&text, "# again without --ptxas-options=-v:\n%s", again.log);
 				free(out.log);
@@ -166,15 +167,15 @@ NORETURN static void compile_child(const struct compile_job *job, int fd)
 			nvrtc_output_release(&again);
 		}
 	}
-	if (write_output(job->dir, "build.log", text.buf, text.len) != 0)
+	if (write_output(job->dir, VARIANT_BUILD_LOG, text.buf, text.len) != 0)
 		child_exit(fd, 0, 0, out.compile_ms, NULL, "cannot write build.log");
 	if (!out.ok)
 		child_exit(fd, 0, 1, out.compile_ms, NULL, compiler_errors(out.log, out.error));
-	if (out.ptx && write_output(job->dir, "kernel.ptx", out.ptx, out.ptx_len) != 0)
+	if (out.ptx && write_output(job->dir, VARIANT_PTX, out.ptx, out.ptx_len) != 0)
 		child_exit(fd, 0, 0, out.compile_ms, NULL, "cannot write kernel.ptx");
 	if (!out.cubin)
 		child_exit(fd, 0, 0, out.compile_ms, NULL, "NVRTC made no cubin (is the architecture a real one, sm_XX?)");
-	if (write_output(job->dir, "kernel.cubin", out.cubin, out.cubin_len) != 0)
+	if (write_output(job->dir, VARIANT_CUBIN, out.cubin, out.cubin_len) != 0)
 		child_exit(fd, 0, 0, out.compile_ms, NULL, "cannot write kernel.cubin");
 	child_exit(fd, 1, 1, out.compile_ms, out.lowered, NULL);
 }

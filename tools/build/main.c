@@ -371,7 +371,7 @@ static char **full_options(const struct build_run *run, const struct build_plan 
 /* The build object kept in variants/STATE/build.json, or NULL when there is none. */
 static cJSON *read_variant(const struct build_run *run, const char *state)
 {
-	char *path = run_variant_path(run->run.dir, state, "build.json");
+	char *path = run_variant_path(run->run.dir, state, VARIANT_BUILD);
 	size_t len;
 	char *text = file_read_all(path, &len);
 	cJSON *build = text ? json_parse_document(path, text, len) : NULL;
@@ -390,7 +390,7 @@ static char *tmp_variant_template(const struct build_run *run)
 {
 	char name[64];
 	snprintf(name, sizeof(name), ".tmp-%ld-XXXXXX", (long)getpid());
-	return run_variant_path(run->run.dir, name, NULL);
+	return run_variant_path(run->run.dir, name, VARIANT_DIR);
 }
 
 static int make_tmp_dir(struct entry *e)
@@ -409,9 +409,15 @@ static int make_tmp_dir(struct entry *e)
 	return -1;
 }
 
-static int write_in_tmp(struct entry *e, const char *name, const char *text)
+/* The variant's file in its temporary directory, a path the caller frees. */
+static char *tmp_file(const struct entry *e, enum variant_file file)
 {
-	char *path = xasprintf("%s/%s", e->tmp_dir, name);
+	return xasprintf("%s/%s", e->tmp_dir, run_variant_file(file));
+}
+
+static int write_in_tmp(struct entry *e, enum variant_file file, const char *text)
+{
+	char *path = tmp_file(e, file);
 	int rc = file_write(path, text, strlen(text));
 	if (rc)
 		log_error("cannot write '%s':", path);
@@ -431,17 +437,17 @@ static void drop_tmp_dir(struct entry *e)
 /* Writes the Region-DAG of the compiled entry to regions.json beside kernel.cu and its summary
  * into the build object as "regions"; without an entry in the PTX, or when the file cannot be
  * written (reported), neither. */
-static void describe_regions(struct entry *e, const char *dir, const char *ptx, const char *function)
+static void describe_regions(struct entry *e, const char *ptx, const char *function)
 {
-	cJSON *graph = ptx_regions(ptx, function, "kernel.cu");
+	cJSON *graph = ptx_regions(ptx, function, run_variant_file(VARIANT_KERNEL));
 	if (!graph)
 		return;
 	char *json = cJSON_PrintUnformatted(graph);
 	if (!json)
 		xalloc_die();
-	if (write_in_tmp(e, "regions.json", json) == 0) {
+	if (write_in_tmp(e, VARIANT_REGIONS, json) == 0) {
 		cJSON *summary = ptx_regions_summary(graph);
-		char *p = xasprintf("%s/regions.json", dir);
+		char *p = run_variant_path(NULL, e->state, VARIANT_REGIONS);
 		json_add_string(summary, "file", p);
 		free(p);
 		json_add(e->variant, "regions", summary);
@@ -454,25 +460,24 @@ static void describe_regions(struct entry *e, const char *dir, const char *ptx, 
 static void describe_compile(struct entry *e, const struct compile_result *res, int cached)
 {
 	cJSON *v = e->variant;
-	char *dir = run_variant_path(NULL, e->state, NULL);
-	char *log_path = xasprintf("%s/build.log", e->tmp_dir), *ptx_path = xasprintf("%s/kernel.ptx", e->tmp_dir);
+	char *log_path = tmp_file(e, VARIANT_BUILD_LOG), *ptx_path = tmp_file(e, VARIANT_PTX);
 	size_t len;
 	char *log = file_read_all(log_path, &len), *ptx = file_read_all(ptx_path, &len);
 
 	cJSON_ReplaceItemInObjectCaseSensitive(v, "status", cJSON_CreateString(res->ok ? "ok" : "compile_failed"));
 	if (!res->ok)
 		json_add_string(v, "error", res->error ? res->error : "the compile failed");
-	char *p = xasprintf("%s/kernel.cu", dir);
+	char *p = run_variant_path(NULL, e->state, VARIANT_KERNEL);
 	json_add_string(v, "kernel_file", p);
 	free(p);
-	p = xasprintf("%s/build.log", dir);
+	p = run_variant_path(NULL, e->state, VARIANT_BUILD_LOG);
 	json_add_string(v, "log", p);
 	free(p);
 	if (res->ok) {
-		p = xasprintf("%s/kernel.cubin", dir);
+		p = run_variant_path(NULL, e->state, VARIANT_CUBIN);
 		json_add_string(v, "cubin", p);
 		free(p);
-		p = xasprintf("%s/kernel.ptx", dir);
+		p = run_variant_path(NULL, e->state, VARIANT_PTX);
 		json_add_string(v, "ptx", p);
 		free(p);
 		if (res->function)
@@ -494,13 +499,12 @@ static void describe_compile(struct entry *e, const struct compile_result *res, 
 		xalloc_die();
 	if (res->ok && ptx) {
 		json_add(v, "ptx_profile", ptx_profile(ptx));
-		describe_regions(e, dir, ptx, res->function);
+		describe_regions(e, ptx, res->function);
 	}
 	free(log);
 	free(ptx);
 	free(log_path);
 	free(ptx_path);
-	free(dir);
 }
 
 /* Whether a variant's build object was compiled: only kg-build --no-compile makes variants
@@ -536,11 +540,11 @@ static int publish_variant(struct entry *e)
 	char *json = cJSON_PrintUnformatted(e->variant);
 	if (!json)
 		xalloc_die();
-	int rc = write_in_tmp(e, "build.json", json);
+	int rc = write_in_tmp(e, VARIANT_BUILD, json);
 	cJSON_free(json);
 	if (rc)
 		return -1;
-	char *final = run_variant_path(e->run->run.dir, e->state, NULL);
+	char *final = run_variant_path(e->run->run.dir, e->state, VARIANT_DIR);
 	if (rename(e->tmp_dir, final) == 0) {
 		free(e->tmp_dir);
 		e->tmp_dir = NULL;
@@ -616,13 +620,13 @@ static int load_parent(struct builder *b, long line, struct build_run *run, cons
 		return -1;
 	}
 	cJSON *build = read_variant(run, node);
-	char *path = run_variant_path(run->run.dir, node, "kernel.cu");
+	char *path = run_variant_path(run->run.dir, node, VARIANT_KERNEL);
 	size_t len;
 	char *text = file_read_all(path, &len);
 	const cJSON *config = cJSON_GetObjectItemCaseSensitive(build, "config");
 	if (!text || !cJSON_IsObject(config)) {
 		stream_error(&b->in, line, "node: %s has no built variant in %s/variants (%s is %s)", node, run->run.dir,
-			     text ? "build.json" : "kernel.cu", text ? "missing or has no config" : "missing");
+			     run_variant_file(text ? VARIANT_BUILD : VARIANT_KERNEL), text ? "missing or has no config" : "missing");
 		free(text);
 		free(path);
 		cJSON_Delete(build);
@@ -671,13 +675,13 @@ static char *materialize(struct builder *b, struct entry *e, const char *parent_
 		json_add_string(e->own, "materialized", source ? "source" : "parent");
 		return source_normalize(source ? source : parent_source, strlen(source ? source : parent_source));
 	}
-	if (make_tmp_dir(e) || write_in_tmp(e, "kernel.cu", parent_source) || write_in_tmp(e, "candidate.diff", patch)) {
+	if (make_tmp_dir(e) || write_in_tmp(e, VARIANT_KERNEL, parent_source) || write_in_tmp(e, VARIANT_DIFF, patch)) {
 		stream_fail(&b->in, KG_EXIT_IO);
 		return NULL;
 	}
 	struct patch_report r;
 	const char *kernel_file = strrchr(e->run->run.spec->kernel_path, '/');
-	patch_apply(e->tmp_dir, "kernel.cu", kernel_file ? kernel_file + 1 : e->run->run.spec->kernel_path, patch, &r);
+	patch_apply(e->tmp_dir, run_variant_file(VARIANT_KERNEL), kernel_file ? kernel_file + 1 : e->run->run.spec->kernel_path, patch, &r);
 	cJSON *report = json_object();
 	json_add_number(report, "hunks", (double)r.hunks);
 	if (r.offsets) {
@@ -696,7 +700,7 @@ static char *materialize(struct builder *b, struct entry *e, const char *parent_
 		log_error("%s", r.message);
 		stream_fail(&b->in, KG_EXIT_ENV);
 	} else if (r.outcome == PATCH_APPLIED) {
-		char *path = xasprintf("%s/kernel.cu", e->tmp_dir);
+		char *path = tmp_file(e, VARIANT_KERNEL);
 		size_t len;
 		char *text = file_read_all(path, &len);
 		if (text)
@@ -746,7 +750,7 @@ static void schedule(struct builder *b, struct entry *e, const char *source, con
 		stream_fail(&b->in, KG_EXIT_IO);
 		return;
 	}
-	if (write_in_tmp(e, "kernel.cu", source)) {
+	if (write_in_tmp(e, VARIANT_KERNEL, source)) {
 		stream_fail(&b->in, KG_EXIT_IO);
 		drop_tmp_dir(e);
 		return;
@@ -754,7 +758,7 @@ static void schedule(struct builder *b, struct entry *e, const char *source, con
 	e->variant = json_object();
 	json_add_string(e->variant, "status", "compiling");
 	json_add_string(e->variant, "state", e->state);
-	char *dir = run_variant_path(NULL, e->state, NULL);
+	char *dir = run_variant_path(NULL, e->state, VARIANT_DIR);
 	json_add_string(e->variant, "dir", dir);
 	free(dir);
 	json_add_string(e->variant, "arch", plan->arch);
@@ -769,7 +773,7 @@ static void schedule(struct builder *b, struct entry *e, const char *source, con
 		cJSON_ReplaceItemInObjectCaseSensitive(e->variant, "status", cJSON_CreateString("ok"));
 		if (!cJSON_AddBoolToObject(e->variant, "compiled", 0))
 			xalloc_die();
-		char *kernel_file = run_variant_path(NULL, e->state, "kernel.cu");
+		char *kernel_file = run_variant_path(NULL, e->state, VARIANT_KERNEL);
 		json_add_string(e->variant, "kernel_file", kernel_file);
 		free(kernel_file);
 		if (publish_variant(e))
@@ -878,7 +882,7 @@ static int prepare(struct builder *b, struct entry *e, long line)
 	if (t1_resolve_config(e->run->run.spec, cJSON_IsObject(config) ? config : NULL, parent.config, indices, merged, &why) == 0) {
 		plan.config = t1_config_to_json(e->run->run.spec, indices);
 		if (make_plan(e->run, indices, record_arch(e->run, candidate, &parent), &plan, &why) == 0) {
-			char *parent_path = node ? run_variant_path(e->run->run.dir, node, "kernel.cu")
+			char *parent_path = node ? run_variant_path(e->run->run.dir, node, VARIANT_KERNEL)
 						 : xstrdup(e->run->run.spec->kernel_path);
 			char *text = materialize(b, e, parent.source, parent_path, patch, source);
 			free(parent_path);

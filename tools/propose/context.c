@@ -133,7 +133,7 @@ static const char *source_digest(struct run_info *run, const char *state)
 		memcpy(d->hex, hex, sizeof(hex));
 	}
 	if (!d->hex[0]) {
-		char *path = run_variant_path(run->run.dir, state, "kernel.cu");
+		char *path = run_variant_path(run->run.dir, state, VARIANT_KERNEL);
 		size_t len;
 		char *text = file_read_all(path, &len);
 		if (text)
@@ -414,7 +414,7 @@ int node_load(struct run_info *run, const cJSON *record, struct node_info *node,
 		strbuf_addstr(why, "node: missing (an expand record names the node to expand, as kg-select writes it)");
 		return -1;
 	}
-	char *path = run_variant_path(run->run.dir, node->state, "kernel.cu");
+	char *path = run_variant_path(run->run.dir, node->state, VARIANT_KERNEL);
 	size_t len;
 	node->source = file_read_all(path, &len);
 	if (!node->source) {
@@ -424,13 +424,13 @@ int node_load(struct run_info *run, const cJSON *record, struct node_info *node,
 	}
 	free(path);
 	snprintf(node->digest, sizeof(node->digest), "%s", source_digest(run, node->state));
-	path = run_variant_path(run->run.dir, node->state, "build.json");
+	path = run_variant_path(run->run.dir, node->state, VARIANT_BUILD);
 	node->build = json_read_optional(path);
 	free(path);
-	path = run_variant_path(run->run.dir, node->state, "bench.json");
+	path = run_variant_path(run->run.dir, node->state, VARIANT_BENCH);
 	node->bench = json_read_optional(path);
 	free(path);
-	path = run_variant_path(run->run.dir, node->state, "metrics.json");
+	path = run_variant_path(run->run.dir, node->state, VARIANT_METRICS);
 	node->metrics = json_read_optional(path);
 	free(path);
 	const cJSON *config = cJSON_GetObjectItemCaseSensitive(record, "config");

@@ -161,7 +161,7 @@ static void bottleneck_lines(struct strbuf *sb, const struct node_info *node)
 	struct bottleneck b;
 	struct strbuf why;
 	strbuf_init(&why);
-	char *name = xasprintf("variants/%s/metrics.json", node->state);
+	char *name = run_variant_path(NULL, node->state, VARIANT_METRICS);
 	int have = node->metrics ? bottleneck_metrics_read(node->metrics, name, &m, &why) : 0;
 	if (have < 0)
 		log_warn("%s: the bottleneck is judged without it", why.buf);
@@ -234,9 +234,9 @@ static void symptoms_section(struct strbuf *sb, const struct node_info *node)
 
 /* A JSON file of the node's variant directory (regions.json), or NULL when it
  * is absent (an unreadable or malformed one is reported). The caller frees it. */
-cJSON *experts_variant_json(const struct run_info *run, const struct node_info *node, const char *name)
+cJSON *experts_variant_json(const struct run_info *run, const struct node_info *node, enum variant_file file)
 {
-	char *path = run_variant_path(run->run.dir, node->state, name);
+	char *path = run_variant_path(run->run.dir, node->state, file);
 	cJSON *doc = json_read_optional(path);
 	free(path);
 	return doc;
@@ -289,7 +289,7 @@ static void regions_section(struct strbuf *sb, const struct run_info *run, const
 		{"barriers", "barriers %g"}, {"async_waits", "async waits %g"}, {"fences", "fences %g"},
 		{"predicated_branches", "predicated branches %g"},
 	};
-	cJSON *graph = experts_variant_json(run, node, "regions.json");
+	cJSON *graph = experts_variant_json(run, node, VARIANT_REGIONS);
 	const cJSON *regions = cJSON_GetObjectItemCaseSensitive(graph, "regions"), *r;
 	int n = cJSON_GetArraySize(regions);
 	if (n == 0) {
@@ -352,7 +352,7 @@ const cJSON *experts_object_member(const cJSON *obj, const char *key)
  * its share of the samples and its most frequent stall reason; nothing without the file. */
 static void hot_lines(struct strbuf *sb, const struct run_info *run, const struct node_info *node)
 {
-	cJSON *doc = experts_variant_json(run, node, "lines.json");
+	cJSON *doc = experts_variant_json(run, node, VARIANT_LINES);
 	const char *status = json_string(doc, "status");
 	if (doc && status && strcmp(status, "ok") == 0) {
 		cJSON *summary = hot_lines_summary(doc);

@@ -9,6 +9,7 @@
 
 #include "context.h"
 #include "llm.h"
+#include "run.h"
 
 struct persona {
 	char *name; /* "throughput", or a prompt file's name without its extension */
@@ -39,7 +40,7 @@ char *experts_regraph_path(const struct experts *ex, const struct run_info *run)
 /* A JSON file of node's variant directory (RUN/variants/STATE/NAME: regions.json; the
  * node's metrics.json is read once, into node->metrics), or NULL when it is absent (an unreadable or malformed one is reported). The
  * caller frees it with cJSON_Delete. */
-cJSON *experts_variant_json(const struct run_info *run, const struct node_info *node, const char *name);
+cJSON *experts_variant_json(const struct run_info *run, const struct node_info *node, enum variant_file file);
 
 /* The member key of obj when it is an object, else NULL (a malformed file's array has no
  * names to show). */

@@ -142,7 +142,7 @@ static char *call_region_detail(const struct variant_view *v, const cJSON *argum
 	char *bad = whole_arg(arguments, "id", &id);
 	if (bad)
 		return bad;
-	cJSON *graph = experts_variant_json(v->run, v->node, "regions.json");
+	cJSON *graph = experts_variant_json(v->run, v->node, VARIANT_REGIONS);
 	const cJSON *regions = cJSON_GetObjectItemCaseSensitive(graph, "regions"), *item;
 	int n = cJSON_GetArraySize(regions);
 	if (n == 0 || id < 0 || id >= n) {
@@ -208,7 +208,7 @@ static char *line_range(const cJSON *arguments, size_t n, long *start, long *end
 /* The variant's lines.json when its PC samples were taken (status ok), else NULL. */
 static cJSON *sampled_lines(const struct variant_view *v)
 {
-	cJSON *doc = experts_variant_json(v->run, v->node, "lines.json");
+	cJSON *doc = experts_variant_json(v->run, v->node, VARIANT_LINES);
 	const char *status = json_string(doc, "status");
 	if (doc && (!status || strcmp(status, "ok") != 0)) {
 		cJSON_Delete(doc);
@@ -268,13 +268,13 @@ static char *call_ptx_for_lines(const struct variant_view *v, const cJSON *argum
 	char *bad = line_range(arguments, n, &start, &end);
 	if (bad)
 		return bad;
-	char *path = run_variant_path(v->run->run.dir, v->node->state, "kernel.ptx");
+	char *path = run_variant_path(v->run->run.dir, v->node->state, VARIANT_PTX);
 	char *ptx = file_read_all(path, &len);
 	free(path);
 	if (!ptx)
 		return xstrdup("error: this variant has no kernel.ptx (a build that was not compiled, under --replay, has none)");
 	struct ptx_lines map;
-	ptx_lines_init(&map, ptx, "kernel.cu");
+	ptx_lines_init(&map, ptx, run_variant_file(VARIANT_KERNEL));
 	size_t count = ptx_lines_of_source(&map, (int)start, (int)end, &found);
 	lines = split_lines(ptx, &nptx);
 	struct strbuf sb;

@@ -18,6 +18,7 @@
 #include "moves.h"
 #include "rng.h"
 #include "rules.h"
+#include "run.h"
 
 /* Priors kg-select normalizes over siblings: a step and a ready patch are worth trying first;
  * a random configuration is there for diversity. */
@@ -146,12 +147,12 @@ static int patch_applies(const struct run_info *run, const struct node_info *nod
 		free(dir);
 		return -1;
 	}
-	char *path = xasprintf("%s/kernel.cu", dir);
+	char *path = xasprintf("%s/%s", dir, run_variant_file(VARIANT_KERNEL));
 	if (file_write(path, node->source, strlen(node->source)) != 0) {
 		strbuf_addf(why, "cannot write '%s': %s", path, strerror(errno));
 	} else {
 		struct patch_report r;
-		patch_apply(dir, "kernel.cu", kernel ? kernel + 1 : run->run.spec->kernel_path, patch, &r);
+		patch_apply(dir, run_variant_file(VARIANT_KERNEL), kernel ? kernel + 1 : run->run.spec->kernel_path, patch, &r);
 		applies = r.outcome == PATCH_APPLIED ? 1 : r.outcome == PATCH_REJECTED ? 0 : -1;
 		if (r.message)
 			strbuf_addstr(why, r.message);

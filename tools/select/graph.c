@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "events.h"
 #include "fileio.h"
 #include "graph.h"
 #include "jsonl.h"
@@ -542,20 +543,6 @@ static int load_edges(struct graph *g, const cJSON *edges, const char *path)
 		k++;
 	}
 	return 0;
-}
-
-uint64_t events_size(const char *run)
-{
-	char *path = run_path(run, RUN_EVENTS);
-	uint64_t size = events_size_at(path);
-	free(path);
-	return size;
-}
-
-uint64_t events_size_at(const char *events)
-{
-	struct stat st;
-	return stat(events, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
 /* A graph.json (version 1, graph_export's form), for graphs made elsewhere. */

@@ -135,11 +135,6 @@ struct graph {
  * (initialized, empty). Returns 1 when imported, 0 when there is none, -1 after reporting a
  * file that is not a graph. snapshot_load reads graph.bin, and this without one. */
 int graph_import(struct graph *g, const char *run);
-/* The size of RUN/events.jsonl in bytes; 0 when there is none. */
-uint64_t events_size(const char *run);
-/* The same of the log at events (run_path(RUN, RUN_EVENTS)), for a caller that holds the path
- * already: the learner asks after every record. */
-uint64_t events_size_at(const char *events);
 /* Checks what a loaded graph holds before anything uses it: out-edge chains that match each
  * node's nout and end, edges between nodes with the rank rule, finite values, counters in
  * [0, GRAPH_COUNT_MAX] that agree (builds = the edges' evaluations), an incumbent and a

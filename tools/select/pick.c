@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "events.h"
 #include "graph.h"
 #include "jsonl.h"
 #include "log.h"
@@ -398,7 +399,7 @@ static int pending_record(struct stream *s, struct graph *g, const cJSON *record
 	if (cJSON_IsObject(candidate)) {
 		pd->builds++;
 		pd->open++;
-	} else if (expand && !is_empty_expansion(record)) {
+	} else if (expand && event_kind(record) != EVENT_EXHAUSTED) {
 		/* Not answered yet (it may make up to its share), or kg-propose failed on it (its
 		 * node may be expanded again once it is no longer pending). */
 		double share = cJSON_HasObjectItem(record, "propose") ? 0 : json_number(record, "budget_left", 0);
@@ -491,49 +492,6 @@ static size_t pick_batch(struct graph *g, struct picks *pk, const struct pending
 #define FILL_MAX_BATCH 16
 #define FILL_WINDOW 200
 
-/* Where the last n lines of text start (as tail -n counts them: a last line without "\n" is
- * one too), or -1 when text holds fewer. */
-static long last_lines_start(const char *text, size_t len, size_t n)
-{
-	size_t end = len > 0 && text[len - 1] == '\n' ? len - 1 : len, lines = 0;
-	for (size_t i = end; i-- > 0;)
-		if (text[i] == '\n' && ++lines == n)
-			return (long)(i + 1);
-	return -1;
-}
-
-/* The last n lines of the file at path, in a buffer the caller frees (*len: their length);
- * NULL when it cannot be read. Reads back from the end, not the whole log. */
-static char *tail_lines(const char *path, size_t n, size_t *len)
-{
-	FILE *fp = fopen(path, "rb");
-	if (!fp)
-		return NULL;
-	char *buf = NULL;
-	off_t size = fseeko(fp, 0, SEEK_END) == 0 ? ftello(fp) : -1;
-	for (off_t want = 64 * 1024; size >= 0; want *= 2) {
-		off_t from = size > want ? size - want : 0;
-		buf = xrealloc(buf, (size_t)(size - from) + 1);
-		if (fseeko(fp, from, SEEK_SET) != 0 || fread(buf, 1, (size_t)(size - from), fp) != (size_t)(size - from)) {
-			free(buf);
-			buf = NULL;
-			break;
-		}
-		*len = (size_t)(size - from);
-		buf[*len] = '\0';
-		long start = last_lines_start(buf, *len, n);
-		if (start >= 0 || from == 0) {
-			if (start > 0) {
-				*len -= (size_t)start;
-				memmove(buf, buf + start, *len + 1);
-			}
-			break;
-		}
-	}
-	fclose(fp);
-	return buf;
-}
-
 static int compare_strings(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -542,37 +500,33 @@ static int compare_strings(const void *a, const void *b)
 /* The batch --fill asks for: ceil(fill / c) picks, at most FILL_MAX_BATCH, c the mean
  * number of candidates per pick in the last FILL_WINDOW records of the run's log (a pick is
  * an iteration's expand or evaluate of a node or edge, however many records it made; picks
- * that made none ask for the most). 0 when the log has no picks or cannot be read whole. */
+ * that made none ask for the most). A bad line is reported and left out; 0 when the log has
+ * no picks or cannot be read. */
 static long fill_batch(const struct graph *g, long fill)
 {
-	char *path = run_path(g->run, RUN_EVENTS);
-	size_t len = 0, npicks = 0, candidates = 0;
-	char *text = tail_lines(path, FILL_WINDOW, &len);
-	free(path);
+	size_t npicks = 0, candidates = 0;
 	char **picks = xcalloc(FILL_WINDOW + 1, sizeof(*picks));
-	int ok = text != NULL;
-	for (char *line = text, *end; ok && line && line < text + len; line = end ? end + 1 : NULL) {
-		end = memchr(line, '\n', (size_t)(text + len - line));
-		size_t n = end ? (size_t)(end - line) : strlen(line);
-		if (strspn(line, " \t\r") >= n)
-			continue; /* a blank line */
-		cJSON *r = cJSON_ParseWithLength(line, n);
-		const char *op = json_string(r, "op");
-		ok = r != NULL;
+	struct events_reader r;
+	cJSON *rec;
+	events_open_last(&r, g->run, FILL_WINDOW, 0);
+	while ((rec = events_next(&r))) {
+		const char *op = json_string(rec, "op");
 		if (op && (strcmp(op, "expand") == 0 || strcmp(op, "evaluate") == 0) && npicks < FILL_WINDOW) {
 			static const char *const keys[] = {"iter", "op", "node_id", "edge"};
 			cJSON *key = cJSON_CreateArray();
 			for (size_t k = 0; k < ARRAY_SIZE(keys); k++) {
-				const cJSON *v = cJSON_GetObjectItemCaseSensitive(r, keys[k]);
+				const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, keys[k]);
 				json_append(key, v ? cJSON_Duplicate(v, 1) : cJSON_CreateNull());
 			}
 			picks[npicks++] = json_text(key);
 			cJSON_Delete(key);
-			const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(r, "candidate");
+			const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(rec, "candidate");
 			candidates += candidate && !cJSON_IsNull(candidate) && !cJSON_IsFalse(candidate);
 		}
-		cJSON_Delete(r);
+		cJSON_Delete(rec);
 	}
+	int failed = r.failed;
+	events_reader_release(&r);
 	qsort(picks, npicks, sizeof(*picks), compare_strings);
 	size_t distinct = 0;
 	for (size_t k = 0; k < npicks; k++)
@@ -580,9 +534,8 @@ static long fill_batch(const struct graph *g, long fill)
 	for (size_t k = 0; k < npicks; k++)
 		free(picks[k]);
 	free(picks);
-	free(text);
-	if (!ok || distinct == 0) {
-		log_info("%s: --fill %ld: no picks in the log%s", g->run, fill, ok ? "" : " (or a line that is not JSON)");
+	if (failed || distinct == 0) {
+		log_info("%s: --fill %ld: no picks in the log%s", g->run, fill, failed ? " (it cannot be read)" : "");
 		return 0;
 	}
 	double c = (double)candidates / (double)distinct;

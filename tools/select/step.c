@@ -57,13 +57,6 @@ const char *method_of(const cJSON *record)
 	return named ? named : "";
 }
 
-int is_empty_expansion(const cJSON *record)
-{
-	const char *op = json_string(record, "op");
-	const char *status = json_string(cJSON_GetObjectItemCaseSensitive(record, "propose"), "status");
-	return op && strcmp(op, "expand") == 0 && status && strcmp(status, "empty") == 0;
-}
-
 char *node_problem(const struct graph *g, double id, const char *state, size_t *node)
 {
 	if (id < 0 || id >= (double)g->g.nnodes || floor(id) != id)

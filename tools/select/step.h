@@ -36,9 +36,6 @@ void end_rollout(struct graph *g, const char *why, int catching_up);
  * else the one its proposer named, else "". The learner names its edge by it, trace.md tallies
  * it ("unknown" for ""). The string belongs to record. */
 const char *method_of(const cJSON *record);
-/* Whether record is an expansion kg-propose found nothing new for ("propose": {"status":
- * "empty"}): the learner marks its node exhausted, the picker counts it as nothing in flight. */
-int is_empty_expansion(const cJSON *record);
 
 /* The checks of where a record says it is, which the picker (--pending) and the learner make
  * alike; each reports what they return its own way. integral: an id with a fraction is

@@ -9,12 +9,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "events.h"
 #include "fileio.h"
 #include "jsonl.h"
 #include "log.h"
 #include "run.h"
 #include "step.h"
-#include "stream.h"
 #include "trace.h"
 #include "xalloc.h"
 
@@ -150,7 +150,7 @@ static void add_variant(struct strbuf *sb, const struct graph *g, size_t node)
 		return;
 	}
 	/* relative to the run, where trace.md is; lib/run names the directory */
-	char *dir = run_variant_path(NULL, state, NULL);
+	char *dir = run_variant_path(NULL, state, VARIANT_DIR);
 	if (node == 0)
 		strbuf_addf(sb, "[baseline](%s/)", dir);
 	else
@@ -547,7 +547,7 @@ static void story_add(struct run_story *st, const struct graph *g, cJSON *record
 {
 	const cJSON *update = cJSON_GetObjectItemCaseSensitive(record, "update");
 	const char *child = json_string(update, "child");
-	if (!child || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(update, "root")))
+	if (event_kind(record) != EVENT_EVALUATED || !child)
 		return; /* registered, exhausted, the baseline */
 	const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(record, "candidate");
 	const cJSON *bench = cJSON_GetObjectItemCaseSensitive(record, "bench");
@@ -663,40 +663,24 @@ static void add_history(struct strbuf *sb, const struct graph *g)
 	cJSON_Delete(doc);
 }
 
-/* What story_record adds each record of the log to. */
-struct story_reader {
-	struct run_story *st;
-	const struct graph *g;
-};
-
-static enum stream_action story_record(struct stream *s, cJSON *record, void *ctx)
-{
-	(void)s;
-	struct story_reader *r = ctx;
-	story_add(r->st, r->g, record);
-	cJSON_Delete(record);
-	return STREAM_TAKEN;
-}
-
 int trace_summary(const struct graph *g, const char *stopped)
 {
-	char *events = run_path(g->run, RUN_EVENTS);
 	struct run_story st = {0};
 	strbuf_init(&st.moves);
-	struct stream s;
-	int rc = stream_open(&s, events, NULL);
-	free(events);
-	if (rc != 0)
-		goto out;
+	struct events_reader r;
+	cJSON *record;
+	int rc = events_open(&r, g->run, 0, EVENTS_MUST_EXIST) == EVENTS_OPENED ? 0 : -1;
 	/* A bad line of the log is reported by the reader and left out of the story: only a
 	 * failed read, after which the story would be a part of the run's, leaves it unwritten. */
-	struct story_reader r = {.st = &st, .g = g};
-	stream_each(&s, story_record, &r);
-	stream_release(&s);
-	if (s.broken) {
-		rc = -1;
-		goto out;
+	while ((record = events_next(&r))) {
+		story_add(&st, g, record);
+		cJSON_Delete(record);
 	}
+	if (r.failed)
+		rc = -1;
+	events_reader_release(&r);
+	if (rc != 0)
+		goto out;
 
 	struct strbuf sb;
 	strbuf_init(&sb);

@@ -10,6 +10,7 @@
 
 #include "bottleneck.h"
 #include "clock.h"
+#include "events.h"
 #include "graph.h"
 #include "jsonl.h"
 #include "log.h"
@@ -38,6 +39,7 @@ struct updater {
 	int catching_up;
 	/* RUN's ReGraph dataset (OUTDIR_REGRAPH_DATASET), made once rather than per record */
 	char *dataset;
+	char *events; /* RUN/events.jsonl, as messages name it */
 	/* The dataset row of the evaluated record just learned, or NULL: appended only once the
 	 * log holds the record (write_row), so that no row stands for a record the log refused. */
 	cJSON *row;
@@ -58,21 +60,12 @@ static int report_problem(struct updater *u, long line, char *why)
 	return -1;
 }
 
-static int append_line(const struct updater *u, const char *path, const cJSON *obj)
-{
-	if (u->catching_up)
-		return 0;
-	if (jsonl_append(path, obj) == 0)
-		return 0;
-	return log_error("cannot append to '%s':", path);
-}
-
 /* RUN/best -> variants/STATE, replaced atomically, and RUN/best.json; ci: the interval of
  * the incumbent's speedup as measured (bench.speedup_ci), or NULL. */
 static void refresh_best(const struct graph *g, const cJSON *ci)
 {
 	const struct gnode *n = &g->nodes[g->incumbent];
-	char *target = run_variant_path(NULL, graph_node_state(g, g->incumbent), NULL), *tmp = xasprintf("%s/.best.tmp", g->run);
+	char *target = run_variant_path(NULL, graph_node_state(g, g->incumbent), VARIANT_DIR), *tmp = xasprintf("%s/.best.tmp", g->run);
 	char *link = run_path(g->run, RUN_BEST), *json_path = run_path(g->run, RUN_BEST_JSON);
 	unlink(tmp);
 	if (symlink(target, tmp) != 0 || rename(tmp, link) != 0)
@@ -227,8 +220,8 @@ static double bottleneck_factor(struct updater *u, size_t parent, const char *me
 {
 	if (u->bottleneck_node != parent) {
 		const char *state = graph_node_state(u->g, parent);
-		char *path = run_variant_path(u->g->run, state, "metrics.json");
-		char *build_path = run_variant_path(u->g->run, state, "build.json");
+		char *path = run_variant_path(u->g->run, state, VARIANT_METRICS);
+		char *build_path = run_variant_path(u->g->run, state, VARIANT_BUILD);
 		struct bottleneck_metrics m;
 		struct strbuf why;
 		strbuf_init(&why);
@@ -459,71 +452,63 @@ static void catch_up_row(struct updater *u)
 /* Learns from one finished record; returns whether the graph changed. */
 static int apply_record(struct updater *u, cJSON *record, long line)
 {
-	const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(record, "candidate");
 	if (!u->exists)
 		return create_root(u, record, line) == 0;
-	if (cJSON_IsObject(candidate) &&
-	    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(record, "build"), "baseline")))
+	switch (event_kind(record)) {
+	case EVENT_EVALUATED:
+	case EVENT_REGISTERED:
 		return update_candidate(u, record, line) == 0;
-	if (is_empty_expansion(record))
+	case EVENT_EXHAUSTED:
 		return mark_exhausted(u, record, line) == 0;
-	return 0;
+	default:
+		return 0;
+	}
 }
 
 /* The log is appended before the graph is saved, so a kill between the two leaves records in
  * RUN/events.jsonl past what the graph learned (events_len): they are learned again here,
  * before an update and before a pick, so that no pick is made from a graph behind its log
  * (it would hand out builds the log has spent, and edges it has evaluated). The graph keeps
- * a byte offset rather than the ids it has seen: a step seeks to it instead of reading the
- * whole log, and the record boundary it must fall on (a newline) shows a log changed under it. */
-static void catch_up_with_log(struct updater *u, const char *events)
+ * a byte offset rather than the ids it has seen: a step reads from it instead of the whole
+ * log, and the record boundary it must fall on (a newline) shows a log changed under it. */
+static void catch_up_with_log(struct updater *u)
 {
 	struct graph *g = u->g;
-	uint64_t size = events_size_at(events);
+	uint64_t size = events_size(g->run);
 	/* With no graph yet, a log that holds records (the baseline's root, logged by a kg-init
 	 * killed before the graph's first save) is learned from its start, root first. */
 	if (size == g->events_len || (!u->exists && size == 0))
 		return;
 	if (size < g->events_len) {
-		log_warn("%s: %" PRIu64 " bytes, shorter than the %" PRIu64 " the graph learned from: not read", events, size,
-			 g->events_len);
+		log_warn("%s: %" PRIu64 " bytes, shorter than the %" PRIu64 " the graph learned from: not read", u->events,
+			 size, g->events_len);
 		return;
 	}
-	FILE *fp = fopen(events, "r");
-	int c = EOF;
-	if (!fp || fseeko(fp, (off_t)(g->events_len ? g->events_len - 1 : 0), SEEK_SET) != 0 ||
-	    (g->events_len && (c = getc(fp)) != '\n')) {
-		if (c == EOF)
-			log_warn("cannot read '%s':", events);
-		else
-			log_warn("%s: byte %" PRIu64 ", where the graph's part of it ends, ends no record: not read", events,
-				 g->events_len);
-		if (fp)
-			fclose(fp);
+	struct events_reader r;
+	enum events_open_status st = events_open(&r, g->run, g->events_len, EVENTS_NUMBER_TEXTS);
+	if (st == EVENTS_NOT_AT_RECORD)
+		log_warn("%s: byte %" PRIu64 ", where the graph's part of it ends, ends no record: not read", u->events,
+			 g->events_len);
+	if (st != EVENTS_OPENED) {
+		events_reader_release(&r);
 		return;
 	}
 	log_warn("%s: %" PRIu64 " bytes of the log are not in the graph (a run stopped between the two): learning them again",
-		 events, size - g->events_len);
-	struct jsonl_reader reader;
-	jsonl_reader_init(&reader, fp, events);
+		 u->events, size - g->events_len);
 	const char *input_name = u->input_name;
-	u->input_name = events;
+	u->input_name = u->events;
 	cJSON *record;
-	enum jsonl_status st;
 	u->catching_up = 1;
-	while ((st = jsonl_next(&reader, &record)) != JSONL_EOF && st != JSONL_IO_ERROR) {
-		if (st == JSONL_RECORD) {
-			cJSON_DeleteItemFromObjectCaseSensitive(record, "update");
-			apply_record(u, record, reader.line);
-			catch_up_row(u);
-			cJSON_Delete(record);
-		}
+	while ((record = events_next(&r))) {
+		cJSON_DeleteItemFromObjectCaseSensitive(record, "update");
+		apply_record(u, record, events_line(&r));
+		catch_up_row(u);
+		cJSON_Delete(record);
 	}
 	u->catching_up = 0;
 	u->input_name = input_name;
-	jsonl_reader_release(&reader);
-	fclose(fp);
-	g->events_len = size;
+	g->events_len = r.offset;
+	events_reader_release(&r);
 	if (step_save(u->step) != 0)
 		u->status = KG_EXIT_IO;
 }
@@ -532,7 +517,8 @@ static void updater_init(struct updater *u, struct step *step, int exists, const
 {
 	struct graph *g = step->g;
 	*u = (struct updater){.step = step, .g = g, .exists = exists, .input_name = input_name, .bottleneck_node = MCGS_NONE,
-			      .dataset = run_outdir_path(g->run, OUTDIR_REGRAPH_DATASET)};
+			      .dataset = run_outdir_path(g->run, OUTDIR_REGRAPH_DATASET),
+			      .events = run_path(g->run, RUN_EVENTS)};
 }
 
 static void updater_release(struct updater *u)
@@ -541,18 +527,16 @@ static void updater_release(struct updater *u)
 	cJSON_Delete(u->row);
 	cJSON_Delete(u->rows_seen);
 	free(u->dataset);
+	free(u->events);
 }
 
 /* Before a pick: learns what the log holds beyond the graph (catch_up_with_log). Returns
  * KG_EXIT_OK, or KG_EXIT_IO when the graph could not be saved. */
 int catch_up_before_pick(struct step *step)
 {
-	struct graph *g = step->g;
 	struct updater u;
 	updater_init(&u, step, 1, NULL);
-	char *events = run_path(g->run, RUN_EVENTS);
-	catch_up_with_log(&u, events);
-	free(events);
+	catch_up_with_log(&u);
 	updater_release(&u);
 	return u.status == KG_EXIT_IO ? KG_EXIT_IO : KG_EXIT_OK;
 }
@@ -560,7 +544,6 @@ int catch_up_before_pick(struct step *step)
 /* What kg-select --update carries from record to record. */
 struct update_stream {
 	struct updater u;
-	char *events; /* RUN/events.jsonl */
 	int learning; /* 0 once the log could not hold a record: the rest passes on unlearned */
 };
 
@@ -575,11 +558,7 @@ static enum stream_action update_record(struct stream *s, cJSON *record, void *c
 	step->decide_ms += monotonic_ms() - t0;
 	if (!changed)
 		return STREAM_PASS;
-	char t[40];
-	utc_now(t, sizeof(t), 1);
-	cJSON *logged = cJSON_Duplicate(record, 1);
-	json_add_string(logged, "t", t);
-	if (append_line(&us->u, us->events, logged) != 0) {
+	if (events_append(step->g->run, record) != 0) {
 		/* The graph in memory learned what the log lacks: it is not saved, and the rest is
 		 * passed on unlearned; the records still go out. */
 		log_error("%s:%ld: not learned: the run's log could not hold it (the graph stays as the log has it)",
@@ -589,10 +568,9 @@ static enum stream_action update_record(struct stream *s, cJSON *record, void *c
 		cJSON_Delete(us->u.row); /* no row without its record */
 		us->u.row = NULL;
 	}
-	cJSON_Delete(logged);
 	write_row(&us->u);
 	if (us->learning) {
-		step->g->events_len = events_size_at(us->events);
+		step->g->events_len = events_size(step->g->run);
 		if (step_save(step) != 0)
 			stream_fail(s, KG_EXIT_IO);
 	}
@@ -601,11 +579,10 @@ static enum stream_action update_record(struct stream *s, cJSON *record, void *c
 
 int run_update(struct step *step, int exists, struct stream *in)
 {
-	struct update_stream us = {.events = run_path(step->g->run, RUN_EVENTS), .learning = 1};
+	struct update_stream us = {.learning = 1};
 	updater_init(&us.u, step, exists, in->in.name);
-	catch_up_with_log(&us.u, us.events);
+	catch_up_with_log(&us.u);
 	stream_each(in, update_record, &us);
-	free(us.events);
 	updater_release(&us.u);
 	return exit_status_merge(us.u.status, in->status);
 }
