@@ -588,3 +588,19 @@ int replay_each(const struct replay *r, replay_each_fn fn, void *ctx)
 	}
 	return 0;
 }
+
+char *replay_device(const struct replay *r)
+{
+	/* Every measurement of a T4 table names the table's one device; an events.jsonl names
+	 * the device of each record it measured, the baseline's first. A failed record measured
+	 * nothing and may name none, so the first that names one answers. */
+	for (size_t i = 0; i < r->n; i++) {
+		cJSON *bench = parse_span(r, r->entries[i].bench);
+		const char *device = json_string(bench, "device");
+		char *copy = device && *device ? xstrdup(device) : NULL;
+		cJSON_Delete(bench);
+		if (copy)
+			return copy;
+	}
+	return NULL;
+}
