@@ -723,7 +723,7 @@ t4_on() {
 		"$FIXTURES/bench/replay_t4.json"
 }
 
-@test "a replayed run is built for the GPU its table was measured on, unless --arch or the spec say otherwise" {
+@test "a replayed run is built as its table's variants were, else for the GPU it was measured on, unless --arch or the spec say otherwise" {
 	new_run run
 	record run "" '{"id":"baseline"}' >input.jsonl
 	for pair in 'NVIDIA H100 80GB HBM3=sm_90a' 'NVIDIA A100-SXM4-80GB=sm_80' 'Tesla T4=sm_75' 'NVIDIA A10G=sm_86' \
@@ -734,12 +734,22 @@ t4_on() {
 		[ "$(jq -c '.build | [.status, .arch, .compiled, (.arch as $a | .options | index("--gpu-architecture=" + $a) != null)]' <<<"$output")" = \
 			"[\"ok\",\"${pair#*=}\",false,true]" ]
 	done
-	# an events.jsonl names its device in each measurement
+	# what the table's variants were built for comes first (their states hash it): an
+	# events.jsonl's build.arch, the "arch" kg-bench --t4 writes; else the device it names
 	t4_on 'NVIDIA A100-SXM4-80GB' >run/replay.table
 	run_tool 0 kg-build input.jsonl
-	jq -c '. + {bench: {status: "ok", median_ms: 1, device: "Tesla T4"}}' <<<"$output" >run/replay.table
+	jq -c '. + {bench: {status: "ok", median_ms: 1, device: "Tesla T4"}}' <<<"$output" >events.jsonl
+	cp events.jsonl run/replay.table
+	run_tool 0 kg-build -v input.jsonl
+	assert_stderr "kg-build: run: building for sm_80 (the run's replay.table, as its variants were built)"
+	jq -c 'del(.build.arch)' events.jsonl >run/replay.table
 	run_tool 0 kg-build -v input.jsonl
 	assert_stderr "kg-build: run: building for sm_75 (the GPU of the run's replay.table)"
+	run_tool 0 kg-bench --t4 events.jsonl
+	jq '.results[0].measurements | map(select(.name == "arch"))' <<<"$output" | jq -ce '. == [{"name": "arch", "value": "sm_80", "unit": ""}]'
+	cp <(echo "$output") run/replay.table
+	run_tool 0 kg-build -v input.jsonl
+	assert_stderr "kg-build: run: building for sm_80 (the run's replay.table, as its variants were built)"
 	# --arch, then the spec, win over the table
 	t4_on 'NVIDIA A100-SXM4-80GB' >run/replay.table
 	run_tool 0 kg-build -v --arch sm_90 input.jsonl
