@@ -45,5 +45,8 @@ int log_vat(const char *file, long line, const char *fmt, va_list ap) PRINTF_LIK
 /* info and debug check the level before their arguments are evaluated. */
 #define log_info(...) do { if (log_enabled(LOG_INFO)) log_info_(__VA_ARGS__); } while (0)
 #define log_debug(...) do { if (log_enabled(LOG_DEBUG)) log_debug_(__VA_ARGS__); } while (0)
+/* What the user asked to be told (a --dry-run's report of what it would write): shown at
+ * the default level as a warning is, but not called one, and silenced by --quiet. */
+#define log_notice(...) do { if (log_enabled(LOG_WARN)) log_info_(__VA_ARGS__); } while (0)
 
 #endif

@@ -8,7 +8,8 @@
  *     KEY \t STATE \t EDITED \t BENCH \t RUNTIMES \n
  *
  * (the configuration as replay_key gives it; the variant's state, or nothing; 1 for a code
- * edit, else 0; the bench object; the raw samples, or nothing), after a header line that
+ * edit, else 0; the bench object, with the architecture the variant was built for where the
+ * source says (REPLAY_ARCH_KEY); the raw samples, or nothing), after a header line that
  * names the source file as it was read (path, device, inode, size, modification time). No
  * field can hold a tab or a newline: JSON text escapes them, and states with them are
  * dropped. The table is indexed in place, and a measurement is parsed only when it answers.
@@ -35,7 +36,10 @@
 
 /* The format of the compact text; a change to it, or to what a source becomes in it (the
  * summaries of T4 runtimes, say), needs a new version, so that no cache is read wrongly. */
-#define REPLAY_FORMAT "kg-replay-2"
+#define REPLAY_FORMAT "kg-replay-3"
+/* The member of a line's bench object that carries the architecture its variant was built
+ * for, when the source records it; replay_target reads it, and the lookups take it out. */
+#define REPLAY_ARCH_KEY "kg_replay_arch"
 /* Sources smaller than this parse about as fast as their cached text loads: not cached. */
 #define REPLAY_CACHE_MIN_BYTES (256 * 1024)
 
@@ -170,9 +174,9 @@ int replay_edited(const cJSON *record, struct replay_edits *edits)
 
 /* ---------------------------------------------------------------- the compact text */
 
-/* Appends one measurement's line. */
+/* Appends one measurement's line; arch: what its variant was built for, NULL when unknown. */
 static void add_line(struct strbuf *sb, const cJSON *config, const char *state, int edited, const cJSON *bench,
-		     const cJSON *runtimes)
+		     const char *arch, const cJSON *runtimes)
 {
 	char *key = replay_key(config);
 	strbuf_addstr(sb, key);
@@ -181,7 +185,15 @@ static void add_line(struct strbuf *sb, const cJSON *config, const char *state, 
 	if (state && !strpbrk(state, "\t\n\r"))
 		strbuf_addstr(sb, state);
 	strbuf_addf(sb, "\t%d\t", edited ? 1 : 0);
-	add_json(sb, bench);
+	if (arch) {
+		cJSON *copy = cJSON_Duplicate(bench, 1);
+		cJSON_DeleteItemFromObjectCaseSensitive(copy, REPLAY_ARCH_KEY);
+		json_add_string(copy, REPLAY_ARCH_KEY, arch);
+		add_json(sb, copy);
+		cJSON_Delete(copy);
+	} else {
+		add_json(sb, bench);
+	}
 	strbuf_addch(sb, '\t');
 	if (cJSON_GetArraySize(runtimes) > 0)
 		add_json(sb, runtimes);
@@ -200,7 +212,8 @@ static const char *status_of(enum t4_invalidity invalidity)
 	}
 }
 
-/* The measurement called name in a T4 result (kg-bench --t4 writes "state" and "edited"). */
+/* The measurement called name in a T4 result (kg-bench --t4 writes "state", "edited" and
+ * "arch"). */
 static const cJSON *t4_measurement(const cJSON *result, const char *name)
 {
 	const cJSON *m;
@@ -275,8 +288,10 @@ static int text_from_t4(struct strbuf *sb, const cJSON *doc, const char *path)
 			return -1;
 		const cJSON *times = cJSON_GetObjectItemCaseSensitive(result, "times");
 		const cJSON *state = t4_measurement(result, "state"), *edited = t4_measurement(result, "edited");
+		const cJSON *arch = t4_measurement(result, "arch");
 		add_line(sb, config, cJSON_IsString(state) ? state->valuestring : NULL,
 			 cJSON_IsTrue(edited) || (cJSON_IsNumber(edited) && edited->valuedouble != 0), bench,
+			 cJSON_IsString(arch) && *arch->valuestring ? arch->valuestring : NULL,
 			 cJSON_GetObjectItemCaseSensitive(times, "runtimes"));
 		cJSON_Delete(bench);
 		k++;
@@ -300,7 +315,7 @@ static int text_from_events(struct strbuf *sb, const char *path)
 		const cJSON *bench = cJSON_GetObjectItemCaseSensitive(record, "bench");
 		int edited = replay_edited(record, edits);
 		if (cJSON_IsObject(config) && cJSON_IsObject(bench))
-			add_line(sb, config, json_string(build, "state"), edited, bench, NULL);
+			add_line(sb, config, json_string(build, "state"), edited, bench, json_string(build, "arch"), NULL);
 		cJSON_Delete(record);
 	}
 	int rc = r.failed || r.bad ? -1 : 0;
@@ -560,6 +575,7 @@ cJSON *replay_lookup(const struct replay *r, const cJSON *config, const char *st
 	cJSON *bench = parse_span(r, e->bench);
 	if (!bench)
 		return NULL;
+	cJSON_DeleteItemFromObjectCaseSensitive(bench, REPLAY_ARCH_KEY);
 	cJSON_DeleteItemFromObjectCaseSensitive(bench, "replayed");
 	if (!cJSON_AddBoolToObject(bench, "replayed", 1))
 		xalloc_die();
@@ -575,6 +591,7 @@ int replay_each(const struct replay *r, replay_each_fn fn, void *ctx)
 		if (e->edited)
 			continue;
 		cJSON *config = parse_span(r, e->key), *bench = parse_span(r, e->bench);
+		cJSON_DeleteItemFromObjectCaseSensitive(bench, REPLAY_ARCH_KEY);
 		int rc = config && bench ? fn(ctx, config, bench) : -1;
 		cJSON_Delete(config);
 		cJSON_Delete(bench);
@@ -582,4 +599,22 @@ int replay_each(const struct replay *r, replay_each_fn fn, void *ctx)
 			return rc;
 	}
 	return 0;
+}
+
+void replay_target(const struct replay *r, char **arch, char **device)
+{
+	/* Every measurement of a T4 table names the table's one device; an events.jsonl names
+	 * the device and architecture of each record, the baseline's first. A record that failed
+	 * before it was built or measured may name neither, so the first that names each
+	 * answers. */
+	*arch = *device = NULL;
+	for (size_t i = 0; i < r->n && !(*arch && *device); i++) {
+		cJSON *bench = parse_span(r, r->entries[i].bench);
+		const char *a = json_string(bench, REPLAY_ARCH_KEY), *d = json_string(bench, "device");
+		if (!*arch && a && *a)
+			*arch = xstrdup(a);
+		if (!*device && d && *d)
+			*device = xstrdup(d);
+		cJSON_Delete(bench);
+	}
 }

@@ -42,6 +42,14 @@ cJSON *replay_lookup(const struct replay *replay, const cJSON *config, const cha
 typedef int (*replay_each_fn)(void *ctx, const cJSON *config, const cJSON *bench);
 int replay_each(const struct replay *replay, replay_each_fn fn, void *ctx);
 
+/* What the table's measurements were built for and run on: *arch, the architecture the first
+ * measurement that records one was built for ("sm_90": an events.jsonl's build.arch, the
+ * "arch" measurement of a T4 table kg-bench --t4 wrote), and *device, the GPU the first that
+ * names one ran on ("NVIDIA H100 80GB HBM3": a T4 table's metadata.hardware
+ * .hardware_description, an events.jsonl's bench.device); each NULL when none says. The
+ * caller frees both. */
+void replay_target(const struct replay *replay, char **arch, char **device);
+
 /* Whether the table answers config for the spec's own kernel. */
 int replay_has(const struct replay *replay, const cJSON *config);
 

@@ -160,6 +160,18 @@ kmake() {
 	done
 }
 
+@test "every short letter NEWS.md says was removed is refused, status 2, and its long name is in the tool's --help" {
+	rows=$(grep -E '^\| `kg-[a-z]+` \| `-[a-zA-Z]` \| `--[a-z-]+` \|' "$KG_ROOT/NEWS.md")
+	[ "$(wc -l <<<"$rows")" -eq 6 ]
+	while IFS='|' read -r _ tool letter long _; do
+		tool=$(tr -d ' `' <<<"$tool") letter=$(tr -d ' `' <<<"$letter") long=$(tr -d ' `' <<<"$long")
+		run_tool 2 "$KG_BIN_DIR/$tool" "$letter" </dev/null
+		assert_output ""
+		assert_stderr "$(printf '%s\n' "$tool: unknown option '$letter'" "Try '$tool --help' for more information.")"
+		"$KG_BIN_DIR/$tool" --help | grep -qE "^ {1,8}$long( |$)"
+	done <<<"$rows"
+}
+
 @test "the README's exit-status table names, for 5 and 6, the tools whose --help gives them, and every tool's --help gives its statuses" {
 	table=$(sed -n '/^## Exit codes$/,/^## /p' "$KG_ROOT/README.md")
 	for code in 5 6; do

@@ -369,6 +369,46 @@ measure() {
 	[ "$(jq -c '[.build.status, .build.arch]' below.jsonl)" = '["ok","sm_90a"]' ]
 }
 
+# replayed_run DEVICE: in the test's directory, the run $RUN as kg-init --replay makes it, its
+# table (every valid configuration, measured on DEVICE) answering kg-bench, and the ready
+# patches "ampere" (Arch sm_80) and "hopper" (Arch sm_90a) in its spec.
+replayed_run() {
+	cd "$BATS_TEST_TMPDIR"
+	mkdir -p "$RUN"
+	cp "$FIXTURES"/build/{scale.cu,scale_helper.cuh} "$RUN/"
+	patch=$'--- a/scale.cu\n+++ b/scale.cu\n@@ -9 +9 @@\n-\t\t\ty[i] = scale_op(x[i]);\n+\t\t\ty[i] = scale_op(__ldg(&x[i]));\n'
+	jq --arg p "$patch" '. + {KernelGraph: {Patches: [{Name: "ampere", Arch: "sm_80", Patch: $p}, {Name: "hopper", Arch: "sm_90a", Patch: $p}]}}' \
+		"$FIXTURES/build/spec.json" >"$RUN/spec.json"
+	kg-propose --exhaustive --spec "$RUN/spec.json" | jq -s --arg d "$1" '{schema_version: "1.0.0",
+		metadata: {timeunit: "milliseconds", hardware: {hardware_description: $d}},
+		results: map({configuration: .candidate.config, times: {runtimes: [1.0, 1.1, 0.9]}, invalidity: "correct",
+			correctness: 1, objectives: ["time"], measurements: []})}' >"$RUN/replay.table"
+	jq -cn --arg run "$RUN" '{v: 1, run: $run, kernel: "scale", candidate: {id: "baseline"}}' | kg-build | kg-bench |
+		kg-select --update "$RUN" >/dev/null
+}
+
+@test "a replayed run offers the ready patches its table's GPU can build, built for it, with no option and no GPU" {
+	replayed_run 'NVIDIA A100-SXM4-80GB'
+	expansion >pick.jsonl
+	[ "$(jq -r .arch "$RUN/variants/$(jq -r .node pick.jsonl)/build.json")" = sm_80 ]
+	run_tool 0 kg-propose -v --rules --model-picks 0 --rules-random 0 pick.jsonl
+	[ "$(jq -r 'select(.candidate.library) | .candidate.library' <<<"$output")" = ampere ]
+	node=$(jq -r .node pick.jsonl)
+	assert_stderr "$(printf '%s\n' "kg-propose: proposing with the rules" \
+		"kg-propose: $RUN: node $node: rules:library: hopper: needs sm_90a, and the run builds for sm_80: not offered" \
+		"kg-propose: $RUN: node $node: 5 candidates (0 dropped, 0 left out by the build budget, 0 by the widening)")"
+	[ "$(jq -c 'select(.candidate.library) | [.candidate.library, .build.status, .build.arch]' < <(kg-build <<<"$output"))" = '["ampere","ok","sm_80"]' ]
+	# an H100's table: sm_90a for the run, the Hopper patch offered, the Ampere one not
+	rm -rf "$BATS_TEST_TMPDIR/out"
+	replayed_run 'NVIDIA H100 80GB HBM3'
+	expansion >pick.jsonl
+	[ "$(jq -r .arch "$RUN/variants/$(jq -r .node pick.jsonl)/build.json")" = sm_90a ]
+	run_tool 0 kg-propose --rules --model-picks 0 --rules-random 0 pick.jsonl
+	assert_stderr_empty
+	[ "$(jq -r 'select(.candidate.library) | .candidate.library' <<<"$output")" = hopper ]
+	[ "$(jq -c 'select(.candidate.library) | [.candidate.library, .build.status, .build.arch]' < <(kg-build <<<"$output"))" = '["hopper","ok","sm_90a"]' ]
+}
+
 @test "--rules offers the spec's ready patches until one is applied on the path" {
 	fresh_run
 	patch=$'--- a/scale.cu\n+++ b/scale.cu\n@@ -9 +9 @@\n-\t\t\ty[i] = scale_op(x[i]);\n+\t\t\ty[i] = scale_op(__ldg(&x[i]));\n'

@@ -717,6 +717,66 @@ the parent's kernel: run/variants/$base/kernel.cu" = "$(jq -r .build.error <<<"$
 	[ -s "run/variants/$state/kernel.cubin" ]
 }
 
+# t4_on DEVICE: the replay fixture as a T4 table measured on DEVICE ("" for none).
+t4_on() {
+	jq --arg d "$1" 'if $d == "" then . else .metadata.hardware = {hardware_description: $d} end' \
+		"$FIXTURES/bench/replay_t4.json"
+}
+
+@test "a replayed run is built as its table's variants were, else for the GPU it was measured on, unless --arch or the spec say otherwise" {
+	new_run run
+	record run "" '{"id":"baseline"}' >input.jsonl
+	for pair in 'NVIDIA H100 80GB HBM3=sm_90a' 'NVIDIA A100-SXM4-80GB=sm_80' 'Tesla T4=sm_75' 'NVIDIA A10G=sm_86' \
+		'NVIDIA RTX A6000=sm_86' 'NVIDIA L4=sm_89' 'NVIDIA GeForce RTX 4090=sm_89' 'NVIDIA B200=sm_100'; do
+		t4_on "${pair%=*}" >run/replay.table
+		run_tool 0 kg-build -v input.jsonl
+		assert_stderr "kg-build: run: building for ${pair#*=} (the GPU of the run's replay.table)"
+		[ "$(jq -c '.build | [.status, .arch, .compiled, (.arch as $a | .options | index("--gpu-architecture=" + $a) != null)]' <<<"$output")" = \
+			"[\"ok\",\"${pair#*=}\",false,true]" ]
+	done
+	# what the table's variants were built for comes first (their states hash it): an
+	# events.jsonl's build.arch, the "arch" kg-bench --t4 writes; else the device it names
+	t4_on 'NVIDIA A100-SXM4-80GB' >run/replay.table
+	run_tool 0 kg-build input.jsonl
+	jq -c '. + {bench: {status: "ok", median_ms: 1, device: "Tesla T4"}}' <<<"$output" >events.jsonl
+	cp events.jsonl run/replay.table
+	run_tool 0 kg-build -v input.jsonl
+	assert_stderr "kg-build: run: building for sm_80 (the run's replay.table, as its variants were built)"
+	jq -c 'del(.build.arch)' events.jsonl >run/replay.table
+	run_tool 0 kg-build -v input.jsonl
+	assert_stderr "kg-build: run: building for sm_75 (the GPU of the run's replay.table)"
+	run_tool 0 kg-bench --t4 events.jsonl
+	jq '.results[0].measurements | map(select(.name == "arch"))' <<<"$output" | jq -ce '. == [{"name": "arch", "value": "sm_80", "unit": ""}]'
+	cp <(echo "$output") run/replay.table
+	run_tool 0 kg-build -v input.jsonl
+	assert_stderr "kg-build: run: building for sm_80 (the run's replay.table, as its variants were built)"
+	# --arch, then the spec, win over the table
+	t4_on 'NVIDIA A100-SXM4-80GB' >run/replay.table
+	run_tool 0 kg-build -v --arch sm_90 input.jsonl
+	assert_stderr "kg-build: run: building for sm_90 (--arch)"
+	[ "$(jq -r .build.arch <<<"$output")" = sm_90 ]
+	jq '.KernelGraph = {"Arch": "sm_90a"}' "$FIXTURES/build/spec.json" >run/spec.json
+	run_tool 0 kg-build -v input.jsonl
+	assert_stderr "kg-build: run: building for sm_90a (KernelGraph.Arch)"
+	# a table of an unknown GPU, or of none, leaves the choice as without a table (no GPU here)
+	cp "$FIXTURES/build/spec.json" run/spec.json
+	t4_on 'Imaginary GPU 9000' >run/replay.table
+	run_tool 0 kg-build -v input.jsonl
+	assert_stderr "$(printf '%s\n' "kg-build: run: the run's replay.table was measured on 'Imaginary GPU 9000', a GPU kg-build does not know: building for sm_90 (the default; no GPU found; --arch or KernelGraph.Arch to choose)" \
+		"kg-build: run: building for sm_90 (the default; no GPU found)")"
+	t4_on '' >run/replay.table
+	run_tool 0 kg-build -v input.jsonl
+	assert_stderr "$(printf '%s\n' "kg-build: run: the run's replay.table names no GPU: building for sm_90 (the default; no GPU found; --arch or KernelGraph.Arch to choose)" \
+		"kg-build: run: building for sm_90 (the default; no GPU found)")"
+	[ "$(jq -r .build.arch <<<"$output")" = sm_90 ]
+	# a table that cannot be read builds nothing of the run
+	echo '{"results": 1}' >run/replay.table
+	run_tool 1 kg-build input.jsonl
+	assert_stderr "$(printf '%s\n' "kg-build: run/replay.table: results: missing (not a T4 file)" \
+		"kg-build: input.jsonl:1: run/replay.table: the run's replay table cannot be read (see above)")"
+	[ "$(jq -c '.build' <<<"$output")" = null ]
+}
+
 # build_source RUN FIXTURE: builds the fixture kernel as a full-source candidate; the record
 # in $output.
 build_source() {

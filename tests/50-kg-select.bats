@@ -27,6 +27,8 @@ load select_helper
 	assert_stderr "$(printf '%s\n' "kg-select: unexpected argument 'extra' (only --update reads a file)" "Try 'kg-select --help' for more information.")"
 	run_tool 2 kg-select --update --summary "$RUN"
 	assert_stderr "$(printf '%s\n' "kg-select: --update and --summary do not go together" "Try 'kg-select --help' for more information.")"
+	run_tool 2 kg-select --dry-run "$RUN"
+	assert_stderr "$(printf '%s\n' "kg-select: --dry-run goes with --update" "Try 'kg-select --help' for more information.")"
 	run_tool 2 kg-select --summary --fill 4 "$RUN"
 	assert_stderr "$(printf '%s\n' "kg-select: --fill goes with picking, not with --summary" "Try 'kg-select --help' for more information.")"
 	run_tool 1 kg-select --summary "$RUN"
@@ -190,6 +192,43 @@ EOF
 	run_tool 4 kg-select --summary "$RUN"
 	assert_stderr "$(printf '%s\n' "kg-select: warning: $RUN/events.jsonl: 0 bytes, shorter than the $size the graph learned from: not read" \
 		"kg-select: cannot open '$RUN/events.jsonl': No such file or directory")"
+}
+
+@test "--update --dry-run learns and writes the records as --update does, says what each file would get, and writes nothing" {
+	jq -cn --arg run "$RUN" '{run: $run, kernel: "k", candidate: {id: "baseline"},
+		build: {status: "ok", state: "S0", baseline: true, config: {x: 1, y: 8}}, bench: {status: "ok", median_ms: 1, speedup: 1}}' |
+		kg-select --update "$RUN" >/dev/null
+	kg-select "$RUN" >pick.jsonl
+	story pick.jsonl >story.jsonl
+	tree() {
+		find out \( -type f -printf '%p ' -exec sha256sum {} \; \) -o \( -type l -printf '%p -> %l\n' \) | sort
+	}
+	tree >before
+	trace_before=$(wc -l <"$RUN/trace.md")
+	run_tool 0 kg-select --update --dry-run "$RUN" story.jsonl
+	assert_stderr "$(printf '%s\n' "kg-select: dry run: $RUN/events.jsonl would get 8 records" \
+		"kg-select: dry run: out/regraph_dataset.jsonl would get 8 rows" \
+		"kg-select: dry run: $RUN/trace.md would get 10 lines" \
+		"kg-select: dry run: $RUN/best and best.json would name the incumbent S7gggggggggg (4.00x)" \
+		"kg-select: dry run: $RUN/graph.bin and graph.blobs would hold 9 nodes, 8 edges, 8 builds" \
+		"kg-select: dry run: nothing was written")"
+	dry=$output
+	[ "$(jq -c '.update | [.child, .incumbent]' <<<"$dry" | tail -1)" = '["S7gggggggggg",true]' ]
+	tree >after
+	diff before after
+	# -q silences the report, not the records
+	run_tool 0 kg-select --update --dry-run -q "$RUN" story.jsonl
+	assert_stderr_empty
+	[ "$output" = "$dry" ]
+	# the update itself writes the same records, and what the dry run said
+	run_tool 0 kg-select --update "$RUN" story.jsonl
+	assert_stderr_empty
+	[ "$output" = "$dry" ]
+	[ "$(wc -l <"$RUN/events.jsonl")" -eq 9 ]
+	[ "$(wc -l <out/regraph_dataset.jsonl)" -eq 8 ]
+	[ "$(wc -l <"$RUN/trace.md")" -eq $((trace_before + 10)) ]
+	[ "$(jq -r .state "$RUN/best.json")" = S7gggggggggg ]
+	[ "$(kg-select --export "$RUN" | jq -c '[(.nodes | length), (.edges | length), .builds]')" = '[9,8,8]' ]
 }
 
 @test "trace.md gives the compiler's first error line, ptxas's (\"error   :\") as NVRTC's, and a diff's first line" {

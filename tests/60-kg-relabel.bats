@@ -34,7 +34,7 @@ records() {
 
 @test "--help, --version and usage errors" {
 	run_tool 0 kg-relabel --help
-	assert_line --index 0 "Usage: kg-relabel [--catalog FILE] [--threshold T] [--llm [LLM OPTIONS]] [FILE]"
+	assert_line --index 0 "Usage: kg-relabel [--catalog FILE] [--threshold T] [--dry-run] [--llm [LLM OPTIONS]] [FILE]"
 	run_tool 0 kg-relabel --version
 	assert_output --regexp '^kg-relabel \(kernelgraph\) [0-9]+\.[0-9]+\.[0-9]+$'
 	hint="Try 'kg-relabel --help' for more information."
@@ -57,6 +57,8 @@ records() {
 	assert_stderr "$(printf '%s\n' "kg-relabel: --max-calls: '0' is not a whole number from 1 to 2147483647" "$hint")"
 	run_tool 2 kg-relabel --format yaml
 	assert_stderr "$(printf '%s\n' "kg-relabel: --format: 'yaml' is not schema, json or none" "$hint")"
+	run_tool 2 kg-relabel --merge --dry-run --catalog c.json
+	assert_stderr "$(printf '%s\n' "kg-relabel: --merge changes nothing: --dry-run goes with relabelling" "$hint")"
 	run_tool 2 kg-relabel --merge --catalog c.json extra
 	assert_stderr "$(printf '%s\n' "kg-relabel: --merge reads no records (unexpected argument 'extra')" "$hint")"
 	run_tool 3 env -u OPENAI_API_KEY -u OPENAI_BASE_URL kg-relabel --llm
@@ -140,6 +142,41 @@ records() {
 	assert_output ""
 }
 
+# tree: the checksum of every file and link under out/ (what a dry run must leave as it was).
+tree() {
+	find out \( -type f -printf '%p ' -exec sha256sum {} \; \) -o \( -type l -printf '%p -> %l\n' \) | sort
+}
+
+@test "--dry-run relabels as without it and says what the catalog would get, writing nothing" {
+	records "Use smem tiling" "persistent kernel with a work queue" "change_block_sizes" > in.jsonl
+	# no catalog yet: none is made, nor its lock
+	run_tool 0 kg-relabel --dry-run in.jsonl
+	assert_stderr "$(printf '%s\n' 'kg-relabel: dry run: out/methods.json would get "Use smem tiling" as an alias of shared_memory_tiling' \
+		'kg-relabel: dry run: out/methods.json would get the method persistent_kernel_with_a_work_queue' \
+		'kg-relabel: dry run: out/methods.json would get "persistent kernel with a work queue" as an alias of persistent_kernel_with_a_work_queue' \
+		'kg-relabel: dry run: nothing was written')"
+	dry=$output
+	[ -z "$(ls -A out)" ] || [ "$(find out -type f | wc -l)" -eq 0 ]
+	# the records are those a real run writes, and the catalog then holds what was said
+	run_tool 0 kg-relabel in.jsonl
+	assert_stderr_empty
+	[ "$output" = "$dry" ]
+	[ "$(jq -c '.methods[-1] | [.name, .aliases]' out/methods.json)" = '["persistent_kernel_with_a_work_queue",["persistent kernel with a work queue"]]' ]
+	jq -e '.methods[] | select(.name == "shared_memory_tiling") | .aliases | index("Use smem tiling")' out/methods.json
+	# a catalog that exists stays byte for byte as it was, under -q too, which silences the report
+	tree > before
+	records "xylophone quantum widget" > more.jsonl
+	run_tool 0 kg-relabel --dry-run more.jsonl
+	assert_stderr "$(printf '%s\n' 'kg-relabel: dry run: out/methods.json would get the method xylophone_quantum_widget' \
+		'kg-relabel: dry run: out/methods.json would get "xylophone quantum widget" as an alias of xylophone_quantum_widget' \
+		'kg-relabel: dry run: nothing was written')"
+	[ "$(jq -c '.method | [.canonical, .how]' <<<"$output")" = '["xylophone_quantum_widget","new"]' ]
+	run_tool 0 kg-relabel --dry-run -q in.jsonl
+	assert_stderr_empty
+	tree > after
+	diff before after
+}
+
 @test "--merge at its default merges the fragments of one method and no two of different ones" {
 	# the catalog the rules alone once grew: the seeds, and each phrasing of the fixture as a method
 	records "zzz" | kg-relabel --catalog seeds.json > /dev/null
@@ -171,11 +208,22 @@ records() {
 	answer='{"mappings":[{"label":"hide global memory latency behind the math","canonical":"enable_async_pipeline","new_name":null},{"label":"persistent CTAs","canonical":null,"new_name":"Persistent Kernel"}]}'
 	mock "$answer"
 	records "float4 loads" "hide global memory latency behind the math" "persistent CTAs" > in.jsonl
+	# --dry-run asks the model as well, but writes nothing: no catalog, no call logged or
+	# cached in the run
+	OPENAI_API_KEY=sk-relabel-key OPENAI_BASE_URL="http://127.0.0.1:$(cat port)/v1" run_tool 0 kg-relabel --llm --dry-run in.jsonl
+	assert_stderr "$(printf '%s\n' 'kg-relabel: dry run: out/methods.json would get "hide global memory latency behind the math" as an alias of enable_async_pipeline' \
+		'kg-relabel: dry run: out/methods.json would get the method persistent_kernel' \
+		'kg-relabel: dry run: out/methods.json would get "persistent CTAs" as an alias of persistent_kernel' \
+		'kg-relabel: dry run: nothing was written')"
+	dry=$output
+	[ "$(jq -s length requests.jsonl)" -eq 1 ]
+	[ "$(find out -type f | wc -l)" -eq 0 ]
 	OPENAI_API_KEY=sk-relabel-key OPENAI_BASE_URL="http://127.0.0.1:$(cat port)/v1" run_tool 0 kg-relabel --llm in.jsonl
+	[ "$output" = "$dry" ]
 	[ "$(jq -c '.method | [.canonical, .how]' <<<"$output" | tr -d '\n')" = \
 		'["vectorize_global_loads","alias"]["enable_async_pipeline","llm"]["persistent_kernel","new"]' ]
-	# one request, for the two names no rule matched, with the catalog in the prompt
-	[ "$(jq -s length requests.jsonl)" -eq 1 ]
+	# one request a run, for the two names no rule matched, with the catalog in the prompt
+	[ "$(jq -s length requests.jsonl)" -eq 2 ]
 	prompt=$(jq -r '.body.messages[1].content' requests.jsonl)
 	[[ "$prompt" == *'- label "hide global memory latency behind the math": does hide global memory latency behind the math'* ]]
 	[[ "$prompt" == *'- label "persistent CTAs"'* ]]

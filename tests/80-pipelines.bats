@@ -881,6 +881,14 @@ fake_stage() {
 	kg-select -q --summary "$RUN"
 	kg-report -q "$RUN" >/dev/null
 	grep -qx "<p id=\"stopped\"><strong>$(grep -E '^The search (is over|may go on)' "$RUN/trace.md" | tail -1)</strong></p>" "$page"
+	# a search that went on after its closing summary is not said to be over
+	cp -a out went-on
+	kg-select --budget-builds 1000 "went-on/kernels/vector_add" | kg-propose | kg-relabel | kg-build | kg-bench |
+		kg-select --update "went-on/kernels/vector_add" >went-on.jsonl
+	more=$(jq -s '[.[] | select(.update.child != null)] | length' went-on.jsonl)
+	[ "$more" -gt 0 ]
+	kg-report -q went-on/kernels/vector_add >/dev/null
+	grep -qx "<p id=\"stopped\"><strong>The search went on after the last closing summary of trace.md: $more build$([ "$more" -eq 1 ] || echo s) since (kg-select --summary RUN closes it again).</strong></p>" went-on/kernels/vector_add/report/index.html
 	tried=$(sed -n 's|^<tr><td>rules:[a-z]*</td><td>\([0-9]*\)</td><td>[0-9]*</td><td>[-0-9.x]*</td></tr>$|\1|p' "$page" | awk '{ s += $1 } END { print s }')
 	[ "$tried" -eq "$n" ]
 	# the graph's speedups as the tables': three significant digits

@@ -240,3 +240,28 @@ apply() {
 	# on the spec's own kernel it does not apply, and kg-build says so
 	jq -e '.build.status == "patch_failed"' <<<"$(build "$base" tma_ws_after_wgmma)"
 }
+
+@test "the README's two nights without a GPU: kg-nightly examples/nightly.json twice, 20 builds a spec a night, then a report" {
+	# the README's commands, in a copy of the examples (the runs go to ../out/nightly of the config)
+	for line in '    bin/kg-nightly examples/nightly.json     # night 1: starts both runs; prints nothing' \
+		'    bin/kg-nightly examples/nightly.json     # night 2: resumes them, 20 more builds each' \
+		'    bin/kg-report out/nightly/kernels/vector_add'; do
+		grep -qxF -- "$line" "$KG_ROOT/README.md"
+	done
+	cp -r "$KG_ROOT/examples" .
+	run_tool 0 kg-nightly examples/nightly.json
+	assert_output ""
+	run_tool 0 kg-nightly examples/nightly.json
+	assert_output ""
+	[ "$(ls out/nightly/logs/*.log | wc -l)" -eq 2 ]
+	for log in out/nightly/logs/*.log; do
+		[ "$(cat "$log")" = "$(printf '%s\n' "kg-nightly: $PWD/examples/vector_add/vector_add.json: exit status 0, 20 builds" \
+			"kg-nightly: $PWD/examples/reduction/reduction.json: exit status 0, 20 builds")" ]
+	done
+	for name in vector_add reduction; do
+		[ "$(jq -r .bench.replayed out/nightly/kernels/$name/events.jsonl | sort -u)" = true ]
+		[ "$(jq -s '[.[] | select(.update.child != null and (.update.root | not))] | length' out/nightly/kernels/$name/events.jsonl)" -eq 40 ]
+	done
+	run_tool 0 kg-report out/nightly/kernels/vector_add
+	assert_line "Report: out/nightly/kernels/vector_add/report/index.html"
+}

@@ -72,7 +72,7 @@ static void add_result(cJSON *doc, const cJSON *record, const char *run, int edi
 		{"speedup", "speedup", ""}, {"gbps", "gbps", "GB/s"}, {"pct_peak_bw", "pct_peak_bw", "%"},
 		{"tflops", "tflops", "TFLOP/s"},
 	};
-	struct t4_measurement m[ARRAY_SIZE(figures) + 2];
+	struct t4_measurement m[ARRAY_SIZE(figures) + 3];
 	size_t nm = 0;
 	for (size_t f = 0; f < ARRAY_SIZE(figures) && inv == T4_CORRECT; f++) {
 		double v = json_number(bench, figures[f].key, NAN);
@@ -84,6 +84,11 @@ static void add_result(cJSON *doc, const cJSON *record, const char *run, int edi
 	const char *state = json_string(build, "state");
 	m[nm++] = (struct t4_measurement){"state", NAN, "", state ? state : ""};
 	m[nm++] = (struct t4_measurement){"edited", edited ? 1 : 0, "", NULL};
+	/* What the variant was built for, which the state hashes: a search replaying the table
+	 * builds for it too (kg-build), so that its states are the table's. */
+	const char *arch = json_string(build, "arch");
+	if (arch)
+		m[nm++] = (struct t4_measurement){"arch", NAN, "", arch};
 	static const char *const objectives[] = {"time"};
 	struct t4_result r = {
 		.timestamp = json_string(record, "t"),

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +23,15 @@
 #include "run.h"
 
 /* ---------------------------------------------------------------- the GPU */
+
+/* The architecture kg-build builds for on a GPU of compute capability major.minor. */
+static void arch_of_capability(int major, int minor, char arch[16])
+{
+	/* On compute capability 9.0, sm_90a: its arch-specific instructions (wgmma, setmaxnreg)
+	 * are what a Hopper kernel reaches the tensor cores' rate with, and a cubin for sm_90a
+	 * runs on this GPU, the one it is built for. */
+	snprintf(arch, 16, "sm_%d%d%s", major, minor, major == 9 && minor == 0 ? "a" : "");
+}
 
 int gpu_arch(char arch[16])
 {
@@ -43,13 +53,66 @@ int gpu_arch(char arch[16])
 	    get(&dev, 0) == CUDA_SUCCESS &&
 	    attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == CUDA_SUCCESS &&
 	    attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == CUDA_SUCCESS) {
-		/* On compute capability 9.0, sm_90a: its arch-specific instructions (wgmma,
-		 * setmaxnreg) are what a Hopper kernel reaches the tensor cores' rate with, and a
-		 * cubin for sm_90a runs on this GPU, the one it is built for. */
-		snprintf(arch, 16, "sm_%d%d%s", major, minor, major == 9 && minor == 0 ? "a" : "");
+		arch_of_capability(major, minor, arch);
 		rc = 0;
 	}
 	/* The driver stays loaded: unloading it after cuInit is not supported. */
+	return rc;
+}
+
+/* The compute capability of a GPU model, by the word of its name that names it. */
+static int capability_of_model(const char *word, int *major, int *minor)
+{
+	static const struct {
+		const char *model;
+		int major, minor;
+	} models[] = {
+		{"V100", 7, 0},	 {"V100S", 7, 0}, {"T4", 7, 5},	   {"A100", 8, 0},  {"A800", 8, 0},  {"A30", 8, 0},
+		{"A2", 8, 6},	 {"A10", 8, 6},	  {"A10G", 8, 6},  {"A16", 8, 6},   {"A40", 8, 6},   {"L4", 8, 9},
+		{"L20", 8, 9},	 {"L40", 8, 9},	  {"L40S", 8, 9},  {"H20", 9, 0},   {"H100", 9, 0},  {"H200", 9, 0},
+		{"H800", 9, 0},	 {"GH200", 9, 0}, {"B100", 10, 0}, {"B200", 10, 0}, {"GB200", 10, 0},
+	};
+	for (size_t k = 0; k < ARRAY_SIZE(models); k++)
+		if (strcasecmp(word, models[k].model) == 0) {
+			*major = models[k].major;
+			*minor = models[k].minor;
+			return 0;
+		}
+	/* The workstation Ampere cards: "RTX A6000" */
+	if ((word[0] == 'A' || word[0] == 'a') && strlen(word) == 5 && strspn(word + 1, "0123456789") == 4) {
+		*major = 8;
+		*minor = 6;
+		return 0;
+	}
+	return -1;
+}
+
+int device_arch(const char *device, char arch[16])
+{
+	/* The words of the name, split where NVIDIA's names split them ("NVIDIA A100-SXM4-80GB"). */
+	char *copy = xstrdup(device), *save = NULL, *previous = "";
+	int major = 0, minor = 0, rc = -1;
+	for (char *word = strtok_r(copy, " -_", &save); word && rc; word = strtok_r(NULL, " -_", &save)) {
+		char *end;
+		long series = strtol(word, &end, 10);
+		if (capability_of_model(word, &major, &minor) == 0)
+			rc = 0;
+		else if (strcasecmp(word, "Ada") == 0) { /* "RTX 6000 Ada Generation" */
+			major = 8;
+			minor = 9;
+			rc = 0;
+		} else if (strcasecmp(previous, "RTX") == 0 && *end == '\0' && series >= 2000 && series < 6000) {
+			/* GeForce RTX 20xx to 50xx: Turing, Ampere, Ada, Blackwell */
+			static const int majors[] = {7, 8, 8, 12}, minors[] = {5, 6, 9, 0};
+			major = majors[series / 1000 - 2];
+			minor = minors[series / 1000 - 2];
+			rc = 0;
+		}
+		previous = word;
+	}
+	if (rc == 0)
+		arch_of_capability(major, minor, arch);
+	free(copy);
 	return rc;
 }
 

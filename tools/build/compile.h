@@ -13,6 +13,10 @@
 /* The architecture of the first visible GPU as "sm_90", through the CUDA driver when one is
  * installed. Returns 0, or -1 when there is no driver or no GPU. */
 int gpu_arch(char arch[16]);
+/* The architecture gpu_arch gives on the GPU a device name names ("NVIDIA H100 80GB HBM3",
+ * "Tesla T4", "NVIDIA GeForce RTX 4090": as the CUDA driver and T4 tables name them), for a
+ * run on measurements recorded on it. Returns 0, or -1 for a name of no model it knows. */
+int device_arch(const char *device, char arch[16]);
 
 struct compile_job {
 	char *dir;	       /* kernel.ptx, kernel.cubin and build.log are written here */

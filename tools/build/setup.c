@@ -15,6 +15,7 @@
 #include "fileio.h"
 #include "log.h"
 #include "materialize.h"
+#include "replay.h"
 #include "run.h"
 #include "setup.h"
 
@@ -88,15 +89,45 @@ static int arch_in_options(char *const *items, size_t n, size_t k, const char **
 	return 0;
 }
 
-/* The architecture: --arch, else the spec's, else the GPU's, else the default. compute_XX
- * in a spec becomes sm_XX, since a cubin is needed. The choice does not depend on
- * check_nvrtc (whether NVRTC is asked if it supports the architecture), so that a build
- * that is not compiled hashes the state a compiled one would. */
+/* The architecture: --arch, else the spec's, else (a run made with kg-init --replay) the one
+ * its table's variants were built for, or that of the GPU it was measured on, else the GPU's,
+ * else the default. compute_XX in a spec becomes sm_XX, since a cubin is needed. The choice
+ * does not depend on check_nvrtc (whether NVRTC is asked if it supports the architecture), so
+ * that a build that is not compiled hashes the state a compiled one would. */
 static int choose_arch(struct build_run *run, const char *arch_option, const char *spec_arch, const char *spec_field,
 		       int check_nvrtc)
 {
-	char gpu[16];
+	char gpu[16], table_arch[16] = "";
+	int device_given = 0; /* table_arch is its GPU's, not what its variants were built for */
 	const char *source;
+	char *unknown = NULL; /* why the table gave no architecture */
+	if (!arch_option && !spec_arch && run_replayed(run->run.dir)) {
+		/* The table's measurements stand for this run's, so its variants are built (and
+		 * hashed, and offered ready patches) as the search that measured them built them:
+		 * for the architecture its records name, else for the GPU it ran on (an H100's
+		 * sm_90a, an A100's sm_80), wherever this search runs. */
+		int broken, number;
+		const struct replay *table = run_replay(&run->run, &broken);
+		if (broken) {
+			run->error = xasprintf("%s/replay.table: the run's replay table cannot be read (see above)",
+					       run->run.dir);
+			return -1;
+		}
+		char *arch = NULL, *device = NULL;
+		if (table)
+			replay_target(table, &arch, &device);
+		if (arch && strlen(arch) < sizeof(table_arch) && arch_parse(arch, &number) == 0)
+			snprintf(table_arch, sizeof(table_arch), "%s", arch);
+		else if (device && device_arch(device, table_arch) == 0)
+			device_given = 1;
+		else if (!device)
+			unknown = xstrdup("the run's replay.table names no GPU");
+		else
+			unknown = xasprintf("the run's replay.table was measured on '%s', a GPU kg-build does not know",
+					    device);
+		free(arch);
+		free(device);
+	}
 	if (arch_option) {
 		snprintf(run->arch, sizeof(run->arch), "%s", arch_option);
 		source = "--arch";
@@ -106,6 +137,9 @@ static int choose_arch(struct build_run *run, const char *arch_option, const cha
 		else
 			snprintf(run->arch, sizeof(run->arch), "%s", spec_arch);
 		source = spec_field;
+	} else if (table_arch[0]) {
+		snprintf(run->arch, sizeof(run->arch), "%s", table_arch);
+		source = device_given ? "the GPU of the run's replay.table" : "the run's replay.table, as its variants were built";
 	} else if (gpu_arch(gpu) == 0) {
 		snprintf(run->arch, sizeof(run->arch), "%s", gpu);
 		source = "the GPU";
@@ -113,6 +147,10 @@ static int choose_arch(struct build_run *run, const char *arch_option, const cha
 		snprintf(run->arch, sizeof(run->arch), "%s", RUN_DEFAULT_ARCH);
 		source = "the default; no GPU found";
 	}
+	if (unknown) /* said with -v, as the choice is; every kg-build of the search would say it */
+		log_info("%s: %s: building for %s (%s; --arch or KernelGraph.Arch to choose)", run->run.dir, unknown,
+			 run->arch, source);
+	free(unknown);
 	int number;
 	if (arch_parse(run->arch, &number)) {
 		run->error = xasprintf("%s/spec.json: %s: '%s' is not an architecture like sm_90 or sm_90a", run->run.dir,

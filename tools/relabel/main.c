@@ -22,13 +22,14 @@ struct options {
 	const char *catalog; /* --catalog, else OUTDIR/methods.json of each record's run */
 	double threshold;    /* --threshold, else the default of the mode (NAN until then) */
 	int llm, merge;	     /* --llm, --merge */
+	int dry_run;	     /* --dry-run: the catalog and the run's llm/ are not written */
 	const char *input;
 	struct llm_settings s;
 };
 
 static void usage(FILE *fp)
 {
-	fputs("Usage: kg-relabel [--catalog FILE] [--threshold T] [--llm [LLM OPTIONS]] [FILE]\n"
+	fputs("Usage: kg-relabel [--catalog FILE] [--threshold T] [--dry-run] [--llm [LLM OPTIONS]] [FILE]\n"
 	      "       kg-relabel --merge [--catalog FILE] [--threshold T]\n"
 	      "Give each record with a candidate.method its canonical method, \"method\": {\"label\",\n"
 	      "\"canonical\", \"how\", \"score\"}, in this order: the normalized name equals a catalog name\n"
@@ -43,6 +44,9 @@ static void usage(FILE *fp)
 	      "run (seeded with the sixteen canonical methods), updated atomically under methods.json.lock.\n"
 	      "\n"
 	      "      --catalog FILE      the catalog for every record\n"
+	      "      --dry-run           relabel and write the records as without it, but write nothing to\n"
+	      "                          the catalog (say on stderr what it would get) nor, with --llm, to\n"
+	      "                          the run's llm/ (the calls are neither logged nor cached)\n"
 	      "      --threshold T       the least share of a name's weighted terms that the method's names and\n"
 	      "                          aliases must know (a term of its description counts half), 0 to 1\n"
 	      "                          (default 0.4); with --merge, the least share each of two methods must\n"
@@ -68,7 +72,8 @@ static void usage(FILE *fp)
 static void parse_options(int argc, char **argv, struct options *opt)
 {
 	static const struct option longopts[] = {
-		{"catalog", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
+		{"catalog", required_argument, NULL, 'c'}, {"dry-run", no_argument, NULL, 'n'},
+		{"help", no_argument, NULL, 'h'},
 		{"llm", no_argument, NULL, 'l'},	   {"merge", no_argument, NULL, 'm'},
 		{"quiet", no_argument, NULL, 'q'},	   {"threshold", required_argument, NULL, 't'},
 		{"verbose", no_argument, NULL, 'v'},	   {"version", no_argument, NULL, 'V'},
@@ -79,6 +84,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	while ((c = getopt_long(argc, argv, ":hlqvV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c': opt->catalog = optarg; break;
+		case 'n': opt->dry_run = 1; break;
 		case 'h': usage(stdout); exit(cli_finish(KG_EXIT_OK));
 		case 'l': opt->llm = 1; break;
 		case 'm': opt->merge = 1; break;
@@ -100,6 +106,8 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	}
 	if (opt->merge && optind < argc)
 		cli_usage_error("--merge reads no records (unexpected argument '%s')", argv[optind]);
+	if (opt->merge && opt->dry_run)
+		cli_usage_error("--merge changes nothing: --dry-run goes with relabelling");
 	if (opt->merge && !opt->catalog)
 		cli_usage_error("--merge needs --catalog FILE");
 	if (optind + 1 < argc)
@@ -173,7 +181,8 @@ static void ask_llm(const struct options *opt, const char *run, const cJSON *cat
 		"\"canonical\",\"new_name\"],\"properties\":{\"label\":{\"type\":\"string\"},\"canonical\":{\"type\":[\"string\","
 		"\"null\"]},\"new_name\":{\"type\":[\"string\",\"null\"]}}}}}}";
 	struct llm_settings s = opt->s;
-	char *log_dir = run ? run_path(run, RUN_LLM) : NULL, *cache_dir = run ? run_path(run, RUN_LLM_CACHE) : NULL;
+	int keep = run && !opt->dry_run; /* a dry run writes nothing into the run, its llm/ included */
+	char *log_dir = keep ? run_path(run, RUN_LLM) : NULL, *cache_dir = keep ? run_path(run, RUN_LLM_CACHE) : NULL;
 	s.log_dir = log_dir;
 	s.cache_dir = cache_dir;
 	cJSON *messages = cJSON_CreateArray(), *schema = cJSON_Parse(schema_text);
@@ -194,7 +203,8 @@ static void ask_llm(const struct options *opt, const char *run, const cJSON *cat
 	if (!req.ok)
 		log_warn("relabel by LLM failed: %s; the steps become new methods", req.error);
 	else if (!answer)
-		log_warn("relabel by LLM: the answer is not JSON (see %s/%s); the steps become new methods", log_dir, req.log_file);
+		log_warn("relabel by LLM: the answer is not JSON (see %s/%s); the steps become new methods",
+			 log_dir ? log_dir : "no log: --dry-run", req.log_file ? req.log_file : "");
 	const cJSON *map;
 	cJSON_ArrayForEach(map, cJSON_GetObjectItemCaseSensitive(answer, "mappings")) {
 		const char *label = json_string(map, "label"), *canonical = json_string(map, "canonical");
@@ -222,6 +232,7 @@ static void ask_llm(const struct options *opt, const char *run, const cJSON *cat
 
 /* ---------------------------------------------------------------- the catalog */
 
+
 static char *catalog_path(const struct options *opt, const char *run)
 {
 	return opt->catalog ? xstrdup(opt->catalog) : run_outdir_path(run, OUTDIR_METHODS);
@@ -243,12 +254,13 @@ static void add_alias(cJSON *method, const char *label)
 }
 
 /* Writes the new methods and the aliases learned into the catalog, reading it again under its
- * lock so that what another relabel added meanwhile is kept. Returns 0, or -1 (reported). */
-static int update_catalog(const char *path, const struct decision *ds, size_t n)
+ * lock so that what another relabel added meanwhile is kept; with dry_run, says what it would
+ * write instead, taking no lock (its file is not made either). Returns 0, or -1 (reported). */
+static int update_catalog(const char *path, const struct decision *ds, size_t n, int dry_run)
 {
-	struct dirlock lock;
+	struct dirlock lock = {.fd = -1};
 	char *lock_path = xasprintf("%s.lock", path);
-	int rc = filelock_acquire(&lock, lock_path, 1);
+	int rc = dry_run ? 0 : filelock_acquire(&lock, lock_path, 1);
 	free(lock_path);
 	if (rc != 0)
 		return log_error("cannot lock '%s.lock':", path);
@@ -269,18 +281,25 @@ static int update_catalog(const char *path, const struct decision *ds, size_t n)
 			json_add(found, "aliases", cJSON_CreateArray());
 			json_append(cJSON_GetObjectItemCaseSensitive(doc, "methods"), found);
 			changed = 1;
+			if (dry_run)
+				log_notice("dry run: %s would get the method %s", path, d->canonical);
 		}
 		if (strcmp(d->label, d->canonical) != 0) {
 			int before = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(found, "aliases"));
 			add_alias(found, d->label);
-			changed |= cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(found, "aliases")) != before;
+			if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(found, "aliases")) != before) {
+				changed = 1;
+				if (dry_run)
+					log_notice("dry run: %s would get \"%s\" as an alias of %s", path, d->label, d->canonical);
+			}
 		}
 	}
 	rc = doc ? 0 : -1;
-	if (doc && changed && json_write_file(path, doc, 1) != 0)
+	if (doc && changed && !dry_run && json_write_file(path, doc, 1) != 0)
 		rc = log_error("cannot write '%s':", path);
 	cJSON_Delete(doc);
-	dirlock_release(&lock);
+	if (!dry_run)
+		dirlock_release(&lock);
 	return rc;
 }
 
@@ -355,7 +374,7 @@ static void relabel_group(const struct options *opt, struct group *g, struct str
 	for (size_t i = 0; catalog && i < g->n; i++)
 		if (!ds[i].canonical)
 			new_method(&ds[i]);
-	if (catalog && update_catalog(path, ds, g->n) != 0)
+	if (catalog && update_catalog(path, ds, g->n, opt->dry_run) != 0)
 		stream_fail(s, KG_EXIT_INPUT);
 	for (size_t i = 0; i < g->n; i++) {
 		if (catalog) {
@@ -430,6 +449,8 @@ static int relabel_stream(const struct options *opt)
 	stream_each(&s, take_record, &r);
 	if (r.g.n)
 		relabel_group(opt, &r.g, &s);
+	if (opt->dry_run)
+		log_notice("dry run: nothing was written");
 	free(r.g.records);
 	free(r.g.lines);
 	free(r.g.key);

@@ -106,6 +106,17 @@ struct rollout {
 	size_t len;
 };
 
+/* kg-select --update --dry-run: what the update would have written, counted instead of
+ * written, for the report at the end (update_report_dry_run). */
+struct dry_run {
+	long events;	  /* records RUN/events.jsonl would have got */
+	long rows;	  /* rows OUTDIR/regraph_dataset.jsonl would have got */
+	long trace_lines; /* lines RUN/trace.md would have got */
+	char trace_tail[2]; /* the last two bytes trace.md would end with, once trace_lines > 0 */
+	long saves;	  /* saves of graph.bin and graph.blobs left out */
+	int best;	  /* RUN/best and best.json would have been rewritten */
+};
+
 struct graph {
 	char *run;
 	char *kernel;
@@ -127,6 +138,8 @@ struct graph {
 	struct edge_cache *edge_cache;
 	size_t cap_nodes, cap_edges;
 	int arrays_mapped;	/* the four arrays are in the snapshot's map of graph.bin */
+	struct dry_run *dry_run; /* --dry-run: nothing is written, what would be is counted; NULL:
+				    written (not part of the graph: never stored) */
 	const char *blobs;	/* graph.blobs as the snapshot mapped it at load (it owns the map), */
 	size_t blobs_len;	/* which the stored blobs point into; NULL, 0: none */
 };

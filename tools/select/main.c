@@ -26,6 +26,7 @@ struct options {
 	const char *run;
 	const char *regraph;
 	int update;
+	int dry_run; /* --dry-run: --update, writing nothing */
 	int export_json;
 	int summary; /* --summary: append the closing summary to RUN/trace.md */
 	struct pick_options pick; /* --pending, --batch, --fill */
@@ -66,6 +67,10 @@ static void usage(FILE *fp)
 	      "metrics (variants/STATE/metrics.json), by the moves its bottleneck favours.\n"
 	      "\n"
 	      "  -u, --update                learn from finished records\n"
+	      "      --dry-run               with --update: learn as it does and write the records\n"
+	      "                              with their \"update\", but write nothing to the run or\n"
+	      "                              OUTDIR (the log, graph, best, trace, dataset); say on\n"
+	      "                              stderr what each file would have got\n"
 	      "  -e, --export                write the graph as one JSON document (graph.json's\n"
 	      "                              form, version 1) and change nothing\n"
 	      "      --summary               append a closing summary to RUN/trace.md (what was\n"
@@ -129,7 +134,7 @@ static void usage(FILE *fp)
 enum {
 	OPT_C_PUCT = 256, OPT_C_BASE, OPT_FPU, OPT_ROOT_FPU, OPT_WIDEN_K, OPT_WIDEN_ALPHA, OPT_CLIP, OPT_FAILURE,
 	OPT_BACKUP, OPT_CYCLE, OPT_NOISE, OPT_NOISE_ALPHA, OPT_IMPROVE, OPT_CONVERGE, OPT_BUDGET, OPT_ROLLOUT_DEPTH,
-	OPT_ROLLOUT_EPSILON, OPT_ROLLOUT_LAMBDA, OPT_REGRAPH, OPT_PENDING, OPT_FILL, OPT_SUMMARY,
+	OPT_ROLLOUT_EPSILON, OPT_ROLLOUT_LAMBDA, OPT_REGRAPH, OPT_PENDING, OPT_FILL, OPT_SUMMARY, OPT_DRY_RUN,
 };
 
 static double *param_slot(struct search_params *p, int opt)
@@ -177,6 +182,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{"failure-reward", required_argument, NULL, OPT_FAILURE},
 		{"fill", required_argument, NULL, OPT_FILL},
 		{"fpu-reduction", required_argument, NULL, OPT_FPU},
+		{"dry-run", no_argument, NULL, OPT_DRY_RUN},
 		{"help", no_argument, NULL, 'h'},
 		{"improve-pct", required_argument, NULL, OPT_IMPROVE},
 		{"noise", required_argument, NULL, OPT_NOISE},
@@ -253,6 +259,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			break;
 		case 'e': opt->export_json = 1; break;
 		case OPT_SUMMARY: opt->summary = 1; break;
+		case OPT_DRY_RUN: opt->dry_run = 1; break;
 		case 'u': opt->update = 1; break;
 		case 'v': log_louder(); break;
 		case 'V': cli_print_version(); exit(cli_finish(KG_EXIT_OK));
@@ -266,6 +273,8 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		cli_usage_error("--%s and --%s do not go together", opt->export_json ? "export" : "update",
 				opt->summary ? "summary" : "update");
 	const char *other = opt->update ? "--update" : opt->export_json ? "--export" : opt->summary ? "--summary" : NULL;
+	if (opt->dry_run && !opt->update)
+		cli_usage_error("--dry-run goes with --update");
 	if (opt->pick.pending && other)
 		cli_usage_error("--pending goes with picking, not with %s", other);
 	if (opt->pick.fill && other)
@@ -361,8 +370,13 @@ int main(int argc, char **argv)
 			g.regraph = xstrdup(opt.regraph);
 			g.regraph_blob = (struct blob){BLOB_NONE, 0};
 		}
+		struct dry_run dry = {0};
+		if (opt.dry_run)
+			g.dry_run = &dry;
 		if (opt.update) {
 			status = run_update(&step, exists, &in);
+			if (opt.dry_run)
+				update_report_dry_run(&g);
 		} else if (!exists) {
 			log_error("%s: no graph yet: make the root with kg-select --update and the benched baseline (kg-init does this)",
 				  opt.run);

@@ -16,6 +16,10 @@
 
 int step_save(struct step *s)
 {
+	if (s->g->dry_run) {
+		s->g->dry_run->saves++;
+		return 0;
+	}
 	double t0 = monotonic_ms();
 	int rc = snapshot_save(s->snapshot, s->g);
 	s->save_ms += monotonic_ms() - t0;

@@ -21,7 +21,8 @@ struct step {
 	double load_ms, decide_ms, save_ms; /* where the time goes, for -v and benchmarks/select.sh */
 };
 
-/* Saves s->g to its files (snapshot_save), timed. 0, or -1 after reporting. */
+/* Saves s->g to its files (snapshot_save), timed; under --dry-run (g->dry_run) only counts the
+ * save. 0, or -1 after reporting. */
 int step_save(struct step *s);
 
 /* The last method applied from the root to node (what the ReGraph's transitions start from),

@@ -339,18 +339,28 @@ static void append_trace(const struct graph *g, const char *text, int row)
 	strbuf_init(&out);
 	if (row) {
 		char tail[2] = {0, 0};
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		struct stat st;
-		if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= 2 && pread(fd, tail, 2, st.st_size - 2) != 2)
-			tail[0] = tail[1] = 0;
-		if (fd >= 0)
-			close(fd);
+		if (g->dry_run && g->dry_run->trace_lines) { /* the file does not hold what came before */
+			memcpy(tail, g->dry_run->trace_tail, 2);
+		} else {
+			int fd = open(path, O_RDONLY | O_CLOEXEC);
+			struct stat st;
+			if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= 2 && pread(fd, tail, 2, st.st_size - 2) != 2)
+				tail[0] = tail[1] = 0;
+			if (fd >= 0)
+				close(fd);
+		}
 		if (tail[0] != '|' || tail[1] != '\n')
 			strbuf_addf(&out, "%s%s", tail[0] == '\n' && tail[1] == '\n' ? "" : "\n", TABLE_HEAD);
 	}
 	strbuf_addstr(&out, text);
-	if (file_append(path, out.buf, out.len) != 0)
+	if (g->dry_run) {
+		for (size_t k = 0; k < out.len; k++)
+			g->dry_run->trace_lines += out.buf[k] == '\n';
+		if (out.len >= 2)
+			memcpy(g->dry_run->trace_tail, out.buf + out.len - 2, 2);
+	} else if (file_append(path, out.buf, out.len) != 0) {
 		log_warn("cannot append to '%s':", path);
+	}
 	strbuf_release(&out);
 	free(path);
 }

@@ -64,6 +64,10 @@ static int report_problem(struct updater *u, long line, char *why)
  * the incumbent's speedup as measured (bench.speedup_ci), or NULL. */
 static void refresh_best(const struct graph *g, const cJSON *ci)
 {
+	if (g->dry_run) {
+		g->dry_run->best = 1;
+		return;
+	}
 	const struct gnode *n = &g->nodes[g->incumbent];
 	char *target = run_variant_path(NULL, graph_node_state(g, g->incumbent), VARIANT_DIR), *tmp = xasprintf("%s/.best.tmp", g->run);
 	char *link = run_path(g->run, RUN_BEST), *json_path = run_path(g->run, RUN_BEST_JSON);
@@ -405,7 +409,9 @@ static void write_row(struct updater *u)
 {
 	if (!u->row)
 		return;
-	if (jsonl_append(u->dataset, u->row) != 0) {
+	if (u->g->dry_run)
+		u->g->dry_run->rows++;
+	else if (jsonl_append(u->dataset, u->row) != 0) {
 		log_error("cannot append to '%s':", u->dataset);
 		u->status = exit_status_merge(u->status, KG_EXIT_IO);
 	}
@@ -558,7 +564,9 @@ static enum stream_action update_record(struct stream *s, cJSON *record, void *c
 	step->decide_ms += monotonic_ms() - t0;
 	if (!changed)
 		return STREAM_PASS;
-	if (events_append(step->g->run, record) != 0) {
+	if (step->g->dry_run) {
+		step->g->dry_run->events++;
+	} else if (events_append(step->g->run, record) != 0) {
 		/* The graph in memory learned what the log lacks: it is not saved, and the rest is
 		 * passed on unlearned; the records still go out. */
 		log_error("%s:%ld: not learned: the run's log could not hold it (the graph stays as the log has it)",
@@ -575,6 +583,31 @@ static enum stream_action update_record(struct stream *s, cJSON *record, void *c
 			stream_fail(s, KG_EXIT_IO);
 	}
 	return STREAM_PASS;
+}
+
+void update_report_dry_run(const struct graph *g)
+{
+	const struct dry_run *d = g->dry_run;
+	char *events = run_path(g->run, RUN_EVENTS), *dataset = run_outdir_path(g->run, OUTDIR_REGRAPH_DATASET);
+	char *trace = run_path(g->run, RUN_TRACE), *best = run_path(g->run, RUN_BEST), *bin = run_path(g->run, RUN_GRAPH);
+	if (d->events)
+		log_notice("dry run: %s would get %ld record%s", events, d->events, d->events == 1 ? "" : "s");
+	if (d->rows)
+		log_notice("dry run: %s would get %ld row%s", dataset, d->rows, d->rows == 1 ? "" : "s");
+	if (d->trace_lines)
+		log_notice("dry run: %s would get %ld line%s", trace, d->trace_lines, d->trace_lines == 1 ? "" : "s");
+	if (d->best)
+		log_notice("dry run: %s and best.json would name the incumbent %s (%.2fx)", best,
+			 graph_node_state(g, g->incumbent), g->nodes[g->incumbent].speedup);
+	if (d->saves)
+		log_notice("dry run: %s and graph.blobs would hold %zu nodes, %zu edges, %ld builds", bin, g->g.nnodes,
+			 g->g.nedges, g->builds);
+	log_notice("dry run: nothing was written%s", d->events || d->saves ? "" : ", and nothing would be");
+	free(events);
+	free(dataset);
+	free(trace);
+	free(best);
+	free(bin);
 }
 
 int run_update(struct step *step, int exists, struct stream *in)

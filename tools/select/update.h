@@ -15,6 +15,10 @@
  * KG_EXIT_IO (a row of the log or of the dataset not appended, the graph not saved, the
  * stream not read or written). */
 int run_update(struct step *step, int exists, struct stream *in);
+
+/* kg-select --update --dry-run: says on stderr what each file of the run and of OUTDIR would
+ * have got (g->dry_run's counts, the graph as learned), and that nothing was written. */
+void update_report_dry_run(const struct graph *g);
 /* Before a pick (or a summary): learns what RUN/events.jsonl holds beyond the graph, which a
  * kill between appending to the log and saving the graph leaves. Returns KG_EXIT_OK, or
  * KG_EXIT_IO when the graph could not be saved. */
