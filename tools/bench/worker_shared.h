@@ -1,0 +1,233 @@
+/* worker_shared.h: what the worker's files share: the device it holds, a failure, a kernel, a
+ * run's buffers on the device, a check's verdict and a timing loop's samples.
+ *
+ * The worker is one process (worker.h) split by what each file owns: worker.c the device, the
+ * GPU's lock, the check results and the request loop; worker_buffers.c a run's buffers and
+ * their fills; worker_launch.c a build's kernel, loaded and launched; worker_checks.c the
+ * reference and the checks against it; worker_timing.c the timing loop and a timed record's
+ * figures; worker_metrics.c the metrics and PC sampling replays. Only the worker includes
+ * this header; kg-bench's parent never touches CUDA. */
+#ifndef KG_BENCH_WORKER_SHARED_H
+#define KG_BENCH_WORKER_SHARED_H
+
+#include "common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "gpu.h"
+#include "harness.h"
+#include "kargs.h"
+#include "run.h"
+#include "worker.h"
+
+/* ---------------------------------------------------------------- failures (worker.c) */
+
+/* A CUDA call failed: the answer is a crashed or error record, and the worker ends. */
+struct failure {
+	int failed;
+	char status[16];  /* "crashed" (the kernel faulted) or "error" (it could not run) */
+	char what[1024];
+};
+
+int check_cuda(struct failure *f, CUresult rc, const char *what);
+int fail_with(struct failure *f, const char *status, const char *fmt, ...) PRINTF_LIKE(3, 4);
+
+/* ---------------------------------------------------------------- the device (worker.c) */
+
+/* Results of the harness's checks: a device array of struct harness_result, handed out in
+ * order between two reads and zeroed before reuse. */
+enum { RESULTS = 16384 };
+
+/* The one device the worker holds, opened by open_device. */
+struct worker_device {
+	CUdevice dev;
+	CUcontext ctx;
+	CUstream stream;
+	char name[256];
+	char pci_bus_id[64];
+	size_t l2_bytes;
+	int smem_optin;		/* the most shared memory a block may opt in to */
+	int tensor_maps;	/* compute capability 9.0 or later, or unknown: tensor maps are encoded */
+	CUdeviceptr flush;	/* twice the L2, written before each cold sample */
+	size_t flush_bytes;
+	struct harness harness;
+	CUdeviceptr results;	/* RESULTS harness_results */
+	struct harness_result *host_results;
+	size_t nresults;	/* handed out since the last results_reset */
+	CUevent mark[2];	/* around fills, for their GPU time */
+	int out_fd;
+	double last_progress;
+	uint64_t rng;		/* which timed launches are verified: nothing a kernel can see */
+	const char *cache_dir;	/* where compiled device code is kept */
+	int spoiled;		/* a CUDA error the answer does not report (the metrics replay): end after it */
+};
+
+extern struct worker_device gpu;
+
+void progress(void);
+int results_reset(struct failure *f);
+long result_take(struct failure *f);
+CUdeviceptr result_ptr(long k);
+int results_read(struct failure *f);
+void write_json_file(const char *path, const cJSON *doc);
+
+/* ---------------------------------------------------------------- kernels (worker_launch.c) */
+
+struct kernel {
+	CUmodule module;
+	CUfunction function;
+	unsigned grid[3], block[3];
+	size_t smem; /* dynamic shared memory: the spec's fixed bytes plus the build's shared_bytes */
+	char name[512];
+	CUtensorMap *maps; /* KernelGraph.TensorMaps for the build's configuration (64-byte aligned),
+			      passed after the arguments */
+	size_t nmaps;
+};
+
+/* ---------------------------------------------------------------- a run's buffers (worker_buffers.c) */
+
+/* One buffer of the run's arena. */
+struct slot {
+	size_t offset, bytes; /* bytes 0: no buffer */
+};
+
+/* The device side of one argument (or of one ReferenceArguments entry, which fills its
+ * target's ref slot). */
+struct warg {
+	const struct karg *a;
+	struct slot in;	      /* inputs, ReadWrite initial values, Symbols: the data of the loaded set */
+	struct slot out;      /* outputs: what the kernel being run writes */
+	struct slot ref;      /* outputs: the expected values on the loaded set, masked */
+	struct slot ref0;     /* outputs: the reference on the spec's own inputs, masked */
+	struct slot pristine; /* data the fill copies: BinaryRaw files, Generators run on the host */
+	void *scalar;	      /* Scalars: the value passed to the kernel, on the host */
+	int gen_translated;   /* a Generator whose expression the device evaluates (pyexpr_cuda.h) */
+	CUfunction gen;	      /* its fill kernel */
+	long gen_result;      /* where its fill reports the first element it failed on; -1 */
+	int hashed;	      /* a read-only Vector: hashed after each fill and after each check */
+	uint64_t hash;	      /* its hash right after the last fill */
+};
+
+/* A guard between two buffers: where it is, and the buffers it lies between, for messages. */
+struct guard_info {
+	size_t offset, bytes;
+	const char *prev, *prev_kind; /* the argument whose buffer it follows; NULL before the first */
+	const char *next, *next_kind; /* the one whose buffer follows it; NULL after the last */
+};
+
+struct wrun {
+	struct run run;		/* the directory, its spec and baseline.json */
+	struct kargs ka;
+	struct warg *args;	/* ka.n */
+	struct warg *refs;	/* ka.nrefs: ReferenceArguments, filled into their target's ref */
+	CUdeviceptr arena;
+	size_t arena_bytes;
+	struct guard_info *guards;
+	size_t nguards;
+	uint64_t guard_words;	/* the largest guard's 8-byte words */
+	CUdeviceptr guard_table;
+	uint64_t guard_salt, mask_key; /* drawn per worker: no kernel can know them */
+	CUmodule gen_module;	/* the run's Generators, when any could be translated */
+	struct kernel baseline;
+	int has_baseline;
+	char *baseline_state;	/* the baseline build's state, which RUN/reference/ must match */
+	int ref0_ready;
+	struct wrun *next;
+};
+
+static inline CUdeviceptr slot_ptr(const struct wrun *r, const struct slot *s)
+{
+	return r->arena + s->offset;
+}
+
+/* Which of an output's buffers a launch writes or a check reads. */
+enum which_slot { SLOT_OUT, SLOT_REF, SLOT_REF0 };
+
+static inline const struct slot *slot_of(const struct warg *w, enum which_slot which)
+{
+	return which == SLOT_OUT ? &w->out : which == SLOT_REF ? &w->ref : &w->ref0;
+}
+
+static inline int is_vector_output(const struct karg *a)
+{
+	return a->memory == KARG_VECTOR && karg_is_output(a);
+}
+
+struct wrun *find_run(const char *dir, struct failure *f);
+int guards_write(const struct wrun *r, struct failure *f);
+int judge_generators(struct wrun *r, struct failure *f);
+int load_run_kernel(const struct wrun *r, const cJSON *build, struct kernel *k, struct failure *f);
+int fill(const struct wrun *r, struct warg *w, CUdeviceptr dst, uint64_t set, struct failure *f);
+int enqueue_input_hashes(const struct wrun *r, long *first, struct failure *f);
+int load_set(struct wrun *r, uint64_t set, double *fill_ms, struct failure *f);
+
+/* ---------------------------------------------------------------- launches (worker_launch.c) */
+
+void kernel_release(struct kernel *k);
+int load_kernel(const char *run, const cJSON *build, size_t dynamic_smem, struct kernel *k, struct failure *f);
+int write_symbols(const struct wrun *r, const struct kernel *kn, struct failure *f);
+int ready_outputs(const struct wrun *r, enum which_slot to, struct failure *f);
+int launch_into(const struct wrun *r, const struct kernel *kn, enum which_slot to, struct failure *f);
+int run_into(const struct wrun *r, const struct kernel *kn, enum which_slot to, struct failure *f);
+int mask_refs(const struct wrun *r, enum which_slot which, struct failure *f);
+
+/* ---------------------------------------------------------------- the reference and checks (worker_checks.c) */
+
+/* What the check found, over every input set and output. */
+struct verdict {
+	int passed;
+	double max_abs_err, max_rel_err; /* infinite when an output was NaN or infinite */
+	int weak;			 /* a reference so small that an all-zero output would pass */
+	const char *argument;		 /* the first output (or input) that failed */
+	size_t first_bad, bad;
+	int input_set;			 /* where it failed: 1, 2, ... the fresh sets; 0 the spec's own */
+	char why[512];			 /* a failure that is not a wrong element, in words */
+	size_t timed_checks;		 /* timed launches whose outputs were verified */
+};
+
+int load_run_baseline(struct wrun *r, struct failure *f);
+int ready_reference(struct wrun *r, double *fill_ms, struct failure *f);
+int make_reference(struct wrun *r, double *fill_ms, struct failure *f);
+uint64_t check_set_id(const char *state, size_t k);
+int enqueue_checks(const struct wrun *r, enum which_slot which, long *first, struct failure *f);
+int judge_checks(const struct wrun *r, long first, int set_index, struct verdict *v, struct failure *f);
+void judge_inputs(const struct wrun *r, long first, int set_index, const char *when, struct verdict *v);
+int check_set(struct wrun *r, const struct kernel *kn, uint64_t set, int set_index, struct verdict *v,
+	      double *fill_ms, struct failure *f);
+int check_baseline(struct wrun *r, const struct kernel *kn, struct verdict *v, double *fill_ms, struct failure *f);
+cJSON *verdict_to_json(const struct verdict *v, size_t input_sets);
+
+/* ---------------------------------------------------------------- timing (worker_timing.c) */
+
+/* The samples of one kernel in a timing loop. */
+struct series {
+	const struct kernel *kn;
+	double *events_ms, *cupti_ms;
+	size_t n, cap;
+};
+
+/* Where the time of a record went, in ms. */
+struct phases {
+	double wait, setup, load, fill, check, warmup, time, gpu, write;
+};
+
+void trace_open(void);
+int time_series(struct wrun *r, struct series *series, size_t nseries, const struct bench_settings *cfg, int verify,
+		int *cupti_used, struct phases *ph, struct verdict *v, struct failure *f);
+void free_series(struct series *s);
+void add_phases(cJSON *bench, const struct phases *ph);
+void add_figures(const struct wrun *r, const cJSON *build, int is_baseline, const struct series *series,
+		 int cupti_used, const struct bench_settings *cfg, cJSON *bench);
+void add_clocks(cJSON *bench, int before, const char *state);
+void keep_samples(const char *run, const cJSON *build, const cJSON *bench, const struct series *series,
+		  size_t nseries, int cupti_used);
+
+/* ---------------------------------------------------------------- metrics (worker_metrics.c) */
+
+void add_metrics(const struct wrun *r, const struct kernel *kn, const cJSON *build, const struct bench_settings *cfg,
+		 cJSON *bench);
+
+#endif
