@@ -18,6 +18,7 @@
 #include "run.h"
 #include "step.h"
 #include "stream.h"
+#include "trace.h"
 #include "xalloc.h"
 
 /* ---------------------------------------------------------------- records */
@@ -276,13 +277,15 @@ static cJSON *rollout_pick(struct graph *g)
 	if (!r->active)
 		return NULL;
 	if (r->steps_left <= 0) {
-		end_rollout(g, "depth reached", 0);
+		trace_rollout_end(g, r, "depth reached");
+		end_rollout(g);
 		return NULL;
 	}
 	if (r->step > 0) {
 		size_t e = rollout_edge(g, r->node);
 		if (e == MCGS_NONE) {
-			end_rollout(g, "no child to go on from", 0);
+			trace_rollout_end(g, r, "no child to go on from");
+			end_rollout(g);
 			return NULL;
 		}
 		r->path = xreallocarray(r->path, r->len + 1, sizeof(*r->path));
