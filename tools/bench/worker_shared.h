@@ -1,12 +1,13 @@
 /* worker_shared.h: what the worker's files share: the device it holds, a failure, a kernel, a
  * run's buffers on the device, a check's verdict and a timing loop's samples.
  *
- * The worker is one process (worker.h) split by what each file owns: worker.c the device, the
- * GPU's lock, the check results and the request loop; worker_buffers.c a run's buffers and
- * their fills; worker_launch.c a build's kernel, loaded and launched; worker_checks.c the
- * reference and the checks against it; worker_timing.c the timing loop and a timed record's
- * figures; worker_metrics.c the metrics and PC sampling replays. Only the worker includes
- * this header; kg-bench's parent never touches CUDA. */
+ * The worker is one process (worker.h) split by what each file owns, each calling only those
+ * listed before it (no file's code calls back into one above it): worker_device.c the device, the
+ * GPU's lock, the check results and failures; worker_launch.c a build's kernel, loaded and
+ * launched; worker_buffers.c a run's buffers and their fills; worker_checks.c the reference
+ * and the checks against it; worker_timing.c the timing loop and a timed record's figures;
+ * worker_metrics.c the metrics and PC sampling replays; worker.c the request loop over them
+ * all. Only the worker includes this header; kg-bench's parent never touches CUDA. */
 #ifndef KG_BENCH_WORKER_SHARED_H
 #define KG_BENCH_WORKER_SHARED_H
 
@@ -22,8 +23,9 @@
 #include "kargs.h"
 #include "run.h"
 #include "worker.h"
+#include "xalloc.h"
 
-/* ---------------------------------------------------------------- failures (worker.c) */
+/* ---------------------------------------------------------------- failures (worker_device.c) */
 
 /* A CUDA call failed: the answer is a crashed or error record, and the worker ends. */
 struct failure {
@@ -35,7 +37,7 @@ struct failure {
 int check_cuda(struct failure *f, CUresult rc, const char *what);
 int fail_with(struct failure *f, const char *status, const char *fmt, ...) PRINTF_LIKE(3, 4);
 
-/* ---------------------------------------------------------------- the device (worker.c) */
+/* ---------------------------------------------------------------- the device (worker_device.c) */
 
 /* Results of the harness's checks: a device array of struct harness_result, handed out in
  * order between two reads and zeroed before reuse. */
@@ -67,7 +69,11 @@ struct worker_device {
 
 extern struct worker_device gpu;
 
+int open_device(const struct bench_settings *settings, struct strbuf *why);
+cJSON *device_json(void);
 void progress(void);
+int gpu_lock_take(const struct bench_settings *cfg, double *wait_ms, struct failure *f);
+void gpu_lock_release(void);
 int results_reset(struct failure *f);
 long result_take(struct failure *f);
 CUdeviceptr result_ptr(long k);
