@@ -232,16 +232,6 @@ static void symptoms_section(struct strbuf *sb, const struct node_info *node)
 	bottleneck_lines(sb, node);
 }
 
-/* A JSON file of the node's variant directory (regions.json), or NULL when it
- * is absent (an unreadable or malformed one is reported). The caller frees it. */
-cJSON *experts_variant_json(const struct run_info *run, const struct node_info *node, enum variant_file file)
-{
-	char *path = run_variant_path(run->run.dir, node->state, file);
-	cJSON *doc = json_read_optional(path);
-	free(path);
-	return doc;
-}
-
 /* A region's kernel.cu lines, "59, 105-106, 123", at most max ranges (then "..."). */
 static void region_lines(struct strbuf *sb, const cJSON *region, int max)
 {
@@ -289,7 +279,7 @@ static void regions_section(struct strbuf *sb, const struct run_info *run, const
 		{"barriers", "barriers %g"}, {"async_waits", "async waits %g"}, {"fences", "fences %g"},
 		{"predicated_branches", "predicated branches %g"},
 	};
-	cJSON *graph = experts_variant_json(run, node, VARIANT_REGIONS);
+	cJSON *graph = node_variant_json(run, node, VARIANT_REGIONS);
 	const cJSON *regions = cJSON_GetObjectItemCaseSensitive(graph, "regions"), *r;
 	int n = cJSON_GetArraySize(regions);
 	if (n == 0) {
@@ -340,19 +330,13 @@ static void regions_section(struct strbuf *sb, const struct run_info *run, const
 	cJSON_Delete(graph);
 }
 
-const cJSON *experts_object_member(const cJSON *obj, const char *key)
-{
-	const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
-	return cJSON_IsObject(item) ? item : NULL;
-}
-
 /* The hardware metrics of the variant (kg-bench --metrics: metrics.json) as they are: a value
  * the file does not hold is named unavailable, never estimated; nothing without the file. */
 /* The 3 kernel.cu lines with the most PC samples (kg-bench --metrics: lines.json), each with
  * its share of the samples and its most frequent stall reason; nothing without the file. */
 static void hot_lines(struct strbuf *sb, const struct run_info *run, const struct node_info *node)
 {
-	cJSON *doc = experts_variant_json(run, node, VARIANT_LINES);
+	cJSON *doc = node_variant_json(run, node, VARIANT_LINES);
 	const char *status = json_string(doc, "status");
 	if (doc && status && strcmp(status, "ok") == 0) {
 		cJSON *summary = hot_lines_summary(doc);
@@ -404,7 +388,7 @@ static void metrics_section(struct strbuf *sb, const struct run_info *run, const
 		return;
 	}
 	/* Members of objects only: a malformed file's arrays have no names to show. */
-	const cJSON *values = experts_object_member(doc, "values"), *v;
+	const cJSON *values = json_object_member(doc, "values"), *v;
 	cJSON_ArrayForEach(v, values) {
 		if (strcmp(v->string, "stalls") == 0)
 			continue;
@@ -420,7 +404,7 @@ static void metrics_section(struct strbuf *sb, const struct run_info *run, const
 			strbuf_addf(sb, "- %s: %.80s\n", label, v->valuestring);
 	}
 	/* The stall reasons, largest first, at most 5. */
-	const cJSON *stalls = experts_object_member(values, "stalls");
+	const cJSON *stalls = json_object_member(values, "stalls");
 	int nstalls = cJSON_GetArraySize(stalls);
 	char *taken = xcalloc((size_t)nstalls + 1, 1);
 	int listed = 0;
@@ -443,7 +427,7 @@ static void metrics_section(struct strbuf *sb, const struct run_info *run, const
 		strbuf_addch(sb, '\n');
 	free(taken);
 	hot_lines(sb, run, node);
-	const cJSON *unavailable = experts_object_member(doc, "unavailable");
+	const cJSON *unavailable = json_object_member(doc, "unavailable");
 	int k = 0;
 	cJSON_ArrayForEach(v, unavailable)
 		strbuf_addf(sb, "%s%s", k++ ? ", " : "- unavailable (not measured; do not assume): ", v->string);

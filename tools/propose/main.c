@@ -16,6 +16,7 @@
 #include "parse.h"
 #include "rng.h"
 #include "rules.h"
+#include "space.h"
 #include "stream.h"
 #include "t1.h"
 #include "xalloc.h"
