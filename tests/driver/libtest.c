@@ -1192,14 +1192,14 @@ static void vector_t1(void)
 {
 	const double prior[3] = {0.5, 0.3, 0.2}, n[3] = {10, 5, 0}, q[3] = {0.6, 0.7, 0};
 	double parent_q = (10 * 0.6 + 5 * 0.7) / 15;
-	double fpus[2] = {0, fpu_value(parent_q, 0.2, 0.5 + 0.3)};
+	double fpus[2] = {0, mcgs_fpu_value(parent_q, 0.2, 0.5 + 0.3)};
 	const char *names[2] = {"absolute0", "parentQ-0.2*sqrt(visitedP)"};
 	for (int f = 0; f < 2; f++) {
 		printf("%s fpu=%.10f scores= [", names[f], fpus[f]);
 		size_t best = 0;
 		double scores[3];
 		for (size_t i = 0; i < 3; i++) {
-			scores[i] = puct_score(n[i] > 0 ? q[i] : fpus[f], 1.5, prior[i], 15, n[i]);
+			scores[i] = mcgs_puct_score(n[i] > 0 ? q[i] : fpus[f], 1.5, prior[i], 15, n[i]);
 			printf("%s'%.10f'", i ? ", " : "", scores[i]);
 			if (scores[i] > scores[best])
 				best = i;
@@ -1217,7 +1217,7 @@ static void vector_t3(void)
 	for (int k = 1; k <= 2; k++) {
 		printf("ceil(%d*N^0.5)        : [", k);
 		for (int n = 1; n <= 16; n++)
-			printf("%s%zu", n > 1 ? ", " : "", widening_limit(n, k, 0.5));
+			printf("%s%zu", n > 1 ? ", " : "", mcgs_widening_limit(n, k, 0.5));
 		puts("]");
 	}
 	printf("MCTS-AHD widen? int(N^.5) > |C| for |C|=2: [");
@@ -1239,7 +1239,7 @@ static void vector_widen(void)
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
 		printf("N=%g k=%g alpha=%g: %zu\n", cases[i][0], cases[i][1], cases[i][2],
-		       widening_limit(cases[i][0], cases[i][1], cases[i][2]));
+		       mcgs_widening_limit(cases[i][0], cases[i][1], cases[i][2]));
 }
 
 /* The diamond R->A, R->B, A->C, B->C (and C->D for T4c), with docs/search.md's U values. */
@@ -1336,7 +1336,7 @@ static void vector_t5(void)
 	const double times[5] = {100, 50, 25, 200, 400};
 	double r[5], lo = INFINITY, hi = -INFINITY;
 	for (int i = 0; i < 5; i++) {
-		r[i] = reward_log2(100, times[i], 3);
+		r[i] = mcgs_reward_log2(100, times[i], 3);
 		printf("t=%6.1f speedup=%.6f log2=%.12f ln=%.12f\n", times[i], 100 / times[i], r[i], log(100 / times[i]));
 		lo = fmin(lo, r[i]);
 		hi = fmax(hi, r[i]);
@@ -1348,7 +1348,7 @@ static void vector_t5(void)
 	const double q[4] = {1.0, -1.0, 2.0, 0};
 	const int visited[4] = {1, 1, 1, 0};
 	double out[4];
-	normalize_by_parent_and_siblings(0.5, q, visited, 4, out);
+	mcgs_normalize_by_parent_and_siblings(0.5, q, visited, 4, out);
 	printf("parent_and_siblings: [");
 	for (int i = 0; i < 4; i++) {
 		struct strbuf sb;
@@ -1361,7 +1361,7 @@ static void vector_t5(void)
 	puts("]");
 	const int xs[5] = {0, 1, 3, 99, -3};
 	for (int i = 0; i < 5; i++)
-		printf("h(%d)=%.12f hinv(h)=%.12f\n", xs[i], value_h(xs[i]), value_h_inverse(value_h(xs[i])));
+		printf("h(%d)=%.12f hinv(h)=%.12f\n", xs[i], mcgs_value_h(xs[i]), mcgs_value_h_inverse(mcgs_value_h(xs[i])));
 }
 
 static void vector_t7d(void)
@@ -1370,7 +1370,7 @@ static void vector_t7d(void)
 	printf("splitmix64(seed=42) first output: 0x%016llx\n", (unsigned long long)rng_next(&state));
 	const double a[5] = {1.00, 1.02, 0.99, 1.01, 1.03}, b[5] = {0.95, 0.96, 0.94, 0.97, 0.93};
 	double ci[2];
-	bootstrap_median_ratio(a, 5, b, 5, 1000, 42, ci);
+	mcgs_bootstrap_median_ratio(a, 5, b, 5, 1000, 42, ci);
 	printf("speedup(median a / median b) point = %.12f\n", 1.01 / 0.95);
 	printf("bootstrap 95%% CI of median(a)/median(b) (B=1000, seed=42): [%.12f, %.12f]\n", ci[0], ci[1]);
 }
@@ -1380,26 +1380,26 @@ static void vector_t8(const char *which)
 	const double counts[4] = {0, 6, 3, 1};
 	double out[4];
 	if (strcmp(which, "T8") == 0) {
-		prior_laplace(counts, 4, 1.0, out);
+		mcgs_prior_laplace(counts, 4, 1.0, out);
 		print_list12("alpha=1.0 ", out, 4);
-		prior_laplace(counts, 4, 0.5, out);
+		mcgs_prior_laplace(counts, 4, 0.5, out);
 		print_list12("alpha=0.5 ", out, 4);
 	} else if (strcmp(which, "T8b") == 0) {
 		const double cases[3][4] = {{7, 3, 1, 1}, {7, 3, 0.5, 0.5}, {0, 0, 1, 1}};
 		for (int c = 0; c < 3; c++) {
 			double a, b, mean, var;
-			beta_posterior(cases[c][0], cases[c][1], cases[c][2], cases[c][3], &a, &b, &mean, &var);
+			mcgs_beta_posterior(cases[c][0], cases[c][1], cases[c][2], cases[c][3], &a, &b, &mean, &var);
 			printf("s=%.0f f=%.0f prior=Beta(%.1f,%.1f) -> Beta(%.1f,%.1f) mean=%.12f var=%.12f\n", cases[c][0],
 			       cases[c][1], cases[c][2], cases[c][3], a, b, mean, var);
 		}
 	} else if (strcmp(which, "T8c") == 0) {
 		const double global[4] = {0.1, 0.5, 0.3, 0.1}, local[4] = {0, 1, 0, 0};
-		prior_backoff(local, global, 4, 4, out);
+		mcgs_prior_backoff(local, global, 4, 4, out);
 		print_list12("", out, 4);
 	} else {
 		double p[4];
-		prior_laplace(counts, 4, 1.0, p);
-		prior_temper(p, 4, 2, out);
+		mcgs_prior_laplace(counts, 4, 1.0, p);
+		mcgs_prior_temper(p, 4, 2, out);
 		print_list12("T=2 tempered: ", out, 4);
 	}
 }
@@ -1412,10 +1412,10 @@ static int cmd_mcgs(const char *vector)
 	} else if (strcmp(vector, "T1b") == 0) {
 		const double ns[5] = {0, 1, 800, 19652, 100000};
 		for (int i = 0; i < 5; i++)
-			printf("N=%.0f c(s)=%.12f\n", ns[i], puct_c(1.25, 19652, ns[i]));
+			printf("N=%.0f c(s)=%.12f\n", ns[i], mcgs_puct_c(1.25, 19652, ns[i]));
 	} else if (strcmp(vector, "T2") == 0) {
 		double p[3] = {0.5, 0.3, 0.2}, eta[3] = {0.1, 0.7, 0.2}, g[3] = {0.2, 1.4, 0.4};
-		dirichlet_mix(p, eta, 3, 0.25);
+		mcgs_dirichlet_mix(p, eta, 3, 0.25);
 		print_list12("", p, 3);
 		for (int i = 0; i < 3; i++)
 			eta[i] = g[i] / (g[0] + g[1] + g[2]);

@@ -398,7 +398,7 @@ void add_figures(const struct wrun *r, const cJSON *build, int is_baseline, cons
 	} else {
 		double ci[2];
 		/* docs/search.md's bootstrap (vector T7d): kg-select's incumbent rule reads its interval. */
-		bootstrap_median_ratio(primary[1], series[1].n, primary[0], series[0].n, 2000, 42, ci);
+		mcgs_bootstrap_median_ratio(primary[1], series[1].n, primary[0], series[0].n, 2000, 42, ci);
 		json_add_number(bench, "baseline_ms", sm[1].median);
 		json_add_number(bench, "speedup", sm[1].median / sm[0].median);
 		if (!cJSON_AddItemToObject(bench, "speedup_ci", number_array(ci, 2)))

@@ -369,7 +369,7 @@ static int learn_candidate(struct updater *u, cJSON *record, long line, struct l
 	double speedup = json_number(bench, "speedup", NAN), median = json_number(bench, "median_ms", NAN);
 	if (ok && isnan(speedup))
 		speedup = g->baseline_ms / median;
-	double reward = ok ? reward_log2(speedup, 1, p->reward_clip) : p->failure_reward;
+	double reward = ok ? mcgs_reward_log2(speedup, 1, p->reward_clip) : p->failure_reward;
 	*l = (struct learned){.kind = EVENT_EVALUATED, .edge = e, .ok = ok, .median = median, .speedup = speedup,
 			      .reward = reward};
 	char failed_state[64];
