@@ -33,10 +33,6 @@ struct experts {
 	long tool_total_bytes;	 /* --tool-total-bytes: the most the results of one expert may hold */
 };
 
-/* The catalog and the ReGraph a run's proposals use; the caller frees them. */
-char *experts_catalog_path(const struct experts *ex, const struct run_info *run);
-char *experts_regraph_path(const struct experts *ex, const struct run_info *run);
-
 /* The built-in personas, or one from a prompt file (NAME.txt or NAME.md). Returns 0, or -1
  * after reporting a name that is neither. */
 int persona_add(struct experts *ex, const char *name_or_file);

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "methods.h"
 #include "parse.h"
+#include "prompt.h"
 #include "rng.h"
 #include "rules.h"
 #include "space.h"
