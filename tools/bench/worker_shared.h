@@ -34,6 +34,9 @@ struct failure {
 	char what[1024];
 };
 
+/* Fills f (its first failure only) and returns -1: when rc is an error (check_cuda: "crashed"
+ * for a fault, else "error"; what names the call), or with status and the message (fail_with).
+ * check_cuda returns 0 on success. */
 int check_cuda(struct failure *f, CUresult rc, const char *what);
 int fail_with(struct failure *f, const char *status, const char *fmt, ...) PRINTF_LIKE(3, 4);
 
@@ -69,19 +72,28 @@ struct worker_device {
 
 extern struct worker_device gpu;
 
+/* Opens --device into gpu (context, stream, flush buffer, results, the harness). 0, or -1 with
+ * why set. */
 int open_device(const struct bench_settings *settings, struct strbuf *why);
+/* The device's figures as kg-propose's prompt shows them; the caller deletes it. */
 cJSON *device_json(void);
+/* Tells kg-bench the GPU is alive (at most every 50 ms). */
 void progress(void);
+/* The GPU's lock, taken for one record (or a run's preparation) and released after. */
 int gpu_lock_take(const struct bench_settings *cfg, double *wait_ms, struct failure *f);
 void gpu_lock_release(void);
+/* The check results: zeroed before a record's launches, handed out one by one (result_take,
+ * result_ptr: its device address), read back together (results_read, into gpu.host_results). */
 int results_reset(struct failure *f);
 long result_take(struct failure *f);
 CUdeviceptr result_ptr(long k);
 int results_read(struct failure *f);
+/* Replaces path with doc; a failure is only warned about. */
 void write_json_file(const char *path, const cJSON *doc);
 
 /* ---------------------------------------------------------------- kernels (worker_launch.c) */
 
+/* A build's kernel, loaded: its module and function, launch shape and tensor maps. */
 struct kernel {
 	CUmodule module;
 	CUfunction function;
@@ -124,6 +136,8 @@ struct guard_info {
 	const char *next, *next_kind; /* the one whose buffer follows it; NULL after the last */
 };
 
+/* A run as the worker keeps it for its life (worker_buffers.c's list): its spec's arguments,
+ * their buffers in one arena on the device between guards, its baseline and reference. */
 struct wrun {
 	struct run run;		/* the directory, its spec and baseline.json */
 	struct kargs ka;
@@ -162,18 +176,30 @@ static inline int is_vector_output(const struct karg *a)
 	return a->memory == KARG_VECTOR && karg_is_output(a);
 }
 
+/* The run of dir, made ready on the device the first time; NULL with f filled. */
 struct wrun *find_run(const char *dir, struct failure *f);
+/* Writes the guards' pattern. */
 int guards_write(const struct wrun *r, struct failure *f);
+/* After a fill's results are read: a Generator that failed on the device, as the host says it. */
 int judge_generators(struct wrun *r, struct failure *f);
+/* A build's kernel for r: its module, function and tensor maps (kernel_release frees them). */
 int load_run_kernel(const struct wrun *r, const cJSON *build, struct kernel *k, struct failure *f);
+/* Fills dst with w's data for input set set. */
 int fill(const struct wrun *r, struct warg *w, CUdeviceptr dst, uint64_t set, struct failure *f);
+/* Enqueues the hashes of the read-only inputs; *first: the first result they use. */
 int enqueue_input_hashes(const struct wrun *r, long *first, struct failure *f);
+/* Loads input set set (adding the fills' GPU time to *fill_ms); starts a new set of results. */
 int load_set(struct wrun *r, uint64_t set, double *fill_ms, struct failure *f);
 
 /* ---------------------------------------------------------------- launches (worker_launch.c) */
 
+/* Unloads k's module and frees its tensor maps. */
 void kernel_release(struct kernel *k);
+/* Loads the cubin a build object names (relative to run) and its kernel. */
 int load_kernel(const char *run, const cJSON *build, size_t dynamic_smem, struct kernel *k, struct failure *f);
+/* A launch of kn on the loaded set, its outputs in the to slots: the Symbols written
+ * (write_symbols), the outputs readied (ready_outputs: initial values or poison), the launch
+ * (launch_into); run_into does all three. mask_refs masks the which slots of every output. */
 int write_symbols(const struct wrun *r, const struct kernel *kn, struct failure *f);
 int ready_outputs(const struct wrun *r, enum which_slot to, struct failure *f);
 int launch_into(const struct wrun *r, const struct kernel *kn, enum which_slot to, struct failure *f);
@@ -194,10 +220,17 @@ struct verdict {
 	size_t timed_checks;		 /* timed launches whose outputs were verified */
 };
 
+/* The run's baseline kernel (RUN/baseline.json), loaded once. */
 int load_run_baseline(struct wrun *r, struct failure *f);
+/* The reference (RUN/reference/, in the ref0 slots): read, or made when it is not there
+ * (ready_reference, once); made again from the baseline (make_reference). */
 int ready_reference(struct wrun *r, double *fill_ms, struct failure *f);
 int make_reference(struct wrun *r, double *fill_ms, struct failure *f);
+/* The fresh input set k of a candidate, derived from its state (never 0). */
 uint64_t check_set_id(const char *state, size_t k);
+/* The checks of outputs against a reference and of the guards, enqueued (enqueue_checks) and
+ * judged into v once read (judge_checks, judge_inputs); check_set and check_baseline check a
+ * kernel on one input set; verdict_to_json is bench.check (the caller's to delete). */
 int enqueue_checks(const struct wrun *r, enum which_slot which, long *first, struct failure *f);
 int judge_checks(const struct wrun *r, long first, int set_index, struct verdict *v, struct failure *f);
 void judge_inputs(const struct wrun *r, long first, int set_index, const char *when, struct verdict *v);
@@ -220,9 +253,14 @@ struct phases {
 	double wait, setup, load, fill, check, warmup, time, gpu, write;
 };
 
+/* Registers CUPTI's buffers for kernel records; without CUPTI, timing uses events alone. */
 void trace_open(void);
+/* Times series[] interleaved on set 0 (verify: series[0]'s outputs checked after chosen
+ * launches, into v); ph gets where the time went. */
 int time_series(struct wrun *r, struct series *series, size_t nseries, const struct bench_settings *cfg, int verify,
 		int *cupti_used, struct phases *ph, struct verdict *v, struct failure *f);
+/* The figures of a timed record into bench: phases, timer and summary, speedup and roofline,
+ * clocks; keep_samples writes variants/STATE/bench.json. free_series frees s's samples. */
 void free_series(struct series *s);
 void add_phases(cJSON *bench, const struct phases *ph);
 void add_figures(const struct wrun *r, const cJSON *build, int is_baseline, const struct series *series,
@@ -233,6 +271,8 @@ void keep_samples(const char *run, const cJSON *build, const cJSON *bench, const
 
 /* ---------------------------------------------------------------- metrics (worker_metrics.c) */
 
+/* kg-bench --metrics: kn's hardware metrics and PC sample lines into bench.metrics and the
+ * variant's files; never changes the record's status. */
 void add_metrics(const struct wrun *r, const struct kernel *kn, const cJSON *build, const struct bench_settings *cfg,
 		 cJSON *bench);
 
