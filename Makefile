@@ -154,8 +154,9 @@ $(BINOUT)/kg-%: pipelines/kg-%
 
 # The driver tests kg-build's PTX parser too (ptx-regions).
 PTX_OBJ := $(BUILD)/tools/build/ptx_regions.o $(BUILD)/tools/build/ptx_profile.o
-$(BUILD)/tests/driver/libtest.o: ALL_CPPFLAGS += -Itools/build
-$(TEST_DRIVER): $(BUILD)/tests/driver/libtest.o $(EXTRA_OBJ_bench) $(PTX_OBJ) $(LIBKG)
+DRIVER_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/driver/*.c))
+$(DRIVER_OBJ): ALL_CPPFLAGS += -Itools/build
+$(TEST_DRIVER): $(DRIVER_OBJ) $(EXTRA_OBJ_bench) $(PTX_OBJ) $(LIBKG)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(BASE_LIBS)
 

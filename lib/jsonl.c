@@ -385,6 +385,12 @@ double json_number(const cJSON *obj, const char *key, double fallback)
 	return cJSON_IsNumber(item) ? item->valuedouble : fallback;
 }
 
+const cJSON *json_object_member(const cJSON *obj, const char *key)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+	return cJSON_IsObject(item) ? item : NULL;
+}
+
 cJSON *json_read_file(const char *path)
 {
 	size_t len;

@@ -77,9 +77,11 @@ void json_append(cJSON *array, cJSON *item);
 char *json_text(const cJSON *item);
 
 /* Reading members: the string value of key, or NULL when it is absent or not a string; the
- * number, or fallback when it is absent or not a number. */
+ * number, or fallback when it is absent or not a number; the object, or NULL when it is absent
+ * or not an object (a malformed file's array has no names to show). */
 const char *json_string(const cJSON *obj, const char *key);
 double json_number(const cJSON *obj, const char *key, double fallback);
+const cJSON *json_object_member(const cJSON *obj, const char *key);
 
 /* The JSON document in the file at path; NULL when it cannot be read or is not JSON. Reports
  * nothing: for files whose absence or damage the caller treats as "none". */

@@ -10,17 +10,17 @@
 #include "rng.h"
 #include "xalloc.h"
 
-double puct_c(double c_init, double c_base, double n_parent)
+double mcgs_puct_c(double c_init, double c_base, double n_parent)
 {
 	return c_init + log((n_parent + c_base + 1) / c_base);
 }
 
-double puct_score(double q_hat, double c, double prior, double sum_n, double n_edge)
+double mcgs_puct_score(double q_hat, double c, double prior, double sum_n, double n_edge)
 {
 	return q_hat + c * prior * sqrt(sum_n) / (1 + n_edge);
 }
 
-double fpu_value(double parent_q, double reduction, double visited_prior)
+double mcgs_fpu_value(double parent_q, double reduction, double visited_prior)
 {
 	return parent_q - reduction * sqrt(visited_prior);
 }
@@ -29,7 +29,7 @@ double fpu_value(double parent_q, double reduction, double visited_prior)
  * double exactly. */
 #define WIDENING_MAX 9007199254740992.0
 
-size_t widening_limit(double visits, double k, double alpha)
+size_t mcgs_widening_limit(double visits, double k, double alpha)
 {
 	/* Clamped before it becomes an integer, a conversion undefined for a negative, infinite,
 	 * NaN or too large value: --widen-k goes from -1e9 to 1e9 and --widen-alpha up to 1e9. */
@@ -50,13 +50,13 @@ size_t widening_limit(double visits, double k, double alpha)
 	return c;
 }
 
-double reward_log2(double t_ref, double t, double clip)
+double mcgs_reward_log2(double t_ref, double t, double clip)
 {
 	double r = log2(t_ref / t);
 	return r > clip ? clip : r < -clip ? -clip : r;
 }
 
-void normalize_by_parent_and_siblings(double parent_v, const double *q, const int *visited, size_t n, double *out)
+void mcgs_normalize_by_parent_and_siblings(double parent_v, const double *q, const int *visited, size_t n, double *out)
 {
 	double lo = parent_v, hi = parent_v;
 	for (size_t i = 0; i < n; i++) {
@@ -70,13 +70,13 @@ void normalize_by_parent_and_siblings(double parent_v, const double *q, const in
 		out[i] = visited[i] ? (q[i] - lo) / range : 0;
 }
 
-double value_h(double x)
+double mcgs_value_h(double x)
 {
 	double sign = x < 0 ? -1 : x > 0 ? 1 : 0;
 	return sign * (sqrt(fabs(x) + 1) - 1) + 1e-3 * x;
 }
 
-double value_h_inverse(double y)
+double mcgs_value_h_inverse(double y)
 {
 	const double eps = 1e-3;
 	double sign = y < 0 ? -1 : y > 0 ? 1 : 0;
@@ -84,7 +84,7 @@ double value_h_inverse(double y)
 	return sign * (t * t - 1);
 }
 
-void dirichlet_mix(double *p, const double *eta, size_t n, double eps)
+void mcgs_dirichlet_mix(double *p, const double *eta, size_t n, double eps)
 {
 	for (size_t i = 0; i < n; i++)
 		p[i] = (1 - eps) * p[i] + eps * eta[i];
@@ -113,7 +113,7 @@ static double gamma_draw(uint64_t *rng, double alpha)
 	}
 }
 
-void dirichlet_sample(uint64_t *rng, double alpha, size_t n, double *eta)
+void mcgs_dirichlet_sample(uint64_t *rng, double alpha, size_t n, double *eta)
 {
 	double sum = 0;
 	for (size_t i = 0; i < n; i++)
@@ -122,7 +122,7 @@ void dirichlet_sample(uint64_t *rng, double alpha, size_t n, double *eta)
 		eta[i] = sum > 0 ? eta[i] / sum : 1.0 / (double)n;
 }
 
-void prior_laplace(const double *counts, size_t k, double alpha, double *out)
+void mcgs_prior_laplace(const double *counts, size_t k, double alpha, double *out)
 {
 	double total = 0;
 	for (size_t i = 0; i < k; i++)
@@ -131,7 +131,7 @@ void prior_laplace(const double *counts, size_t k, double alpha, double *out)
 		out[i] = (counts[i] + alpha) / (total + alpha * (double)k);
 }
 
-void prior_backoff(const double *counts, const double *global, size_t k, double lambda, double *out)
+void mcgs_prior_backoff(const double *counts, const double *global, size_t k, double lambda, double *out)
 {
 	double total = 0;
 	for (size_t i = 0; i < k; i++)
@@ -140,7 +140,7 @@ void prior_backoff(const double *counts, const double *global, size_t k, double 
 		out[i] = (counts[i] + lambda * global[i]) / (total + lambda);
 }
 
-void beta_posterior(double s, double f, double a0, double b0, double *a, double *b, double *mean, double *var)
+void mcgs_beta_posterior(double s, double f, double a0, double b0, double *a, double *b, double *mean, double *var)
 {
 	*a = a0 + s;
 	*b = b0 + f;
@@ -148,7 +148,7 @@ void beta_posterior(double s, double f, double a0, double b0, double *a, double 
 	*var = *a * *b / ((*a + *b) * (*a + *b) * (*a + *b + 1));
 }
 
-void prior_temper(const double *p, size_t k, double temperature, double *out)
+void mcgs_prior_temper(const double *p, size_t k, double temperature, double *out)
 {
 	double total = 0;
 	for (size_t i = 0; i < k; i++)
@@ -264,19 +264,19 @@ static int compare_doubles(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-void sort_doubles(double *x, size_t n)
+void mcgs_sort_doubles(double *x, size_t n)
 {
 	qsort(x, n, sizeof(*x), compare_doubles);
 }
 
 static double median_of(double *x, size_t n)
 {
-	sort_doubles(x, n);
+	mcgs_sort_doubles(x, n);
 	return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
 }
 
-void bootstrap_median_ratio(const double *a, size_t na, const double *b, size_t nb, size_t resamples, uint64_t seed,
-			    double interval[2])
+void mcgs_bootstrap_median_ratio(const double *a, size_t na, const double *b, size_t nb, size_t resamples, uint64_t seed,
+				 double interval[2])
 {
 	double *ratios = xcalloc(resamples, sizeof(*ratios));
 	double *ra = xcalloc(na, sizeof(*ra)), *rb = xcalloc(nb, sizeof(*rb));
@@ -288,7 +288,7 @@ void bootstrap_median_ratio(const double *a, size_t na, const double *b, size_t 
 			ra[i] = a[rng_next(&state) % na];
 		ratios[r] = median_of(ra, na) / median_of(rb, nb);
 	}
-	sort_doubles(ratios, resamples);
+	mcgs_sort_doubles(ratios, resamples);
 	interval[0] = ratios[(size_t)floor(0.025 * (double)resamples)];
 	interval[1] = ratios[(size_t)ceil(0.975 * (double)resamples) - 1];
 	free(ratios);

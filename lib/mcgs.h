@@ -1,7 +1,8 @@
 /* mcgs.h: the arithmetic of Monte-Carlo Graph Search (docs/search.md): PUCT with first-play
  * urgency, progressive widening, rewards and their normalization, priors from counts, the
  * idempotent backup over a graph, and the bootstrap interval that gates the incumbent.
- * Pure functions and a small graph of numbers; kg-select keeps the rest of a node. */
+ * Pure functions and a small graph of numbers; kg-select keeps the rest of a node. Every
+ * name this header exports starts with mcgs_ (struct mcgs_node, mcgs_puct_score, ...). */
 #ifndef KG_MCGS_H
 #define KG_MCGS_H
 
@@ -13,48 +14,48 @@
 /* ---- PUCT (docs/search.md "Selection") */
 
 /* AlphaZero's growing constant: c_init + log((n + c_base + 1) / c_base). */
-double puct_c(double c_init, double c_base, double n_parent);
+double mcgs_puct_c(double c_init, double c_base, double n_parent);
 /* q_hat + c * prior * sqrt(sum_n) / (1 + n_edge). */
-double puct_score(double q_hat, double c, double prior, double sum_n, double n_edge);
+double mcgs_puct_score(double q_hat, double c, double prior, double sum_n, double n_edge);
 /* First-play urgency: parent_q - reduction * sqrt(visited_prior). */
-double fpu_value(double parent_q, double reduction, double visited_prior);
+double mcgs_fpu_value(double parent_q, double reduction, double visited_prior);
 
 /* ---- Progressive widening ("Selection") */
 
 /* ceil(k * visits^alpha): how many children a node may have after that many visits; 0 when
  * that is not positive (or NaN), and at most 2^53. */
-size_t widening_limit(double visits, double k, double alpha);
+size_t mcgs_widening_limit(double visits, double k, double alpha);
 
 /* ---- Rewards ("Rewards", "Selection") */
 
 /* clip(log2(t_ref / t), -clip, clip). */
-double reward_log2(double t_ref, double t, double clip);
+double mcgs_reward_log2(double t_ref, double t, double clip);
 /* Min-max over the parent's value and its visited children's values (mctx's
  * qtransform_by_parent_and_siblings): out[i] = (q[i] - min) / max(max - min, 1e-8);
  * unvisited children get 0 (the minimum). */
-void normalize_by_parent_and_siblings(double parent_v, const double *q, const int *visited, size_t n, double *out);
+void mcgs_normalize_by_parent_and_siblings(double parent_v, const double *q, const int *visited, size_t n, double *out);
 
 /* MuZero's value transform h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x, eps = 1e-3, and its
  * inverse; for a value model trained on raw speedups. */
-double value_h(double x);
-double value_h_inverse(double y);
+double mcgs_value_h(double x);
+double mcgs_value_h_inverse(double y);
 
 /* ---- Root noise ("Selection") */
 
 /* p[i] = (1 - eps) p[i] + eps eta[i]. */
-void dirichlet_mix(double *p, const double *eta, size_t n, double eps);
+void mcgs_dirichlet_mix(double *p, const double *eta, size_t n, double eps);
 /* A Dirichlet(alpha, ..., alpha) draw into eta, from gamma draws made with rng. */
-void dirichlet_sample(uint64_t *rng, double alpha, size_t n, double *eta);
+void mcgs_dirichlet_sample(uint64_t *rng, double alpha, size_t n, double *eta);
 
 /* ---- Priors from counts ("The ReGraph") */
 
-void prior_laplace(const double *counts, size_t k, double alpha, double *out);
+void mcgs_prior_laplace(const double *counts, size_t k, double alpha, double *out);
 /* (c_b + lambda * global_b) / (sum c + lambda). */
-void prior_backoff(const double *counts, const double *global, size_t k, double lambda, double *out);
+void mcgs_prior_backoff(const double *counts, const double *global, size_t k, double lambda, double *out);
 /* Beta(a0 + s, b0 + f): its parameters, mean and variance. */
-void beta_posterior(double s, double f, double a0, double b0, double *a, double *b, double *mean, double *var);
+void mcgs_beta_posterior(double s, double f, double a0, double b0, double *a, double *b, double *mean, double *var);
 /* p^(1/T), normalized. */
-void prior_temper(const double *p, size_t k, double temperature, double *out);
+void mcgs_prior_temper(const double *p, size_t k, double temperature, double *out);
 
 /* ---- The graph and its backup ("The graph", "Backup") */
 
@@ -107,12 +108,12 @@ double mcgs_best(const struct mcgs *g, size_t node);
 /* ---- Comparison (docs/measurement.md "Comparing two kernels") */
 
 /* Sorts x ascending. */
-void sort_doubles(double *x, size_t n);
+void mcgs_sort_doubles(double *x, size_t n);
 
 /* Percentile bootstrap of median(a) / median(b) with splitmix64 (docs/search.md, T7d): each of
  * the resamples draws b first, then a; the interval is the sorted values at
  * floor(0.025 B) and ceil(0.975 B) - 1. */
-void bootstrap_median_ratio(const double *a, size_t na, const double *b, size_t nb, size_t resamples, uint64_t seed,
-			    double interval[2]);
+void mcgs_bootstrap_median_ratio(const double *a, size_t na, const double *b, size_t nb, size_t resamples, uint64_t seed,
+				 double interval[2]);
 
 #endif

@@ -27,7 +27,7 @@ void summarize(const double *samples, size_t n, struct summary *s)
 		return;
 	double *sorted = xmalloc(n * sizeof(*sorted)), sum = 0, squares = 0;
 	memcpy(sorted, samples, n * sizeof(*sorted));
-	sort_doubles(sorted, n);
+	mcgs_sort_doubles(sorted, n);
 	for (size_t k = 0; k < n; k++)
 		sum += sorted[k];
 	s->count = n;
@@ -43,7 +43,7 @@ void summarize(const double *samples, size_t n, struct summary *s)
 	s->max = sorted[n - 1];
 	for (size_t k = 0; k < n; k++)
 		sorted[k] = fabs(sorted[k] - s->median);
-	sort_doubles(sorted, n);
+	mcgs_sort_doubles(sorted, n);
 	s->mad = quantile(sorted, n, 0.5);
 	free(sorted);
 }

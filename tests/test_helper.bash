@@ -3,7 +3,7 @@
 
 KG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)" # tests/.., for tests/gpu too
 KG_BIN_DIR="${KG_BIN_DIR:-$KG_ROOT/bin}"
-# The test driver that exposes lib/ (tests/driver/libtest.c).
+# The test driver that exposes lib/ (tests/driver/libtest.c and the libtest_*.c beside it).
 LIBTEST="${KG_TEST_DRIVER:-$KG_ROOT/build/release/tests/kg-libtest}"
 FIXTURES="$KG_ROOT/tests/fixtures"
 TOOLS="$KG_ROOT/tests/tools"

@@ -466,6 +466,16 @@ void node_release(struct node_info *node)
 	memset(node, 0, sizeof(*node));
 }
 
+/* A JSON file of the node's variant directory (regions.json), or NULL when it
+ * is absent (an unreadable or malformed one is reported). The caller frees it. */
+cJSON *node_variant_json(const struct run_info *run, const struct node_info *node, enum variant_file file)
+{
+	char *path = run_variant_path(run->run.dir, node->state, file);
+	cJSON *doc = json_read_optional(path);
+	free(path);
+	return doc;
+}
+
 /* ---------------------------------------------------------------- checks */
 
 int context_within(const struct run_info *run, const size_t *indices)

@@ -65,7 +65,7 @@ struct run_info {
 		size_t *indices;
 	} *sent;
 	size_t nsent;
-	size_t *listing;	     /* rules.c's run_listing, made once */
+	size_t *listing;	     /* space.c's run_listing, made once */
 	long nlisting;
 	int listing_made;
 };
@@ -101,6 +101,10 @@ void runs_release(struct runs *runs);
  * names no node, a node whose variant is missing). */
 int node_load(struct run_info *run, const cJSON *record, struct node_info *node, struct strbuf *why);
 void node_release(struct node_info *node);
+/* A JSON file of node's variant directory (RUN/variants/STATE/NAME: regions.json; the
+ * node's metrics.json is read once, into node->metrics), or NULL when it is absent (an unreadable or malformed one is reported). The
+ * caller frees it with cJSON_Delete. */
+cJSON *node_variant_json(const struct run_info *run, const struct node_info *node, enum variant_file file);
 
 /* Whether p may go out: its configuration completes to a valid one of the space (one that
  * run->within measured, when set) that the kernel it makes takes (kernel_takes: node's, with

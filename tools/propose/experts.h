@@ -33,19 +33,6 @@ struct experts {
 	long tool_total_bytes;	 /* --tool-total-bytes: the most the results of one expert may hold */
 };
 
-/* The catalog and the ReGraph a run's proposals use; the caller frees them. */
-char *experts_catalog_path(const struct experts *ex, const struct run_info *run);
-char *experts_regraph_path(const struct experts *ex, const struct run_info *run);
-
-/* A JSON file of node's variant directory (RUN/variants/STATE/NAME: regions.json; the
- * node's metrics.json is read once, into node->metrics), or NULL when it is absent (an unreadable or malformed one is reported). The
- * caller frees it with cJSON_Delete. */
-cJSON *experts_variant_json(const struct run_info *run, const struct node_info *node, enum variant_file file);
-
-/* The member key of obj when it is an object, else NULL (a malformed file's array has no
- * names to show). */
-const cJSON *experts_object_member(const cJSON *obj, const char *key);
-
 /* The built-in personas, or one from a prompt file (NAME.txt or NAME.md). Returns 0, or -1
  * after reporting a name that is neither. */
 int persona_add(struct experts *ex, const char *name_or_file);

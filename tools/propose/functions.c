@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "experts.h"
 #include "fileio.h"
 #include "functions.h"
 #include "jsonl.h"
@@ -96,8 +95,8 @@ static char *call_metrics(const struct variant_view *v, const cJSON *arguments)
 	for (size_t k = 0; k < ARRAY_SIZE(about); k++)
 		if (json_string(doc, about[k]))
 			json_add_string(out, about[k], json_string(doc, about[k]));
-	const cJSON *values = experts_object_member(doc, "values");
-	const cJSON *unavailable = experts_object_member(doc, "unavailable");
+	const cJSON *values = json_object_member(doc, "values");
+	const cJSON *unavailable = json_object_member(doc, "unavailable");
 	if (cJSON_GetArraySize(names) == 0) {
 		json_add(out, "values", cJSON_Duplicate(values, 1));
 		json_add(out, "unavailable", cJSON_Duplicate(unavailable, 1));
@@ -142,7 +141,7 @@ static char *call_region_detail(const struct variant_view *v, const cJSON *argum
 	char *bad = whole_arg(arguments, "id", &id);
 	if (bad)
 		return bad;
-	cJSON *graph = experts_variant_json(v->run, v->node, VARIANT_REGIONS);
+	cJSON *graph = node_variant_json(v->run, v->node, VARIANT_REGIONS);
 	const cJSON *regions = cJSON_GetObjectItemCaseSensitive(graph, "regions"), *item;
 	int n = cJSON_GetArraySize(regions);
 	if (n == 0 || id < 0 || id >= n) {
@@ -208,7 +207,7 @@ static char *line_range(const cJSON *arguments, size_t n, long *start, long *end
 /* The variant's lines.json when its PC samples were taken (status ok), else NULL. */
 static cJSON *sampled_lines(const struct variant_view *v)
 {
-	cJSON *doc = experts_variant_json(v->run, v->node, VARIANT_LINES);
+	cJSON *doc = node_variant_json(v->run, v->node, VARIANT_LINES);
 	const char *status = json_string(doc, "status");
 	if (doc && (!status || strcmp(status, "ok") != 0)) {
 		cJSON_Delete(doc);

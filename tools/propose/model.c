@@ -12,7 +12,7 @@
 #include "model.h"
 #include "moves.h"
 #include "rng.h"
-#include "rules.h"
+#include "space.h"
 #include "transfer.h"
 
 /* The model holds at most OBS_MAX observations, FIT_MAX / 2 best and then the latest, and its

@@ -230,7 +230,7 @@ static cJSON *regraph_json(const struct options *opt, const struct names *method
 			w[k++] = into[b].weight;
 		}
 	double *smoothed = xcalloc(k + 1, sizeof(*smoothed)), *p = xcalloc(k + 1, sizeof(*p));
-	prior_laplace(w, k, 1.0, smoothed);
+	mcgs_prior_laplace(w, k, 1.0, smoothed);
 	for (size_t j = 0; j < k; j++)
 		global[target[j]] = smoothed[j];
 
@@ -258,13 +258,13 @@ static cJSON *regraph_json(const struct options *opt, const struct names *method
 		json_append(nodes, node);
 		if (out_weight == 0)
 			continue;
-		prior_backoff(w, smoothed, k, opt->lambda, p);
+		mcgs_prior_backoff(w, smoothed, k, opt->lambda, p);
 		for (size_t j = 0; j < k; j++) {
 			const struct tally *t = &pair[a * m + target[j]];
 			if (t->count == 0)
 				continue; /* unseen: neighbors backs off to the frequency */
 			double ba, bb, mean, var;
-			beta_posterior(t->bal_success, t->bal - t->bal_success, opt->alpha0, opt->beta0, &ba, &bb, &mean, &var);
+			mcgs_beta_posterior(t->bal_success, t->bal - t->bal_success, opt->alpha0, opt->beta0, &ba, &bb, &mean, &var);
 			cJSON *e = json_object(), *beta = cJSON_CreateArray();
 			json_add_string(e, "from", methods->v[a]);
 			json_add_string(e, "to", methods->v[target[j]]);

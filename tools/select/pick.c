@@ -18,6 +18,7 @@
 #include "run.h"
 #include "step.h"
 #include "stream.h"
+#include "trace.h"
 #include "xalloc.h"
 
 /* ---------------------------------------------------------------- records */
@@ -113,11 +114,11 @@ static size_t choose_edge(struct graph *g, size_t node, const size_t *path, size
 		prior[i] = prior_total > 0 ? prior[i] / prior_total : 1.0 / (double)k;
 	if (node == 0 && p->noise_epsilon > 0) {
 		double *eta = xcalloc(k, sizeof(*eta));
-		dirichlet_sample(&g->rng, p->noise_alpha / (double)k, k, eta);
-		dirichlet_mix(prior, eta, k, p->noise_epsilon);
+		mcgs_dirichlet_sample(&g->rng, p->noise_alpha / (double)k, k, eta);
+		mcgs_dirichlet_mix(prior, eta, k, p->noise_epsilon);
 		free(eta);
 	}
-	normalize_by_parent_and_siblings(n->q, q, visited, k, qhat);
+	mcgs_normalize_by_parent_and_siblings(n->q, q, visited, k, qhat);
 	for (size_t i = 0; i < k; i++) {
 		if (!visited[i])
 			continue;
@@ -127,8 +128,8 @@ static size_t choose_edge(struct graph *g, size_t node, const size_t *path, size
 		visits += en;
 	}
 	double parent_qhat = visits > 0 ? weighted / visits : 0;
-	double fpu = fpu_value(parent_qhat, node == 0 ? p->root_fpu_reduction : p->fpu_reduction, visited_prior);
-	double c = puct_c(p->c_init, p->c_base, n->n);
+	double fpu = mcgs_fpu_value(parent_qhat, node == 0 ? p->root_fpu_reduction : p->fpu_reduction, visited_prior);
+	double c = mcgs_puct_c(p->c_init, p->c_base, n->n);
 	size_t best = MCGS_NONE;
 	double best_score = -INFINITY;
 	for (size_t i = 0; i < k; i++) {
@@ -140,7 +141,7 @@ static size_t choose_edge(struct graph *g, size_t node, const size_t *path, size
 		if (e->to != MCGS_NONE && (g->nodes[e->to].failed || g->nodes[e->to].exhausted == NODE_SPENT))
 			continue; /* a dead end: nothing below it to try */
 		/* max(sum, 1) as lc0 does: before any visit the priors alone must rank the edges. */
-		double score = puct_score(visited[i] ? qhat[i] : fpu, c, prior[i], fmax(sum_n, 1), e->n);
+		double score = mcgs_puct_score(visited[i] ? qhat[i] : fpu, c, prior[i], fmax(sum_n, 1), e->n);
 		if (e->to != MCGS_NONE && state_on_path(g, path, len, graph_node_state(g, e->to)))
 			score -= p->cycle_penalty;
 		if (score > best_score) {
@@ -193,7 +194,7 @@ static cJSON *select_one(struct graph *g, struct picks *pk)
 		len = 0;
 		for (;;) {
 			const struct mcgs_node *n = &g->g.nodes[node];
-			size_t limit = widening_limit(n->n > 1 ? n->n : 1, p->widen_k, p->widen_alpha);
+			size_t limit = mcgs_widening_limit(n->n > 1 ? n->n : 1, p->widen_k, p->widen_alpha);
 			int may_expand = !g->nodes[node].exhausted && !contains(pk->expanded, pk->nexpanded, node);
 			if (n->nout < limit && may_expand) {
 				record = expand_record(g, node, path, len, limit - n->nout);
@@ -276,13 +277,15 @@ static cJSON *rollout_pick(struct graph *g)
 	if (!r->active)
 		return NULL;
 	if (r->steps_left <= 0) {
-		end_rollout(g, "depth reached", 0);
+		trace_rollout_end(g, r, "depth reached");
+		end_rollout(g);
 		return NULL;
 	}
 	if (r->step > 0) {
 		size_t e = rollout_edge(g, r->node);
 		if (e == MCGS_NONE) {
-			end_rollout(g, "no child to go on from", 0);
+			trace_rollout_end(g, r, "no child to go on from");
+			end_rollout(g);
 			return NULL;
 		}
 		r->path = xreallocarray(r->path, r->len + 1, sizeof(*r->path));

@@ -11,7 +11,6 @@
 #include "mcgs.h"
 #include "snapshot.h"
 #include "step.h"
-#include "trace.h"
 #include "xalloc.h"
 
 int step_save(struct step *s)
@@ -34,19 +33,12 @@ const char *last_method(const struct graph *g, size_t node)
 	return cJSON_IsString(last) ? last->valuestring : "init";
 }
 
-void end_rollout(struct graph *g, const char *why, int catching_up)
+void end_rollout(struct graph *g)
 {
 	struct rollout *r = &g->rollout;
 	if (!r->active)
 		return;
 	mcgs_playout(&g->g, 0, r->path, r->len, 1);
-	if (!catching_up) {
-		/* a reward is log2 of a speedup */
-		char *text = xasprintf("the rollout from here ended (%s) after %ld expansions, best %.2fx", why, r->step,
-				       exp2(r->best));
-		trace_note(g, g->iter, r->node, text);
-		free(text);
-	}
 	free(r->path);
 	memset(r, 0, sizeof(*r));
 }

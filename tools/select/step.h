@@ -30,9 +30,9 @@ int step_save(struct step *s);
 const char *last_method(const struct graph *g, size_t node);
 /* Ends the rollout under way, if any (the picker ends one at its depth or where it cannot go
  * on, the learner at a failure): one more playout along its path backs its values up to the
- * root, and trace.md notes it unless catching_up (the graph learns again what its log holds:
- * the note is written already). */
-void end_rollout(struct graph *g, const char *why, int catching_up);
+ * root. trace.md's note of it (trace_rollout_end) is the caller's, made before: the learner
+ * writes none when it learns again what its log holds, whose notes are written already. */
+void end_rollout(struct graph *g);
 /* The method of a candidate record: its canonical name (kg-relabel's "method": {"canonical"}),
  * else the one its proposer named, else "". The learner names its edge by it, trace.md tallies
  * it ("unknown" for ""). The string belongs to record. */

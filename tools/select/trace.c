@@ -460,6 +460,17 @@ void trace_note(const struct graph *g, long iter, size_t node, const char *what)
 	strbuf_release(&sb);
 }
 
+void trace_rollout_end(const struct graph *g, const struct rollout *r, const char *why)
+{
+	if (!r->active)
+		return;
+	/* a reward is log2 of a speedup */
+	char *text = xasprintf("the rollout from here ended (%s) after %ld expansions, best %.2fx", why, r->step,
+			       exp2(r->best));
+	trace_note(g, g->iter, r->node, text);
+	free(text);
+}
+
 /* ---------------------------------------------------------------- the closing summary */
 
 /* Candidates of one kind (a method, a proposer, a failure): how many, how many of them

@@ -28,6 +28,9 @@ void trace_root(const struct graph *g, const cJSON *record);
 void trace_candidate(const struct graph *g, const struct trace_step *s);
 /* A row about a node that is no candidate's (an exhausted node, the end of a rollout). */
 void trace_note(const struct graph *g, long iter, size_t node, const char *what);
+/* The note that rollout r (g's, or a copy of it made before end_rollout cleared it) ended,
+ * and why: after how many expansions, with what best speedup. Nothing when r is not active. */
+void trace_rollout_end(const struct graph *g, const struct rollout *r, const char *why);
 /* Appends the closing summary: what was tried by method and proposer, what failed and why,
  * how the best moved, the best variant and where it is. stopped: why the search ended, or
  * NULL when it may go on. Returns 0, or -1 after reporting that events.jsonl or trace.md

@@ -34,9 +34,6 @@ struct updater {
 	int exists;
 	const char *input_name;
 	int status;
-	/* Set while the graph learns again what its log holds beyond it: what those records wrote
-	 * then (events, trace, dataset rows) is written already. */
-	int catching_up;
 	/* RUN's ReGraph dataset (OUTDIR_REGRAPH_DATASET), made once rather than per record */
 	char *dataset;
 	char *events; /* RUN/events.jsonl, as messages name it */
@@ -47,6 +44,21 @@ struct updater {
 	 * object used as a set), read once; rows of the records learned again that it lacks
 	 * (a kill between the log and the row) are written then. */
 	cJSON *rows_seen;
+};
+
+/* What learning one record did, for recording it. Learning (learn_record) changes the graph,
+ * its best and the record's update, whether the record is new or the log's, learned again;
+ * recording (trace_learned, row_of) writes what a person and kg-regraph read of it, trace.md
+ * once, when the record is new. */
+struct learned {
+	enum event_kind kind;	 /* EVENT_ROOT, EVENT_EVALUATED, EVENT_REGISTERED or EVENT_EXHAUSTED */
+	size_t node;		 /* EVENT_EXHAUSTED: the node not expanded again */
+	struct trace_step step;	 /* EVENT_EVALUATED: the candidate's trace.md row */
+	size_t edge;		 /* EVENT_EVALUATED: the edge it evaluated */
+	int ok;			 /* built and benched ok */
+	double median, speedup, reward;
+	struct rollout ended;	 /* the rollout a failed candidate ended, for its note (its path
+				    freed: NULL); not active when none ended */
 };
 
 /* Reports a record that cannot be handled; it is passed on unchanged. */
@@ -125,8 +137,6 @@ static int create_root(struct updater *u, const cJSON *record, long line)
 	json_add(upd, "root", cJSON_CreateTrue());
 	json_add(upd, "incumbent", cJSON_CreateTrue());
 	json_add((cJSON *)record, "update", upd);
-	if (!u->catching_up)
-		trace_root(g, record);
 	return 0;
 }
 
@@ -246,21 +256,14 @@ static double bottleneck_factor(struct updater *u, size_t parent, const char *me
 	return bottleneck_edge_factor(&u->bottleneck, method);
 }
 
-/* A candidate record: registered (no build yet) or evaluated. */
-static int update_candidate(struct updater *u, cJSON *record, long line)
+/* The edge a candidate record took out of parent: the one it names ("edge"), or a new one. */
+static int edge_of(struct updater *u, const cJSON *record, long line, size_t parent, size_t *e)
 {
 	struct graph *g = u->g;
-	const struct search_params *p = &g->params;
-	size_t parent = parent_of(u, record, line);
-	if (parent == MCGS_NONE)
-		return -1;
 	const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(record, "candidate");
-	const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
-	const cJSON *bench = cJSON_GetObjectItemCaseSensitive(record, "bench");
 	double edge_id = json_number(record, "edge", NAN);
-	size_t e;
 	if (!isnan(edge_id)) {
-		char *why = edge_problem(g, edge_id, parent, 0, &e);
+		char *why = edge_problem(g, edge_id, parent, 0, e);
 		if (why)
 			return report_problem(u, line, why);
 	} else {
@@ -271,13 +274,89 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 		double learned = regraph_prior(u, last_method(g, parent), method_of(record));
 		prior = isnan(prior) ? learned : isnan(learned) ? prior : prior * learned;
 		prior = (isnan(prior) ? 1 : prior) * bottleneck_factor(u, parent, method_of(record));
-		e = graph_add_edge(g, parent, prior, candidate, method_of(record));
+		*e = graph_add_edge(g, parent, prior, candidate, method_of(record));
 	}
+	return 0;
+}
+
+/* The node of the variant edge e made (state), added below parent unless it is there already
+ * (*transposition); l holds the record's figures. */
+static size_t child_of(struct graph *g, size_t parent, size_t e, const char *state, const cJSON *build,
+		       const cJSON *bench, const struct learned *l, int *transposition)
+{
+	size_t child = graph_find_state(g, state, parent);
+	*transposition = child != MCGS_NONE;
+	if (!*transposition) {
+		child = graph_add_node(g, state, l->reward, g->g.nodes[parent].rank + 1);
+		struct gnode *n = &g->nodes[child];
+		n->failed = !l->ok;
+		n->median_ms = l->median;
+		n->speedup = l->ok ? l->speedup : NAN;
+		const cJSON *ci = cJSON_GetObjectItemCaseSensitive(bench, "speedup_ci");
+		n->speedup_lo = l->ok ? (cJSON_GetArraySize(ci) == 2 ? cJSON_GetArrayItem(ci, 0)->valuedouble : l->speedup) : NAN;
+		cJSON *methods = cJSON_Duplicate(graph_node_methods(g, parent), 1);
+		if (!methods || (graph_edge_method(g, e)[0] && !cJSON_AddItemToArray(methods, cJSON_CreateString(graph_edge_method(g, e)))))
+			xalloc_die();
+		graph_node_set_json(g, child, cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(build, "config"), 1), methods);
+	}
+	return child;
+}
+
+/* Makes child the incumbent when it beat it (RUN/best follows); returns whether it did. The
+ * incumbent moves only when the candidate's interval clears it. */
+static int move_incumbent(struct graph *g, size_t child, int ok, const cJSON *bench)
+{
+	const struct search_params *p = &g->params;
+	const struct gnode *inc = &g->nodes[g->incumbent];
+	const struct gnode *c = &g->nodes[child];
+	int better = ok && isfinite(c->speedup_lo) && c->speedup_lo > inc->speedup && child != g->incumbent;
+	if (better) {
+		if (c->speedup >= inc->speedup * (1 + p->improve_pct / 100))
+			g->last_improvement = g->iter;
+		g->incumbent = child;
+		refresh_best(g, cJSON_GetObjectItemCaseSensitive(bench, "speedup_ci"));
+	}
+	return better;
+}
+
+/* Rollouts: an improving child starts one; a failure ends the one under way (l->ended keeps it
+ * for its note). path (the edges from the root to child, len of them) is taken. */
+static void learn_rollout(struct graph *g, const cJSON *record, size_t *path, size_t len, struct learned *l)
+{
+	const struct search_params *p = &g->params;
+	size_t parent = l->step.parent, child = l->step.child;
+	double rollout = json_number(record, "rollout", NAN);
+	if (g->rollout.active && rollout > 0) {
+		g->rollout.best = fmax(g->rollout.best, l->reward);
+		if (!l->ok) {
+			l->ended = g->rollout;
+			l->ended.path = NULL;
+			end_rollout(g);
+		}
+	} else if (!g->rollout.active && !(rollout > 0) && l->ok && p->rollout_depth > 0 && l->reward > g->g.nodes[parent].u) {
+		g->rollout = (struct rollout){.active = 1, .node = child, .steps_left = p->rollout_depth, .best = l->reward,
+					      .path = path, .len = len};
+		path = NULL;
+	}
+	free(path);
+}
+
+/* Learns a candidate record: registered (no build yet) or evaluated; l says what it taught. */
+static int learn_candidate(struct updater *u, cJSON *record, long line, struct learned *l)
+{
+	struct graph *g = u->g;
+	const struct search_params *p = &g->params;
+	size_t parent = parent_of(u, record, line), e;
+	if (parent == MCGS_NONE || edge_of(u, record, line, parent, &e))
+		return -1;
+	const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
+	const cJSON *bench = cJSON_GetObjectItemCaseSensitive(record, "bench");
 	cJSON *upd = json_object();
 	json_add_number(upd, "edge", (double)e);
 	if (!build) {
 		json_add(upd, "registered", cJSON_CreateTrue());
 		json_add(record, "update", upd);
+		l->kind = EVENT_REGISTERED;
 		return 0;
 	}
 	if (g->g.edges[e].to != MCGS_NONE) {
@@ -290,27 +369,16 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	double speedup = json_number(bench, "speedup", NAN), median = json_number(bench, "median_ms", NAN);
 	if (ok && isnan(speedup))
 		speedup = g->baseline_ms / median;
-	double reward = ok ? reward_log2(speedup, 1, p->reward_clip) : p->failure_reward;
+	double reward = ok ? mcgs_reward_log2(speedup, 1, p->reward_clip) : p->failure_reward;
+	*l = (struct learned){.kind = EVENT_EVALUATED, .edge = e, .ok = ok, .median = median, .speedup = speedup,
+			      .reward = reward};
 	char failed_state[64];
 	if (!state) {
 		snprintf(failed_state, sizeof(failed_state), "failed:%zu", e);
 		state = failed_state;
 	}
-	size_t child = graph_find_state(g, state, parent);
-	int transposition = child != MCGS_NONE;
-	if (!transposition) {
-		child = graph_add_node(g, state, reward, g->g.nodes[parent].rank + 1);
-		struct gnode *n = &g->nodes[child];
-		n->failed = !ok;
-		n->median_ms = median;
-		n->speedup = ok ? speedup : NAN;
-		const cJSON *ci = cJSON_GetObjectItemCaseSensitive(bench, "speedup_ci");
-		n->speedup_lo = ok ? (cJSON_GetArraySize(ci) == 2 ? cJSON_GetArrayItem(ci, 0)->valuedouble : speedup) : NAN;
-		cJSON *methods = cJSON_Duplicate(graph_node_methods(g, parent), 1);
-		if (!methods || (graph_edge_method(g, e)[0] && !cJSON_AddItemToArray(methods, cJSON_CreateString(graph_edge_method(g, e)))))
-			xalloc_die();
-		graph_node_set_json(g, child, cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(build, "config"), 1), methods);
-	}
+	int transposition;
+	size_t child = child_of(g, parent, e, state, build, bench, l, &transposition);
 	g->g.edges[e].to = child;
 	g->edges[e].evaluations++;
 	g->edges[e].reward_sum += reward;
@@ -324,17 +392,8 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	if (p->backup_max)
 		back_up_max(g, path, len);
 
-	/* The incumbent moves only when the candidate's interval clears it. */
 	size_t previous_best = g->incumbent;
-	const struct gnode *inc = &g->nodes[g->incumbent];
-	const struct gnode *c = &g->nodes[child];
-	int better = ok && isfinite(c->speedup_lo) && c->speedup_lo > inc->speedup && child != g->incumbent;
-	if (better) {
-		if (c->speedup >= inc->speedup * (1 + p->improve_pct / 100))
-			g->last_improvement = g->iter;
-		g->incumbent = child;
-		refresh_best(g, cJSON_GetObjectItemCaseSensitive(bench, "speedup_ci"));
-	}
+	int better = move_incumbent(g, child, ok, bench);
 	json_add_number(upd, "reward", reward);
 	json_add_string(upd, "child", state);
 	json_add_number(upd, "child_id", (double)child);
@@ -342,50 +401,41 @@ static int update_candidate(struct updater *u, cJSON *record, long line)
 	json_add(upd, "incumbent", cJSON_CreateBool(better));
 	json_add_number(upd, "learned_iter", (double)g->iter);
 	json_add(record, "update", upd);
+	l->step = (struct trace_step){.record = record, .method = graph_edge_method(g, e), .parent = parent, .child = child,
+				      .previous_best = previous_best, .transposition = transposition, .better = better};
+	learn_rollout(g, record, path, len, l);
+	return 0;
+}
 
-	/* One row per evaluated transition, for kg-regraph, written after the record is logged. */
+/* An evaluated record's dataset row (u->row), for kg-regraph: one per evaluated transition,
+ * appended once the log holds the record (write_row). t: when it was learned (the log's time
+ * for a record learned again). */
+static void row_of(struct updater *u, const cJSON *record, const struct learned *l, const char *t)
+{
+	const struct graph *g = u->g;
+	const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(record, "candidate");
+	const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
+	if (l->kind != EVENT_EVALUATED)
+		return;
 	cJSON_Delete(u->row);
 	u->row = json_object();
-	char t[40];
-	utc_now(t, sizeof(t), 1);
-	json_add_string(u->row, "t", u->catching_up && json_string(record, "t") ? json_string(record, "t") : t);
+	json_add_string(u->row, "t", t);
 	json_add_string(u->row, "kernel", g->kernel);
 	json_add_string(u->row, "arch", json_string(build, "arch") ? json_string(build, "arch") : "");
-	json_add_string(u->row, "from_method", last_method(g, parent));
-	json_add_string(u->row, "to_method", graph_edge_method(g, e)[0] ? graph_edge_method(g, e) : "unknown");
-	json_add(u->row, "ok", cJSON_CreateBool(ok));
-	json_add_number(u->row, "median_ms", median);
+	json_add_string(u->row, "from_method", last_method(g, l->step.parent));
+	json_add_string(u->row, "to_method", graph_edge_method(g, l->edge)[0] ? graph_edge_method(g, l->edge) : "unknown");
+	json_add(u->row, "ok", cJSON_CreateBool(l->ok));
+	json_add_number(u->row, "median_ms", l->median);
 	json_add_number(u->row, "baseline_ms", g->baseline_ms);
-	json_add_number(u->row, "speedup", ok ? speedup : NAN);
-	json_add_number(u->row, "reward", reward);
+	json_add_number(u->row, "speedup", l->ok ? l->speedup : NAN);
+	json_add_number(u->row, "reward", l->reward);
 	json_add_string(u->row, "candidate_id", json_string(candidate, "id") ? json_string(candidate, "id") : "");
 	json_add_string(u->row, "variant_dir", json_string(build, "dir") ? json_string(build, "dir") : "");
-
-	if (!u->catching_up) {
-		struct trace_step step = {.record = record, .method = graph_edge_method(g, e), .parent = parent,
-					  .child = child, .previous_best = previous_best,
-					  .transposition = transposition, .better = better};
-		trace_candidate(g, &step);
-	}
-
-	/* Rollouts: an improving child starts one; a failure ends the one under way. */
-	double rollout = json_number(record, "rollout", NAN);
-	if (g->rollout.active && rollout > 0) {
-		g->rollout.best = fmax(g->rollout.best, reward);
-		if (!ok)
-			end_rollout(g, "a candidate failed", u->catching_up);
-	} else if (!g->rollout.active && !(rollout > 0) && ok && p->rollout_depth > 0 && reward > g->g.nodes[parent].u) {
-		g->rollout = (struct rollout){.active = 1, .node = child, .steps_left = p->rollout_depth, .best = reward,
-					      .path = path, .len = len};
-		path = NULL;
-	}
-	free(path);
-	return 0;
 }
 
 /* An expansion kg-propose found nothing new for ("propose": {"status": "empty"}): the node
  * is not expanded again. */
-static int mark_exhausted(struct updater *u, cJSON *record, long line)
+static int mark_exhausted(struct updater *u, cJSON *record, long line, struct learned *l)
 {
 	struct graph *g = u->g;
 	size_t node = parent_of(u, record, line);
@@ -396,9 +446,8 @@ static int mark_exhausted(struct updater *u, cJSON *record, long line)
 	cJSON *upd = json_object();
 	json_add_number(upd, "exhausted", (double)node);
 	json_add(record, "update", upd);
-	if (!u->catching_up)
-		trace_note(g, (long)json_number(record, "iter", (double)g->iter), node,
-			   "nothing new to try from here: not expanded again");
+	l->kind = EVENT_EXHAUSTED;
+	l->node = node;
 	return 0;
 }
 
@@ -455,19 +504,44 @@ static void catch_up_row(struct updater *u)
 	write_row(u);
 }
 
-/* Learns from one finished record; returns whether the graph changed. */
-static int apply_record(struct updater *u, cJSON *record, long line)
+/* Learns from one finished record, into l for its recording; returns whether the graph
+ * changed. */
+static int learn_record(struct updater *u, cJSON *record, long line, struct learned *l)
 {
-	if (!u->exists)
+	*l = (struct learned){.kind = EVENT_OTHER};
+	if (!u->exists) {
+		l->kind = EVENT_ROOT;
 		return create_root(u, record, line) == 0;
+	}
 	switch (event_kind(record)) {
 	case EVENT_EVALUATED:
 	case EVENT_REGISTERED:
-		return update_candidate(u, record, line) == 0;
+		return learn_candidate(u, record, line, l) == 0;
 	case EVENT_EXHAUSTED:
-		return mark_exhausted(u, record, line) == 0;
+		return mark_exhausted(u, record, line, l) == 0;
 	default:
 		return 0;
+	}
+}
+
+/* trace.md's rows of a record just learned (record: as learned, its update added). */
+static void trace_learned(struct updater *u, const cJSON *record, const struct learned *l)
+{
+	struct graph *g = u->g;
+	switch (l->kind) {
+	case EVENT_ROOT:
+		trace_root(g, record);
+		break;
+	case EVENT_EVALUATED:
+		trace_candidate(g, &l->step);
+		trace_rollout_end(g, &l->ended, "a candidate failed");
+		break;
+	case EVENT_EXHAUSTED:
+		trace_note(g, (long)json_number(record, "iter", (double)g->iter), l->node,
+			   "nothing new to try from here: not expanded again");
+		break;
+	default:
+		break;
 	}
 }
 
@@ -504,14 +578,19 @@ static void catch_up_with_log(struct updater *u)
 	const char *input_name = u->input_name;
 	u->input_name = u->events;
 	cJSON *record;
-	u->catching_up = 1;
+	/* What those records wrote then (events, trace) is written already: they are learned, and
+	 * only a dataset row that is missing is written, with the time the log gave them. */
 	while ((record = events_next(&r))) {
+		struct learned l;
 		cJSON_DeleteItemFromObjectCaseSensitive(record, "update");
-		apply_record(u, record, events_line(&r));
+		if (learn_record(u, record, events_line(&r), &l)) {
+			char t[40];
+			utc_now(t, sizeof(t), 1);
+			row_of(u, record, &l, json_string(record, "t") ? json_string(record, "t") : t);
+		}
 		catch_up_row(u);
 		cJSON_Delete(record);
 	}
-	u->catching_up = 0;
 	u->input_name = input_name;
 	g->events_len = r.offset;
 	events_reader_release(&r);
@@ -560,7 +639,14 @@ static enum stream_action update_record(struct stream *s, cJSON *record, void *c
 	struct update_stream *us = ctx;
 	struct step *step = us->u.step;
 	double t0 = monotonic_ms();
-	int changed = us->learning && apply_record(&us->u, record, s->in.line);
+	struct learned l;
+	int changed = us->learning && learn_record(&us->u, record, s->in.line, &l);
+	if (changed) {
+		char t[40];
+		utc_now(t, sizeof(t), 1);
+		trace_learned(&us->u, record, &l);
+		row_of(&us->u, record, &l, t);
+	}
 	step->decide_ms += monotonic_ms() - t0;
 	if (!changed)
 		return STREAM_PASS;
