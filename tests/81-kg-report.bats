@@ -40,3 +40,41 @@ same_page() {
 	[ "$(grep -c '^  n[0-9]* \[label=' capped/graph.dot)" -eq 8 ]
 	[ "$(grep -c 'fillcolor="#d9d9d9"' "$FIXTURES/report/expected/graph.dot")" -eq 2 ]
 }
+
+@test "kg-select --draw json: the nodes and edges of the DOT, with their fills, builds and the incumbent's path" {
+	run_tool 0 kg-select --draw json report-run
+	assert_stderr_empty
+	drawing=$output
+	dot=$FIXTURES/report/expected/graph.dot
+	# a node per variant with the DOT's fill, an edge per evaluated candidate
+	diff <(jq -r '.nodes[] | "n\(.id) \(.fill)"' <<<"$drawing") \
+		<(sed -n 's/^  \(n[0-9]*\) \[label=.*fillcolor="\(#[0-9a-f]*\)".*/\1 \2/p' "$dot")
+	diff <(jq -r '.edges[] | "n\(.from) -> n\(.to)"' <<<"$drawing") <(grep -o '^  n[0-9]* -> n[0-9]*' "$dot" | sed 's/^  //')
+	[ "$(jq -r '.incumbent' <<<"$drawing")" = "$(jq -r '.incumbent' report-run/graph.json)" ]
+	[ "$(jq -c '[.nodes[] | select(.on_path) | .id]' <<<"$drawing")" = '[0,4,6,8,11]' ]
+	[ "$(jq -c '[.nodes[] | select(.fill == "#d9d9d9") | [.build, .status]]' <<<"$drawing")" = '[[41,"compile_failed"],[42,"incorrect"]]' ]
+	[ "$(jq -r '.nodes_total' <<<"$drawing")" -eq 43 ]
+	run_tool 0 kg-select --draw json --graph-nodes 8 report-run
+	[ "$(jq '.nodes | length' <<<"$output")" -eq 8 ]
+}
+
+@test "kg-select --draw: a transposition's edge is dashed; its usage errors" {
+	jq -c 'if .update.child_id == 13 then .update.transposition = true else . end' report-run/events.jsonl >e &&
+		mv e report-run/events.jsonl
+	run_tool 0 kg-select --draw dot report-run
+	assert_line '  n1 -> n13 [label="retune_configuration\nblock_size_x 1024 → 128, items_per_thread 2 → 8", style=dashed];'
+	[ "$(grep -c 'style=dashed];$' <<<"$output")" -eq 1 ]
+	run_tool 2 kg-select --draw svg report-run
+	assert_stderr "$(printf '%s\n' "kg-select: --draw: 'svg' is not dot or json" "Try 'kg-select --help' for more information.")"
+	run_tool 2 kg-select --graph-nodes 3 report-run
+	assert_stderr "$(printf '%s\n' "kg-select: --graph-nodes goes with --draw" "Try 'kg-select --help' for more information.")"
+	run_tool 2 kg-select --draw dot --graph-nodes 0 report-run
+	assert_stderr "$(printf '%s\n' "kg-select: --graph-nodes: '0': out of range" "Try 'kg-select --help' for more information.")"
+	run_tool 2 kg-select --export --draw dot report-run
+	assert_stderr "$(printf '%s\n' "kg-select: --export and --draw do not go together" "Try 'kg-select --help' for more information.")"
+	# the log is what it draws from: without it, nothing is drawn
+	rm report-run/events.jsonl
+	run_tool 4 kg-select --draw dot report-run
+	[ -z "$output" ]
+	[[ $stderr == *events.jsonl* ]]
+}

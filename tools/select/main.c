@@ -420,8 +420,9 @@ int main(int argc, char **argv)
 		} else if (opt.export_json) {
 			status = export_graph(&g);
 		} else if (opt.draw) {
+			/* it fails only when the log cannot be read */
 			status = draw_graph(&g, (enum draw_format)(opt.draw - 1), opt.draw_nodes, stdout) == 0 ? KG_EXIT_OK
-												       : KG_EXIT_INPUT;
+												       : KG_EXIT_IO;
 		} else if (opt.summary) {
 			if ((status = catch_up_before_pick(&step)) == KG_EXIT_OK)
 				status = write_summary(&g);
