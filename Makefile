@@ -85,6 +85,8 @@ LIBS_relabel = -ldl
 TOOLS      := $(patsubst tools/%/main.c,%,$(wildcard tools/*/main.c))
 CUDA_TOOLS := build bench
 PIPELINES  := $(notdir $(wildcard pipelines/kg-*))
+# what the pipelines source (common.sh, kg-report's plots and page), installed in DATADIR
+PIPE_LIBS  := $(wildcard pipelines/*.sh)
 
 LIB_SRC    := $(wildcard lib/*.c)
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -283,14 +285,14 @@ install: all
 	$(INSTALL) -d '$(DESTDIR)$(BINDIR)'
 	$(INSTALL) -m 755 $(TOOL_BINS) $(PIPELINES:%=pipelines/%) '$(DESTDIR)$(BINDIR)'
 	$(INSTALL) -d '$(DESTDIR)$(DATADIR)'
-	$(INSTALL) -m 644 pipelines/common.sh '$(DESTDIR)$(DATADIR)'
+	$(INSTALL) -m 644 $(PIPE_LIBS) '$(DESTDIR)$(DATADIR)'
 	@if [ "$$(id -u)" -eq 0 ] && getent group '$(LOCKGROUP)' >/dev/null; then \
 	  echo "$(INSTALL) -d -m 3770 -o root -g $(LOCKGROUP) '$(DESTDIR)$(LOCKDIR)'"; \
 	  $(INSTALL) -d -m 3770 -o root -g '$(LOCKGROUP)' '$(DESTDIR)$(LOCKDIR)'; \
 	else echo "make install: no $(LOCKDIR) (needs root and the group $(LOCKGROUP)): each user's kg-bench locks the GPU in \$$XDG_RUNTIME_DIR/kernelgraph"; fi
 
 uninstall:
-	rm -f $(foreach f,$(TOOLS:%=kg-%) $(PIPELINES),'$(DESTDIR)$(BINDIR)/$(f)') '$(DESTDIR)$(DATADIR)/common.sh'
+	rm -f $(foreach f,$(TOOLS:%=kg-%) $(PIPELINES),'$(DESTDIR)$(BINDIR)/$(f)') $(foreach f,$(notdir $(PIPE_LIBS)),'$(DESTDIR)$(DATADIR)/$(f)')
 
 clean:
 	rm -rf build $(TOOLS:%=bin/kg-%) $(PIPELINES:%=bin/%)
