@@ -3,9 +3,10 @@
 # from trace.md's closing line, the kernels of the fastest variants and the baseline.
 # Reads name, run, report, work, device, replayed, best_dir, best_methods, top, in_run; writes
 # and publishes index.html. Nothing here reads the run's log.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154 # kg-report sets what it reads (above)
 
 # config_changes($from; $to): "key from → to" for each parameter $to changes (jq).
+# shellcheck disable=SC2016 # a jq program: its $names are jq's
 config_changes='def config_changes($from; $to): [($to // {}) | to_entries[] | select($from[.key] != .value)
 	| "\(.key) \($from[.key] // "-" | tostring) → \(.value | tostring)"];'
 

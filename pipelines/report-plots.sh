@@ -3,7 +3,7 @@
 # computed ($evaluated, one tab-separated row per evaluated candidate, the baseline first).
 # Reads name, device, best_state, peak, run, work, report; publishes the plots and adds them
 # to plots (the markdown links trace.md's summary gives). Nothing here reads the run's log.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154 # kg-report sets what it reads (above)
 plot() { # plot FILE: gnuplot draws FILE (in $work) from the script on stdin
 	gnuplot 2>"$work/gnuplot.log" || {
 		cat "$work/gnuplot.log" >&2
@@ -125,7 +125,7 @@ elif has 8; then
 			for (i in seen) k++
 			printf "%g %g %g %g %d %s %s\n", lo, hi, ymin / 4, ymax * 3, k == 1 ? n : 0, bx == "" ? "NaN" : bx, by == "" ? "NaN" : by
 		}' "$evaluated")
-	roofs= notes= roof=NaN # roof: the lower of the two at x, for the best's share of it
+	roofs='' notes='' roof=NaN # roof: the lower of the two at x, for the best's share of it
 	if [ -n "$copy_bw" ]; then
 		if [ -n "$compute_roof" ]; then
 			memory_line="($copy_bw * x / 1000 <= $compute_roof ? $copy_bw * x / 1000 : NaN)"
@@ -170,7 +170,7 @@ plot $(gp_quote "$evaluated") using 8:9 with points pt 7 ps 0.7 lc rgb '#1f77b4'
      '' using (strcol(12) eq '$best_state' ? \$8 : NaN):9 with points pt 3 ps 2.5 lw 2 lc rgb '#d62728' title 'best (best.json)'$roofs
 EOF
 else
-	roofs= notes=
+	roofs='' notes=''
 	if [ -n "$copy_bw" ]; then
 		roofs=", $copy_bw with lines lw 2 lc rgb '#d62728' title $(gp_quote "memory roof $(printf %.0f "$copy_bw") GB/s: $memory_from")"
 	else
