@@ -105,7 +105,7 @@ static void jq_number(char *out, size_t size, double d)
 	int decpt = (int)strtol(p + 1, NULL, 10) + 1;
 	char *o = out, *stop = out + size - 1;
 #define PUT(c) (o < stop ? (void)(*o++ = (c)) : (void)0)
-	if (d < 0)
+	if (signbit(d)) /* jq writes -0 too */
 		PUT('-');
 	if (d == 0) {
 		PUT('0');
