@@ -78,3 +78,15 @@ same_page() {
 	[ -z "$output" ]
 	[[ $stderr == *events.jsonl* ]]
 }
+
+@test "kg-report draws no graph itself (kg-select --draw does) and reads the run's log in one place" {
+	run ! grep -n 'child_id' "$KG_ROOT/pipelines/kg-report" "$KG_ROOT"/pipelines/report-*.sh
+	# the plots and the page read what kg-report computed, never the log
+	run ! grep -n 'events\.jsonl' "$KG_ROOT"/pipelines/report-*.sh
+	# kg-report reads it once (rows.jsonl); else it only checks it is there and has kg-bench export it
+	run grep -n '"$run/events.jsonl"' "$KG_ROOT/pipelines/kg-report"
+	[ "${#lines[@]}" -eq 3 ]
+	assert_line --regexp '^[0-9]+:	"\$run/events.jsonl" >"\$rows" \|\| '
+	assert_line --regexp '^[0-9]+:\[ -s "\$run/events.jsonl" \] \|\| '
+	assert_line --regexp '^[0-9]+:kg-bench --t4 "\$run/events.jsonl" '
+}

@@ -45,6 +45,7 @@ struct drawing {
 	struct dedge *edges; /* one per evaluated candidate, in the log's order */
 	size_t nedges, cap_edges;
 	long builds;	     /* candidates learned so far while reading */
+	long records;	     /* records read so far */
 	double base;	     /* the baseline's median */
 	size_t kept;	     /* nodes shown */
 	long incumbent;	     /* its node, or -1 */
@@ -331,7 +332,9 @@ static int read_log(struct drawing *d, const char *run)
 	while (ret == 0 && (rec = events_next(&r))) {
 		const cJSON *child = member(rec, "update", "child_id");
 		int root = event_kind(rec) == EVENT_ROOT;
-		if (cJSON_IsNumber(child) && child->valuedouble >= 0 && child->valuedouble < GRAPH_COUNT_MAX) {
+		/* a record makes at most one node, so a larger id is damage (and would cost memory) */
+		long before = d->records++;
+		if (cJSON_IsNumber(child) && child->valuedouble >= 0 && child->valuedouble <= (double)before) {
 			if (!root)
 				d->builds++;
 			else if (d->base == 0 && cJSON_IsNumber(member(rec, "bench", "median_ms")))
