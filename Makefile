@@ -85,6 +85,8 @@ LIBS_relabel = -ldl
 TOOLS      := $(patsubst tools/%/main.c,%,$(wildcard tools/*/main.c))
 CUDA_TOOLS := build bench
 PIPELINES  := $(notdir $(wildcard pipelines/kg-*))
+# what the pipelines source (common.sh, kg-report's plots and page), installed in DATADIR
+PIPE_LIBS  := $(wildcard pipelines/*.sh)
 
 LIB_SRC    := $(wildcard lib/*.c)
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -217,9 +219,12 @@ test-sanitize:
 check: lint test-full test-sanitize fuzz-smoke
 
 # A bats test fails only on its last command's status or a `run` check: a line that starts
-# with "! " elsewhere can never fail it.
+# with "! " elsewhere can never fail it. shellcheck checks every pipeline script with what it
+# sources (pipelines/.shellcheckrc), and each sourced file alone.
+SHELLCHECK ?= shellcheck
 lint:
 	tests/lint-bats.sh tests/*.bats tests/check/*.bats tests/gpu/*.bats
+	$(SHELLCHECK) $(PIPELINES:%=pipelines/%) $(PIPE_LIBS)
 
 # libFuzzer harnesses: tests/fuzz/fuzz_NAME.c, seeded from tests/fuzz/corpus/NAME/; what
 # a run finds goes to build/fuzz/corpus/NAME/ (new inputs) and build/fuzz/fuzz_NAME-crash-*.
@@ -259,11 +264,12 @@ test-gpu: all
 # itself, clang and its sanitizer runtime (make check's second build, the fuzzers), chromium
 # (kg-report's page opened in its test), munge and Slurm (the one-node cluster of
 # tests/check/85-slurm.bats), cmake, g++ and python3-venv (the tests' llama-server and the
-# environment that writes its model), and time (/usr/bin/time, for benchmarks/).
+# environment that writes its model), time (/usr/bin/time, for benchmarks/), and shellcheck
+# (make lint checks the pipeline scripts).
 DEB_RUN  = gcc make pkg-config libc6-dev libcurl4-openssl-dev libcjson-dev libssl-dev ca-certificates \
            jq patch util-linux gnuplot-nox bsdextrautils graphviz
 DEB_TEST = bats bats-support bats-assert parallel python3 python3-venv cmake g++ time \
-           clang libclang-rt-dev chromium munge slurmctld slurmd slurm-client
+           clang libclang-rt-dev chromium munge slurmctld slurmd slurm-client shellcheck
 
 # deps_install PACKAGES: apt-get installs them, through sudo when not root.
 define deps_install
@@ -284,14 +290,14 @@ install: all
 	$(INSTALL) -d '$(DESTDIR)$(BINDIR)'
 	$(INSTALL) -m 755 $(TOOL_BINS) $(PIPELINES:%=pipelines/%) '$(DESTDIR)$(BINDIR)'
 	$(INSTALL) -d '$(DESTDIR)$(DATADIR)'
-	$(INSTALL) -m 644 pipelines/common.sh '$(DESTDIR)$(DATADIR)'
+	$(INSTALL) -m 644 $(PIPE_LIBS) '$(DESTDIR)$(DATADIR)'
 	@if [ "$$(id -u)" -eq 0 ] && getent group '$(LOCKGROUP)' >/dev/null; then \
 	  echo "$(INSTALL) -d -m 3770 -o root -g $(LOCKGROUP) '$(DESTDIR)$(LOCKDIR)'"; \
 	  $(INSTALL) -d -m 3770 -o root -g '$(LOCKGROUP)' '$(DESTDIR)$(LOCKDIR)'; \
 	else echo "make install: no $(LOCKDIR) (needs root and the group $(LOCKGROUP)): each user's kg-bench locks the GPU in \$$XDG_RUNTIME_DIR/kernelgraph"; fi
 
 uninstall:
-	rm -f $(foreach f,$(TOOLS:%=kg-%) $(PIPELINES),'$(DESTDIR)$(BINDIR)/$(f)') '$(DESTDIR)$(DATADIR)/common.sh'
+	rm -f $(foreach f,$(TOOLS:%=kg-%) $(PIPELINES),'$(DESTDIR)$(BINDIR)/$(f)') $(foreach f,$(notdir $(PIPE_LIBS)),'$(DESTDIR)$(DATADIR)/$(f)')
 
 clean:
 	rm -rf build $(TOOLS:%=bin/kg-%) $(PIPELINES:%=bin/%)

@@ -1,5 +1,6 @@
 # common.sh: what the kg-* pipeline scripts share, sourced by each: messages and exit codes
 # as the C tools have them, finding the tools, and reading a spec's name.
+# shellcheck shell=bash
 
 # The tools are found beside the script that runs (bin/), or in ../bin of its real path
 # (pipelines/ in a checkout; $kg_real, which the script sets before sourcing this file),
@@ -24,6 +25,7 @@ KG_EXIT_INPUT=1
 KG_EXIT_USAGE=2
 KG_EXIT_ENV=3
 KG_EXIT_IO=4
+# shellcheck disable=SC2034 # the scripts' (kg-iterate's and kg-tune's), not this file's
 KG_EXIT_STOP=5
 KG_EXIT_LOCKED=6
 

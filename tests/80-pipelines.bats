@@ -7,7 +7,7 @@ load pipelines_helper
 
 @test "every pipeline has --help and --version; unknown options and missing arguments are usage errors" {
 	version=$(sed -n 's/^VERSION *= *//p' "$KG_ROOT/Makefile") # the C tools' (KG_VERSION)
-	for p in kg-init kg-iterate kg-tune kg-nightly kg-report; do
+	for p in kg-init kg-iterate kg-tune kg-nightly kg-nightly-slurm kg-report; do
 		run_tool 0 "$p" --help
 		assert_line --index 0 --regexp "^Usage: $p "
 		assert_line --regexp '^  -V, --version +print the version and exit$'
@@ -93,19 +93,19 @@ load pipelines_helper
 		'[]|(top): must be an object'; do
 		echo "${bad%%|*}" >bad.json
 		run_tool 2 kg-nightly bad.json
-		assert_stderr "kg-nightly: bad.json:1: ${bad#*|}"
+		assert_stderr "kg-nightly: bad.json: ${bad#*|}"
 	done
-	# the line is the field's own, or the line of the nearest field around a missing one
+	# the field by its path, wherever it lies in the file
 	printf '%s\n' '{"outdir": "x",' ' "specs": [' '  "a.json",' '  {"spec": "b.json",' '   "opts": ["--seed", "2"]},' \
 		'  {"spec": "c.json", "options": [' '   "--seed", "2",' '   "--gpus", "1"]},' '  {' '   "budget_builds": 3}]}' >bad.json
 	run_tool 2 kg-nightly bad.json
-	assert_stderr "kg-nightly: bad.json:5: specs[1].opts: unknown key (a spec takes spec, budget_builds, options, replay, reopen_after)"
+	assert_stderr "kg-nightly: bad.json: specs[1].opts: unknown key (a spec takes spec, budget_builds, options, replay, reopen_after)"
 	sed -i '5s/"opts": \["--seed", "2"\]/"budget_builds": 1/' bad.json
 	run_tool 2 kg-nightly bad.json
-	assert_stderr "kg-nightly: bad.json:8: specs[2].options[2]: --gpus: kg-nightly sets it (from outdir, budget_builds, gpus or a spec's replay)"
+	assert_stderr "kg-nightly: bad.json: specs[2].options[2]: --gpus: kg-nightly sets it (from outdir, budget_builds, gpus or a spec's replay)"
 	sed -i '8s/"--gpus", "1"/"--jobs", "1"/' bad.json
 	run_tool 2 kg-nightly bad.json
-	assert_stderr "kg-nightly: bad.json:9: specs[3].spec: missing or not a string (the spec's path)"
+	assert_stderr "kg-nightly: bad.json: specs[3].spec: missing or not a string (the spec's path)"
 	printf '{"outdir": "x",\n "specs": ["a"]\n' >bad.json
 	run_tool 2 kg-nightly bad.json
 	[[ "$stderr" == "kg-nightly: bad.json:3: not JSON ("*", column "*")" ]] # jq's words
@@ -698,7 +698,7 @@ fake_stage() {
 	# a reopen_after that is not a count of nights is named
 	jq '.specs[0].reopen_after = -1' conf/nightly.json >c && mv c conf/nightly.json
 	run_tool 2 kg-nightly conf/nightly.json
-	assert_stderr "kg-nightly: conf/nightly.json:$(grep -n '"reopen_after": -1' conf/nightly.json | cut -d: -f1): specs[0].reopen_after: must be a whole number of nights (0: never)"
+	assert_stderr "kg-nightly: conf/nightly.json: specs[0].reopen_after: must be a whole number of nights (0: never)"
 }
 
 @test "kg-nightly exits at once, exit 6, while another holds the lock" {
@@ -725,12 +725,12 @@ fake_stage() {
 		"# kg-nightly --slurm: $PWD/night, a task per spec ($night/night.json)" \
 		'#SBATCH --job-name=kg-nightly' '#SBATCH --array=0-2%2' "#SBATCH --output=$night/task-%a.out" '#SBATCH --open-mode=append' \
 		'#SBATCH --partition=gpu' '#SBATCH --account=lab' '#SBATCH --gres=gpu:4' '#SBATCH --time=2:00:00' '#SBATCH --signal=B:USR1@120' \
-		'#SBATCH --qos=high --constraint=h100' '#SBATCH --exclusive' "exec $KG_BIN_DIR/kg-nightly --slurm-task $night" \
+		'#SBATCH --qos=high --constraint=h100' '#SBATCH --exclusive' "exec $KG_BIN_DIR/kg-nightly-slurm --task $night" \
 		"# $night/end.sh: sbatch --parsable --dependency=afterany:ARRAY_JOB_ID $night/end.sh" '#!/bin/sh' \
 		"# kg-nightly --slurm: $PWD/night, once every task has ended" \
 		'#SBATCH --job-name=kg-nightly-end' "#SBATCH --output=$night/end.out" '#SBATCH --open-mode=append' \
 		'#SBATCH --partition=gpu' '#SBATCH --account=lab' '#SBATCH --qos=high --constraint=h100' '#SBATCH --exclusive' \
-		"exec $KG_BIN_DIR/kg-nightly --slurm-end $night")"
+		"exec $KG_BIN_DIR/kg-nightly-slurm --end $night")"
 	[ ! -e night ]
 	# no GPU asked (a replayed night), no time limit, no partition: Slurm's defaults
 	run_tool 0 kg-nightly --slurm --dry-run --gpus-per-task 0 conf/nightly.json
@@ -766,7 +766,7 @@ fake_stage() {
 	assert_stderr "kg-nightly: conf/missing.json: no such file"
 }
 
-@test "kg-nightly --slurm-task: the GPUs of CUDA_VISIBLE_DEVICES as CUDA numbers them, the task's Slurm ids in its spec line; a run another holds is exit 6; --slurm-end: sacct's states, the tasks' lines moved into the night's logs; misuse is exit 2, a night never submitted exit 1" {
+@test "kg-nightly-slurm --task: the GPUs of CUDA_VISIBLE_DEVICES as CUDA numbers them, the task's Slurm ids in its spec line; a run another holds is exit 6; --end: sacct's states, the tasks' lines moved into the night's logs; misuse is exit 2, a night never submitted exit 1; kg-nightly --slurm-task and --slurm-end run it (a night submitted before it)" {
 	ex=$KG_ROOT/examples
 	night=$PWD/night/logs/20261126T020000Z.slurm
 	mkdir -p "$night"
@@ -775,7 +775,7 @@ fake_stage() {
 		options: ["--no-llm"], specs: [{spec: "\($ex)/vector_add/vector_add.json", budget_builds: 3,
 		replay: "\($ex)/vector_add/vector_add_H100_T4.json", options: []}]}' >"$night/night.json"
 	CUDA_VISIBLE_DEVICES=GPU-5f0e,GPU-77a1 SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_JOB_ID=40 SLURM_JOB_ID=41 SLURMD_NODENAME=n7 \
-		SLURM_CPUS_ON_NODE=2 run_tool 0 kg-nightly --slurm-task "$night"
+		SLURM_CPUS_ON_NODE=2 run_tool 0 kg-nightly-slurm --task "$night"
 	assert_output "kg-nightly: $ex/vector_add/vector_add.json: exit status 0, 3 builds"
 	assert_stderr_empty
 	[ "$(jq -c 'select(.nightly) | del(.t, .seconds, .best, .fingerprint)' "$night/task-0.jsonl")" = "$(jq -cn --arg ex "$ex" --arg run "$PWD/night/kernels/vector_add" '
@@ -787,29 +787,38 @@ fake_stage() {
 	# while another holds the run: nothing tuned, exit 6, said in the task's log
 	exec {holder}>>night/kernels/.vector_add.lock
 	flock "$holder"
-	SLURM_ARRAY_TASK_ID=0 run_tool 6 kg-nightly --slurm-task "$night"
+	SLURM_ARRAY_TASK_ID=0 run_tool 6 kg-nightly-slurm --task "$night"
 	exec {holder}>&-
-	assert_output "$(printf '%s\n' "kg-nightly: $PWD/night/kernels/vector_add: already running: another kg-tune, kg-iterate or kg-init holds $PWD/night/kernels/.vector_add.lock" \
+	assert_output "$(printf '%s\n' "kg-nightly-slurm: $PWD/night/kernels/vector_add: already running: another kg-tune, kg-iterate or kg-init holds $PWD/night/kernels/.vector_add.lock" \
 		"kg-nightly: $ex/vector_add/vector_add.json: exit status 6, 0 builds")"
 	[ "$(jq -c 'select(.nightly) | [.status, .builds, .slurm.gpus, .slurm.cuda_visible_devices]' "$night/task-0.jsonl" | tail -1)" = '[6,0,"0",null]' ]
 	usage() { # usage MESSAGE
 		assert_output ""
-		assert_stderr "$(printf '%s\n' "kg-nightly: $1" "Try 'kg-nightly --help' for more information.")"
+		assert_stderr "$(printf '%s\n' "kg-nightly-slurm: $1" "Try 'kg-nightly-slurm --help' for more information.")"
 	}
-	run_tool 2 env -u SLURM_ARRAY_TASK_ID kg-nightly --slurm-task "$night"
-	usage "--slurm-task: not run by Slurm as a task of the night's array (SLURM_ARRAY_TASK_ID is not set)"
+	run_tool 2 env -u SLURM_ARRAY_TASK_ID kg-nightly-slurm --task "$night"
+	usage "--task: not run by Slurm as a task of the night's array (SLURM_ARRAY_TASK_ID is not set)"
+	SLURM_ARRAY_TASK_ID=1 run_tool 2 kg-nightly-slurm --task "$night"
+	usage "--task: task 1, but the night $night has 1 specs"
+	SLURM_ARRAY_TASK_ID=0 run_tool 2 kg-nightly-slurm --task nowhere
+	usage "nowhere: not a night kg-nightly --slurm submitted (no night.json)"
+	run_tool 2 kg-nightly-slurm --task "$night" nightly.json
+	usage "unexpected argument 'nightly.json'"
+	run_tool 2 kg-nightly-slurm --task "$night" --end "$night"
+	usage "--task and --end do not go together"
+	run_tool 2 kg-nightly-slurm
+	usage "give --task NIGHT or --end NIGHT"
+	run_tool 2 kg-nightly-slurm --end nowhere
+	usage "nowhere: not a night kg-nightly --slurm submitted (no night.json)"
+	# kg-nightly runs it for the array.sh and end.sh of a night submitted before it did
 	SLURM_ARRAY_TASK_ID=1 run_tool 2 kg-nightly --slurm-task "$night"
-	usage "--slurm-task: task 1, but the night $night has 1 specs"
-	SLURM_ARRAY_TASK_ID=0 run_tool 2 kg-nightly --slurm-task nowhere
-	usage "nowhere: not a night kg-nightly --slurm submitted (no night.json)"
-	run_tool 2 kg-nightly --slurm-task "$night" nightly.json
-	usage "--slurm-task takes no CONFIG and no --slurm-end"
+	usage "--task: task 1, but the night $night has 1 specs"
 	run_tool 2 kg-nightly --slurm-end "$night" nightly.json
-	usage "--slurm-end takes no CONFIG"
-	run_tool 2 kg-nightly --slurm-end nowhere
-	usage "nowhere: not a night kg-nightly --slurm submitted (no night.json)"
+	assert_stderr "$(printf '%s\n' "kg-nightly: --slurm-task and --slurm-end take no CONFIG" "Try 'kg-nightly --help' for more information.")"
 	run_tool 1 kg-nightly --slurm-end "$night"
-	assert_stderr "kg-nightly: $night/night.json: no slurm.array_job_id (the night was not submitted)"
+	assert_stderr "kg-nightly-slurm: $night/night.json: no slurm.array_job_id (the night was not submitted)"
+	run_tool 1 kg-nightly-slurm --end "$night"
+	assert_stderr "kg-nightly-slurm: $night/night.json: no slurm.array_job_id (the night was not submitted)"
 	# the end job on a cluster with accounting: sacct's word for each task (a stand-in here;
 	# tests/check/85-slurm.bats has a real cluster's scontrol), two tasks that never started in one
 	# range; the task's lines moved into the night's logs
@@ -820,9 +829,9 @@ fake_stage() {
 	mkdir fake
 	printf '#!/bin/sh\n[ "$*" = "-n -P -X -j 40 -o JobIDRaw,JobID,State,ExitCode" ] || exit 1\nprintf "41|40_0|COMPLETED|0:0\\n40|40_[1-2]|CANCELLED by 0|0:0\\n"\n' >fake/sacct
 	chmod +x fake/sacct
-	PATH=$PWD/fake:$PATH run_tool 1 kg-nightly --slurm-end "$night"
+	PATH=$PWD/fake:$PATH run_tool 1 kg-nightly-slurm --end "$night"
 	log=night/logs/20261126T020000Z
-	assert_stderr "kg-nightly: 2 of 3 specs failed; see $PWD/$log.jsonl and $PWD/$log.log"
+	assert_stderr "kg-nightly-slurm: 2 of 3 specs failed; see $PWD/$log.jsonl and $PWD/$log.log"
 	[ "$(jq -c 'select(.nightly) | del(.t, .seconds, .best, .fingerprint, .slurm.node, .slurm.job_id, .slurm.array_job_id)' "$log.jsonl")" = "$(jq -cn --arg ex "$ex" --arg night "$PWD/night" '
 		{nightly: "spec", spec: "\($ex)/vector_add/vector_add.json", run: "\($night)/kernels/vector_add",
 		 replay: "\($ex)/vector_add/vector_add_H100_T4.json", status: 0, builds: 3, regraph: null, end: "budget", converged: null,

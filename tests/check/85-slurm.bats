@@ -136,7 +136,7 @@ builds_at_least() { # builds_at_least RUN N
 	[ "$(cd "night/logs/$stamp.slurm" && ls | tr '\n' ' ')" = "array.sh end.out end.sh night.json task-0.before task-1.before task-2.before " ]
 	[ ! -s "night/logs/$stamp.slurm/end.out" ]
 	# a task run twice (by hand, here) goes on to the same night's budget: nothing more
-	SLURM_ARRAY_TASK_ID=0 run_tool 0 kg-nightly --slurm-task "night/logs/$stamp.slurm"
+	SLURM_ARRAY_TASK_ID=0 run_tool 0 kg-nightly-slurm --task "night/logs/$stamp.slurm"
 	assert_output "kg-nightly: $ex/vector_add/vector_add.json: exit status 0, 5 builds"
 	assert_stderr_empty
 	[ "$(evaluated night/kernels/vector_add | wc -l)" -eq 5 ]

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "clock.h"
+#include "draw.h"
 #include "fileio.h"
 #include "graph.h"
 #include "jsonl.h"
@@ -28,6 +29,8 @@ struct options {
 	int update;
 	int dry_run; /* --dry-run: --update, writing nothing */
 	int export_json;
+	int draw;	 /* --draw: 1 + enum draw_format; 0: not drawing */
+	long draw_nodes; /* --graph-nodes: nodes in the drawing at most */
 	int summary; /* --summary: append the closing summary to RUN/trace.md */
 	struct pick_options pick; /* --pending, --batch, --fill */
 	int seed_given;
@@ -41,6 +44,7 @@ static void usage(FILE *fp)
 	fputs("Usage: kg-select [OPTION]... RUN\n"
 	      "       kg-select --update [OPTION]... RUN [FILE]\n"
 	      "       kg-select --export RUN\n"
+	      "       kg-select --draw dot|json [--graph-nodes N] RUN\n"
 	      "       kg-select --summary RUN\n"
 	      "Monte-Carlo Graph Search over the variants of a run (RUN/graph.bin).\n"
 	      "\n"
@@ -71,6 +75,16 @@ static void usage(FILE *fp)
 	      "                              with their \"update\", but write nothing to the run or\n"
 	      "                              OUTDIR (the log, graph, best, trace, dataset); say on\n"
 	      "                              stderr what each file would have got\n"
+	      "      --draw dot|json         draw the graph for people and change nothing: Graphviz\n"
+	      "                              DOT (kg-report's graph.dot), or the same nodes and\n"
+	      "                              edges as one JSON document. A node per variant, filled\n"
+	      "                              by its speedup (green faster, red slower, grey\n"
+	      "                              failed), numbered by build as trace.md numbers them; an\n"
+	      "                              edge per evaluated candidate, labelled by its method and\n"
+	      "                              configuration change; the incumbent's path thick\n"
+	      "      --graph-nodes N         with --draw: at most N nodes (default 60): the\n"
+	      "                              incumbent's path, then the fastest, each with the nodes\n"
+	      "                              that lead to it\n"
 	      "  -e, --export                write the graph as one JSON document (graph.json's\n"
 	      "                              form, version 1) and change nothing\n"
 	      "      --summary               append a closing summary to RUN/trace.md (what was\n"
@@ -135,6 +149,7 @@ enum {
 	OPT_C_PUCT = 256, OPT_C_BASE, OPT_FPU, OPT_ROOT_FPU, OPT_WIDEN_K, OPT_WIDEN_ALPHA, OPT_CLIP, OPT_FAILURE,
 	OPT_BACKUP, OPT_CYCLE, OPT_NOISE, OPT_NOISE_ALPHA, OPT_IMPROVE, OPT_CONVERGE, OPT_BUDGET, OPT_ROLLOUT_DEPTH,
 	OPT_ROLLOUT_EPSILON, OPT_ROLLOUT_LAMBDA, OPT_REGRAPH, OPT_PENDING, OPT_FILL, OPT_SUMMARY, OPT_DRY_RUN,
+	OPT_DRAW, OPT_GRAPH_NODES,
 };
 
 static double *param_slot(struct search_params *p, int opt)
@@ -178,11 +193,13 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{"c-puct", required_argument, NULL, OPT_C_PUCT},
 		{"converge", required_argument, NULL, OPT_CONVERGE},
 		{"cycle-penalty", required_argument, NULL, OPT_CYCLE},
+		{"draw", required_argument, NULL, OPT_DRAW},
+		{"dry-run", no_argument, NULL, OPT_DRY_RUN},
 		{"export", no_argument, NULL, 'e'},
 		{"failure-reward", required_argument, NULL, OPT_FAILURE},
 		{"fill", required_argument, NULL, OPT_FILL},
 		{"fpu-reduction", required_argument, NULL, OPT_FPU},
-		{"dry-run", no_argument, NULL, OPT_DRY_RUN},
+		{"graph-nodes", required_argument, NULL, OPT_GRAPH_NODES},
 		{"help", no_argument, NULL, 'h'},
 		{"improve-pct", required_argument, NULL, OPT_IMPROVE},
 		{"noise", required_argument, NULL, OPT_NOISE},
@@ -258,6 +275,16 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			opt->seed_given = 1;
 			break;
 		case 'e': opt->export_json = 1; break;
+		case OPT_DRAW:
+			if (strcmp(optarg, "dot") != 0 && strcmp(optarg, "json") != 0)
+				cli_usage_error("--draw: '%s' is not dot or json", optarg);
+			opt->draw = 1 + (strcmp(optarg, "dot") == 0 ? DRAW_DOT : DRAW_JSON);
+			break;
+		case OPT_GRAPH_NODES:
+			if ((why = parse_int64(optarg, 1, 1000000000, &i64)))
+				cli_usage_error("--graph-nodes: '%s': %s", optarg, why);
+			opt->draw_nodes = (long)i64;
+			break;
 		case OPT_SUMMARY: opt->summary = 1; break;
 		case OPT_DRY_RUN: opt->dry_run = 1; break;
 		case 'u': opt->update = 1; break;
@@ -269,10 +296,19 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	if (optind >= argc)
 		cli_usage_error("no run directory given");
 	opt->run = argv[optind++];
-	if (opt->export_json + opt->update + opt->summary > 1)
-		cli_usage_error("--%s and --%s do not go together", opt->export_json ? "export" : "update",
-				opt->summary ? "summary" : "update");
-	const char *other = opt->update ? "--update" : opt->export_json ? "--export" : opt->summary ? "--summary" : NULL;
+	/* the things kg-select does besides picking, one at a time */
+	const char *did[] = {opt->export_json ? "--export" : NULL, opt->update ? "--update" : NULL,
+			     opt->draw ? "--draw" : NULL, opt->summary ? "--summary" : NULL};
+	const char *other = NULL;
+	for (size_t i = 0; i < sizeof did / sizeof *did; i++) {
+		if (did[i] && other)
+			cli_usage_error("%s and %s do not go together", other, did[i]);
+		other = other ? other : did[i];
+	}
+	if (opt->draw_nodes && !opt->draw)
+		cli_usage_error("--graph-nodes goes with --draw");
+	if (!opt->draw_nodes)
+		opt->draw_nodes = 60;
 	if (opt->dry_run && !opt->update)
 		cli_usage_error("--dry-run goes with --update");
 	if (opt->pick.pending && other)
@@ -383,6 +419,10 @@ int main(int argc, char **argv)
 			status = KG_EXIT_INPUT;
 		} else if (opt.export_json) {
 			status = export_graph(&g);
+		} else if (opt.draw) {
+			/* it fails only when the log cannot be read */
+			status = draw_graph(&g, (enum draw_format)(opt.draw - 1), opt.draw_nodes, stdout) == 0 ? KG_EXIT_OK
+												       : KG_EXIT_IO;
 		} else if (opt.summary) {
 			if ((status = catch_up_before_pick(&step)) == KG_EXIT_OK)
 				status = write_summary(&g);
