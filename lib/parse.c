@@ -5,6 +5,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "parse.h"
 
@@ -59,4 +61,25 @@ const char *parse_double(const char *text, double min, double max, double *out)
 		return "out of range";
 	*out = v;
 	return NULL;
+}
+
+size_t shortest_digits(double x, char digits[18], long *decpt)
+{
+	char buf[40];
+	for (int precision = 0; precision < 17; precision++) {
+		snprintf(buf, sizeof(buf), "%.*e", precision, x);
+		if (strtod(buf, NULL) == x)
+			break;
+	}
+	/* buf is "[-]d[.ddd]e[+-]xx": the digits, then the exponent */
+	const char *p = buf + (buf[0] == '-');
+	size_t n = 0;
+	for (; *p && *p != 'e'; p++)
+		if (*p != '.')
+			digits[n++] = *p;
+	while (n > 1 && digits[n - 1] == '0')
+		n--;
+	digits[n] = '\0';
+	*decpt = strtol(p + 1, NULL, 10) + 1;
+	return n;
 }

@@ -15,4 +15,10 @@ const char *parse_uint64(const char *text, uint64_t max, uint64_t *out);
 /* Finite decimal or hexadecimal floating-point numbers only; "nan" and "inf" are refused. */
 const char *parse_double(const char *text, double min, double max, double *out);
 
+/* The other way: the shortest decimal digits that read back as x (finite, not 0; its sign is
+ * the caller's), without trailing zeros, into digits (NUL-terminated), with *decpt where the
+ * decimal point goes: x = 0.d1d2... x 10^decpt. Returns how many digits (at most 17). The
+ * printers of Python's repr (pyexpr) and of jq's numbers (kg-select --draw) lay them out. */
+size_t shortest_digits(double x, char digits[18], long *decpt);
+
 #endif

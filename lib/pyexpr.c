@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 
+#include "parse.h"
 #include "pyexpr.h"
 #include "pyexpr_tree.h"
 #include "xalloc.h"
@@ -384,27 +385,12 @@ static void float_repr(struct strbuf *sb, double x)
 		strbuf_addstr(sb, signbit(x) ? "-0.0" : "0.0");
 		return;
 	}
-	char buf[40];
-	for (int precision = 1; precision <= 17; precision++) {
-		snprintf(buf, sizeof(buf), "%.*e", precision - 1, x);
-		if (strtod(buf, NULL) == x)
-			break;
-	}
-	/* buf is "[-]d[.ddd]e[+-]xx": collect the digits and the exponent. */
-	const char *p = buf;
-	if (*p == '-') {
+	if (signbit(x))
 		strbuf_addch(sb, '-');
-		p++;
-	}
-	char digits[24];
-	size_t nd = 0;
-	for (; *p && *p != 'e'; p++)
-		if (*p != '.')
-			digits[nd++] = *p;
-	while (nd > 1 && digits[nd - 1] == '0')
-		nd--;
-	long exponent = strtol(p + 1, NULL, 10);
-	long decpt = exponent + 1; /* digits[0..decpt) come before the decimal point */
+	char digits[18];
+	long decpt; /* digits[0..decpt) come before the decimal point */
+	size_t nd = shortest_digits(x, digits, &decpt);
+	long exponent = decpt - 1;
 
 	if (decpt > -4 && decpt <= 16) {
 		if (decpt <= 0) {

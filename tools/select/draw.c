@@ -12,6 +12,7 @@
 #include "draw.h"
 #include "events.h"
 #include "log.h"
+#include "parse.h"
 #include "xalloc.h"
 
 struct dnode {
@@ -78,8 +79,6 @@ static const char *text_or(const cJSON *v, const char *fallback)
  * unless the exponent is below -4 or more than 15 past the digits ("1e-05", "1e+17"). */
 static void jq_number(char *out, size_t size, double d)
 {
-	char buf[40];
-	int prec;
 	if (d != d) {
 		snprintf(out, size, "null");
 		return;
@@ -88,46 +87,34 @@ static void jq_number(char *out, size_t size, double d)
 		d = DBL_MAX;
 	if (d < -DBL_MAX)
 		d = -DBL_MAX;
-	for (prec = 0; prec < 17; prec++) {
-		snprintf(buf, sizeof buf, "%.*e", prec, d);
-		if (strtod(buf, NULL) == d)
-			break;
-	}
-	char digits[24];
-	size_t n = 0;
-	const char *p = buf + (buf[0] == '-');
-	for (; *p && *p != 'e'; p++)
-		if (*p != '.')
-			digits[n++] = *p;
-	while (n > 1 && digits[n - 1] == '0')
-		n--;
-	digits[n] = '\0';
 	/* digits d1 d2 ... stand for 0.d1d2... times 10^decpt */
-	int decpt = (int)strtol(p + 1, NULL, 10) + 1;
+	char digits[18] = "0";
+	long decpt = 1;
+	size_t n = d != 0 ? shortest_digits(d, digits, &decpt) : 1;
 	char *o = out, *stop = out + size - 1;
 #define PUT(c) (o < stop ? (void)(*o++ = (c)) : (void)0)
 	if (signbit(d)) /* jq writes -0 too */
 		PUT('-');
 	if (d == 0) {
 		PUT('0');
-	} else if (decpt <= -4 || decpt > (int)n + 15) {
-		int e = decpt - 1;
+	} else if (decpt <= -4 || decpt > (long)n + 15) {
+		long e = decpt - 1;
 		PUT(digits[0]);
 		if (n > 1)
 			PUT('.');
 		for (size_t i = 1; i < n; i++)
 			PUT(digits[i]);
-		o += snprintf(o, (size_t)(stop - o) + 1, "e%c%02d", e < 0 ? '-' : '+', abs(e));
+		o += snprintf(o, (size_t)(stop - o) + 1, "e%c%02ld", e < 0 ? '-' : '+', labs(e));
 		o = o > stop ? stop : o;
 	} else if (decpt <= 0) {
 		PUT('0');
 		PUT('.');
-		for (int i = decpt; i < 0; i++)
+		for (long i = decpt; i < 0; i++)
 			PUT('0');
 		for (size_t i = 0; i < n; i++)
 			PUT(digits[i]);
 	} else {
-		for (int i = 0; i < decpt || (size_t)i < n; i++) {
+		for (long i = 0; i < decpt || (size_t)i < n; i++) {
 			if (i == decpt)
 				PUT('.');
 			PUT((size_t)i < n ? digits[i] : '0');
