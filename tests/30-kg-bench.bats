@@ -33,6 +33,10 @@ built() {
 	run_tool 3 kg-bench input.jsonl
 	[[ "$stderr" == "kg-bench: no CUDA driver on this machine ("*"); give --replay FILE to answer from recorded measurements" ]]
 	assert_output ""
+	# --devices lists none: the same exit and message, nothing on stdout
+	run_tool 3 kg-bench --devices
+	[[ "$stderr" == "kg-bench: no CUDA driver on this machine ("*")"* ]]
+	assert_output ""
 }
 
 @test "a run made on a table (RUN/replay.table) is answered from it with no option; --replay overrides it" {
@@ -59,6 +63,10 @@ built() {
 	assert_stderr "$(printf '%s\n' "kg-bench: --gpu-wait: '-1': out of range" "Try 'kg-bench --help' for more information.")"
 	run_tool 2 kg-bench --calibrate --replay x
 	assert_stderr "$(printf '%s\n' "kg-bench: --calibrate takes no input and no --replay" "Try 'kg-bench --help' for more information.")"
+	for other in --calibrate --t4 "--replay x" input.jsonl; do
+		run_tool 2 kg-bench --devices $other
+		assert_stderr "$(printf '%s\n' "kg-bench: --devices lists the GPUs: it takes no input and no other mode" "Try 'kg-bench --help' for more information.")"
+	done
 	run_tool 2 kg-bench --replay /nonexistent.json </dev/null
 	assert_stderr "kg-bench: cannot read '/nonexistent.json': No such file or directory"
 }

@@ -32,6 +32,7 @@ struct options {
 	const char *run_dir;	 /* --run */
 	const char *replay_path; /* --replay */
 	int calibrate;		 /* --calibrate */
+	int devices;		 /* --devices */
 	int t4;			 /* --t4 */
 	double watchdog_s;	 /* --watchdog; 0: the larger of 10 s and 100x the baseline */
 	long metrics_every;	 /* --metrics (1), --metrics-every N; 0: no hardware metrics */
@@ -42,6 +43,7 @@ static void usage(FILE *fp)
 {
 	fputs("Usage: kg-bench [OPTION]... [FILE]\n"
 	      "       kg-bench --calibrate [--device N]\n"
+	      "       kg-bench --devices\n"
 	      "       kg-bench --t4 [--run DIR] [FILE]\n"
 	      "Run, check and time every record whose build.status is \"ok\" (from kg-build), adding\n"
 	      "a \"bench\" object; other records pass through. Reads FILE or stdin, writes stdout.\n"
@@ -89,6 +91,9 @@ static void usage(FILE *fp)
 	      "                         from its RUN/replay.table without it\n"
 	      "      --calibrate        measure the GPU's copy bandwidth and keep it in the cache\n"
 	      "                         ($XDG_CACHE_HOME/kernelgraph/devices/), for pct_peak_bw\n"
+	      "      --devices          list the GPUs CUDA sees (as CUDA_VISIBLE_DEVICES names\n"
+	      "                         them), a JSON line each: device (the ordinal --device\n"
+	      "                         takes), name, bus_id, capability, memory_bytes\n"
 	      "      --t4               measure nothing: write the measured and refused records\n"
 	      "                         of FILE (an events.jsonl, say) as one T4 document, with\n"
 	      "                         the raw samples of variants/STATE/bench.json\n"
@@ -115,11 +120,12 @@ static void usage(FILE *fp)
 
 static void parse_options(int argc, char **argv, struct options *opt)
 {
-	enum { OPT_HOT = 256, OPT_MIN_SAMPLES, OPT_NOISE, OPT_INPUT_SETS, OPT_REPLAY, OPT_CALIBRATE, OPT_T4, OPT_METRICS,
+	enum { OPT_HOT = 256, OPT_MIN_SAMPLES, OPT_NOISE, OPT_INPUT_SETS, OPT_REPLAY, OPT_CALIBRATE, OPT_DEVICES, OPT_T4, OPT_METRICS,
 	       OPT_METRICS_EVERY, OPT_GPU_WAIT };
 	static const struct option longopts[] = {
 		{"budget", required_argument, NULL, 'b'},
 		{"calibrate", no_argument, NULL, OPT_CALIBRATE},
+		{"devices", no_argument, NULL, OPT_DEVICES},
 		{"device", required_argument, NULL, 'd'},
 		{"gpu-wait", required_argument, NULL, OPT_GPU_WAIT},
 		{"help", no_argument, NULL, 'h'},
@@ -157,6 +163,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			s->budget_ms = d * 1e3;
 			break;
 		case OPT_CALIBRATE: opt->calibrate = 1; break;
+		case OPT_DEVICES: opt->devices = 1; break;
 		case 'd':
 			if ((why = parse_int64(optarg, 0, 1023, &i64)))
 				cli_usage_error("--device: '%s': %s", optarg, why);
@@ -207,6 +214,8 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	}
 	if (argc - optind > 1)
 		cli_usage_error("unexpected argument '%s'", argv[optind + 1]);
+	if (opt->devices && (opt->replay_path || opt->calibrate || opt->t4 || opt->metrics_every || optind < argc))
+		cli_usage_error("--devices lists the GPUs: it takes no input and no other mode");
 	if (opt->calibrate && (opt->replay_path || optind < argc))
 		cli_usage_error("--calibrate takes no input and no --replay");
 	if (opt->t4 && (opt->replay_path || opt->calibrate))
@@ -604,6 +613,10 @@ int main(int argc, char **argv)
 	char *cache = kg_cache_dir();
 	opt.settings.cache_dir = cache;
 	opt.settings.prepare_run = opt.run_dir;
+	if (opt.devices) {
+		free(cache);
+		return cli_finish(worker_list_devices());
+	}
 	if (opt.calibrate) {
 		int rc = worker_calibrate(&opt.settings);
 		free(cache);

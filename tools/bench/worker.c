@@ -288,6 +288,7 @@ NORETURN void worker_main(int in_fd, int out_fd, const struct bench_settings *cf
 					     json_number(request, "metrics_above", NAN), cfg, wait_ms, bench, &f);
 				json_add_number(bench, "wall_ms", monotonic_ms() - t0);
 				json_add_string(bench, "started", started);
+				json_add_number(bench, "gpu", cfg->device); /* whose timeline: kg-tune --gpus pools several */
 			}
 			gpu_lock_release();
 		}

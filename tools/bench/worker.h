@@ -32,4 +32,9 @@ NORETURN void worker_main(int in_fd, int out_fd, const struct bench_settings *se
  * Returns an exit status. */
 int worker_calibrate(const struct bench_settings *settings);
 
+/* kg-bench --devices: a JSON line on stdout per GPU the driver sees (device, name, bus_id,
+ * capability, memory_bytes), for kg-tune --gpus all, which pools only GPUs of one model.
+ * Returns the exit status: 3 without a driver or a GPU, said on stderr. */
+int worker_list_devices(void);
+
 #endif

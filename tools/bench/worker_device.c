@@ -229,3 +229,54 @@ cJSON *device_json(void)
 	json_add_number(d, "l2_cache_bytes", (double)gpu.l2_bytes);
 	return d;
 }
+
+/* --devices: a JSON line per GPU the driver sees, for kg-tune --gpus all, which checks that
+ * the GPUs it pools are of one model. */
+int worker_list_devices(void)
+{
+	struct strbuf why;
+	strbuf_init(&why);
+	if (cuda_open(&why) != 0) {
+		log_error("%s", why.buf);
+		strbuf_release(&why);
+		return KG_EXIT_ENV;
+	}
+	strbuf_release(&why);
+	int n = 0, status = KG_EXIT_OK;
+	cu.cuDeviceGetCount(&n);
+	for (int i = 0; i < n && status == KG_EXIT_OK; i++) {
+		CUdevice dev;
+		char name[256], bus[32];
+		int major = 0, minor = 0;
+		size_t bytes = 0;
+		CUresult rc = cu.cuDeviceGet(&dev, i);
+		if (rc == CUDA_SUCCESS)
+			rc = cu.cuDeviceGetName(name, sizeof(name), dev);
+		if (rc == CUDA_SUCCESS)
+			rc = cu.cuDeviceGetPCIBusId(bus, sizeof(bus), dev);
+		if (rc == CUDA_SUCCESS)
+			rc = cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+		if (rc == CUDA_SUCCESS)
+			rc = cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+		if (rc == CUDA_SUCCESS)
+			rc = cu.cuDeviceTotalMem(&bytes, dev);
+		if (rc != CUDA_SUCCESS) {
+			log_error("device %d: %s", i, cuda_error(rc));
+			return KG_EXIT_ENV;
+		}
+		char capability[24];
+		snprintf(capability, sizeof(capability), "%d.%d", major, minor);
+		cJSON *line = cJSON_CreateObject();
+		if (!line)
+			xalloc_die();
+		json_add_number(line, "device", i);
+		json_add_string(line, "name", name);
+		json_add_string(line, "bus_id", bus);
+		json_add_string(line, "capability", capability);
+		json_add_number(line, "memory_bytes", (double)bytes);
+		if (jsonl_write(stdout, line) != 0)
+			status = KG_EXIT_IO;
+		cJSON_Delete(line);
+	}
+	return status;
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# multi-gpu.sh (GPU): what several GPUs of one host give kg-tune: candidates per minute and
+# each GPU's busy fraction, for 1, 2, 4 (8) GPUs, the same specs, budget and seed.
+# Usage, from the repository root after `make`, on the GPU machine:
+#   benchmarks/multi-gpu.sh [SPEC...]
+# Default specs: examples/matmul/matmul.json (compile-bound: NVRTC takes longer than kg-bench)
+# and the convolution of benchmarks/data/convolution_A4000 at 8192 x 8192 (kernel-time-bound).
+# BUDGET (default 120) builds a run; COUNTS (default "1 2 4 8", those the host has) the GPU
+# counts; each run from an empty compile cache. Prints a markdown table; with $OUT set, each
+# run's events.jsonl and summary go there too (SPEC-NGPUS.*).
+#
+# Columns: per_min, kg-tune's candidates per minute of the run; busy, per GPU, the sum of its
+# records' bench.wall_ms over the time from kg-init's end (the baseline's record) to the
+# run's end; compile s, NVRTC's time summed over the builds that compiled (not from a
+# cache), which --jobs cores share.
+set -euo pipefail
+budget=${BUDGET:-120}
+counts=${COUNTS:-1 2 4 8}
+die() { echo "multi-gpu: $*" >&2; exit 1; }
+[[ -x bin/kg-tune && -x bin/kg-bench ]] || die "no bin/kg-tune: run make first"
+have=$(bin/kg-bench --devices | wc -l) || die "kg-bench --devices: no GPU"
+work=$(mktemp -d "${TMPDIR:-/tmp}/multi-gpu.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+now() { date +%s.%N; }
+
+specs=("$@")
+if [ ${#specs[@]} -eq 0 ]; then
+	conv=benchmarks/data/convolution_A4000
+	mkdir "$work/conv"
+	if ! cp "$conv/convolution_milo.cu" "$work/conv/" ||
+		! jq --argjson n 8192 --arg scalars "" -f benchmarks/resize.jq "$conv/convolution_milo.json" \
+			>"$work/conv/convolution_8192.json"; then
+		die "cannot write the sized convolution"
+	fi
+	specs=(examples/matmul/matmul.json "$work/conv/convolution_8192.json")
+fi
+
+printf '| spec | GPUs | builds | wall s | per_min | x one GPU | busy per GPU %% | compile s |\n'
+printf '|---|---|---|---|---|---|---|---|\n'
+for spec in "${specs[@]}"; do
+	name=$(basename "$spec" .json) one=''
+	for n in $counts; do
+		[ "$n" -le "$have" ] || continue
+		gpus=$(seq -s, 0 $((n - 1)))
+		dir=$work/$name-$n
+		export XDG_CACHE_HOME=$dir/cache
+		t0=$(now)
+		bin/kg-tune --no-llm --budget-builds "$budget" --seed 1 --gpus "$gpus" --outdir "$dir/out" "$spec" \
+			>"$dir.summary" 2>"$dir.err" || { echo "| $name | $n | failed: $(tail -1 "$dir.err") |"; continue; }
+		t1=$(now)
+		events=$(echo "$dir/out/kernels/"*/events.jsonl)
+		per_min=$(awk 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "per_min") c = i } NR == 2 { print $c }' "$dir.summary")
+		[ -n "$one" ] || one=$per_min
+		jq -rs --arg t1 "$t1" --argjson n "$n" --arg wall "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" \
+			--arg name "$name" --arg per_min "$per_min" --arg one "$one" '
+			def secs: (.[0:19] + "Z" | fromdate) + (.[20:23] | tonumber) / 1000;
+			(map(select(.build.baseline == true))[0].t | secs) as $init |
+			(($t1 | tonumber) - $init) as $span |
+			map(select(.build.baseline != true and .update.child != null)) as $c |
+			[range($n) as $g | [$c[] | select(.bench.gpu == $g) | .bench.wall_ms // 0] | add // 0
+			 | . / 1000 / $span * 100 | round] as $busy |
+			"| \($name) | \($n) | \($c | length) | \($wall) | \($per_min) | \(($per_min | tonumber) / ($one | tonumber) * 100 | round / 100) | \($busy | map(tostring) | join(" / ")) | \([$c[].build | select(.cached != true and .reused != true) | .compile_ms // 0] | add / 1000 * 10 | round / 10) |"
+		' "$events"
+		[ -z "${OUT:-}" ] || cp "$events" "$OUT/$name-$n.events.jsonl"
+		[ -z "${OUT:-}" ] || cp "$dir.summary" "$OUT/$name-$n.summary"
+	done
+done
