@@ -3,8 +3,8 @@
 # each GPU's busy fraction, for 1, 2, 4 (8) GPUs, the same specs, budget and seed.
 # Usage, from the repository root after `make`, on the GPU machine:
 #   benchmarks/multi-gpu.sh [SPEC...]
-# Default specs: examples/matmul/matmul.json (compile-bound: NVRTC takes longer than kg-bench)
-# and the convolution of benchmarks/data/convolution_A4000 at 8192 x 8192 (kernel-time-bound).
+# Default specs: examples/matmul/matmul.json (4096^3, compile-bound: NVRTC takes longer than
+# kg-bench) and the same at 8192^3 (kernel-time-bound: the baseline takes 7 ms a launch).
 # BUDGET (default 120) builds a run; COUNTS (default "1 2 4 8", those the host has) the GPU
 # counts; each run from an empty compile cache. Prints a markdown table; with $OUT set, each
 # run's events.jsonl and summary go there too (SPEC-NGPUS.*).
@@ -17,22 +17,23 @@ set -euo pipefail
 budget=${BUDGET:-120}
 counts=${COUNTS:-1 2 4 8}
 die() { echo "multi-gpu: $*" >&2; exit 1; }
-[[ -x bin/kg-tune && -x bin/kg-bench ]] || die "no bin/kg-tune: run make first"
-have=$(bin/kg-bench --devices | wc -l) || die "kg-bench --devices: no GPU"
+bin=${KG_BIN:-bin} # (KG_BIN: another folder of the tools, e.g. wrappers that time them)
+[[ -x $bin/kg-tune && -x $bin/kg-bench ]] || die "no $bin/kg-tune: run make first"
+have=$("$bin/kg-bench" --devices | wc -l) || die "kg-bench --devices: no GPU"
 work=$(mktemp -d "${TMPDIR:-/tmp}/multi-gpu.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 now() { date +%s.%N; }
 
 specs=("$@")
 if [ ${#specs[@]} -eq 0 ]; then
-	conv=benchmarks/data/convolution_A4000
-	mkdir "$work/conv"
-	if ! cp "$conv/convolution_milo.cu" "$work/conv/" ||
-		! jq --argjson n 8192 --arg scalars "" -f benchmarks/resize.jq "$conv/convolution_milo.json" \
-			>"$work/conv/convolution_8192.json"; then
-		die "cannot write the sized convolution"
+	# the matmul example at 8192^3: each candidate times 8 times the work, compiles the same
+	mkdir "$work/mm8192"
+	if ! cp examples/matmul/matmul.cu "$work/mm8192/" ||
+		! jq --argjson n 8192 --arg scalars "M N K" -f benchmarks/resize.jq examples/matmul/matmul.json |
+		jq '.General.BenchmarkName = "matmul_8192"' >"$work/mm8192/matmul_8192.json"; then
+		die "cannot write the matmul at 8192"
 	fi
-	specs=(examples/matmul/matmul.json "$work/conv/convolution_8192.json")
+	specs=(examples/matmul/matmul.json "$work/mm8192/matmul_8192.json")
 fi
 
 printf '| spec | GPUs | builds | wall s | per_min | x one GPU | busy per GPU %% | compile s |\n'
@@ -45,7 +46,7 @@ for spec in "${specs[@]}"; do
 		dir=$work/$name-$n
 		export XDG_CACHE_HOME=$dir/cache
 		t0=$(now)
-		bin/kg-tune --no-llm --budget-builds "$budget" --seed 1 --gpus "$gpus" --outdir "$dir/out" "$spec" \
+		"$bin/kg-tune" --no-llm --budget-builds "$budget" --seed 1 --gpus "$gpus" --outdir "$dir/out" "$spec" \
 			>"$dir.summary" 2>"$dir.err" || { echo "| $name | $n | failed: $(tail -1 "$dir.err") |"; continue; }
 		t1=$(now)
 		events=$(echo "$dir/out/kernels/"*/events.jsonl)

@@ -723,6 +723,24 @@ t4_on() {
 		"$FIXTURES/bench/replay_t4.json"
 }
 
+@test "a run is built for what its baseline was built for (no driver asked), else for --device's GPU; --device is checked" {
+	new_run run
+	record run "" '{"id":"baseline"}' >input.jsonl
+	run_tool 0 kg-build -v input.jsonl
+	assert_stderr "kg-build: run: building for sm_90 (the default; no GPU found)"
+	# kg-bench keeps the baseline's build in baseline.json; what it names is every variant's
+	jq -n '{build: {arch: "sm_80", status: "ok"}, median_ms: 1}' >run/baseline.json
+	run_tool 0 kg-build -v --device 3 input.jsonl
+	assert_stderr "kg-build: run: building for sm_80 (the run's baseline)"
+	[ "$(jq -r .build.arch <<<"$output")" = sm_80 ]
+	# one kg-build cannot use is left aside, as if there were none
+	jq -n '{build: {arch: "gfx90a"}, median_ms: 1}' >run/baseline.json
+	run_tool 0 kg-build -v input.jsonl
+	assert_stderr "kg-build: run: building for sm_90 (the default; no GPU found)"
+	run_tool 2 kg-build --device -1 input.jsonl
+	assert_stderr "$(printf '%s\n' "kg-build: --device: '-1': out of range" "Try 'kg-build --help' for more information.")"
+}
+
 @test "a replayed run is built as its table's variants were, else for the GPU it was measured on, unless --arch or the spec say otherwise" {
 	new_run run
 	record run "" '{"id":"baseline"}' >input.jsonl

@@ -33,7 +33,7 @@ static void arch_of_capability(int major, int minor, char arch[16])
 	snprintf(arch, 16, "sm_%d%d%s", major, minor, major == 9 && minor == 0 ? "a" : "");
 }
 
-int gpu_arch(char arch[16])
+int gpu_arch(int device, char arch[16])
 {
 	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
 	if (!h)
@@ -49,8 +49,8 @@ int gpu_arch(char arch[16])
 	int n = 0, major = 0, minor = 0;
 	CUdevice dev;
 	int rc = -1;
-	if (init && count && get && attribute && init(0) == CUDA_SUCCESS && count(&n) == CUDA_SUCCESS && n > 0 &&
-	    get(&dev, 0) == CUDA_SUCCESS &&
+	if (init && count && get && attribute && init(0) == CUDA_SUCCESS && count(&n) == CUDA_SUCCESS && device < n &&
+	    get(&dev, device) == CUDA_SUCCESS &&
 	    attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == CUDA_SUCCESS &&
 	    attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == CUDA_SUCCESS) {
 		arch_of_capability(major, minor, arch);

@@ -34,6 +34,7 @@
 struct options {
 	const char *run_dir;   /* --run: for records without "run" */
 	const char *arch;      /* --arch */
+	int device;	       /* --device: the GPU whose architecture to build for */
 	const char *cache_dir; /* --cache-dir */
 	int no_cache;	       /* --no-cache */
 	int no_compile;	       /* --no-compile 1, --compile 0; -1: as the run says (a run made with
@@ -54,8 +55,11 @@ static void usage(FILE *fp)
 	      "  -a, --arch ARCH      target architecture, e.g. sm_90 or sm_90a (default: the spec's\n"
 	      "                       KernelGraph.Arch or -arch option, else for a run made with\n"
 	      "                       kg-init --replay what its table's variants were built for,\n"
-	      "                       or its GPU's, else the GPU's (sm_90a on compute capability\n"
-	      "                       9.0), else " RUN_DEFAULT_ARCH ")\n"
+	      "                       or its GPU's, else what the run's baseline was built for,\n"
+	      "                       else --device's (sm_90a on compute capability 9.0), else\n"
+	      "                       " RUN_DEFAULT_ARCH ")\n"
+	      "  -d, --device N       the GPU (CUDA ordinal) whose architecture a run without a\n"
+	      "                       baseline is built for (default 0; kg-init's, as kg-bench's)\n"
 	      "  -j, --jobs N         compile up to N records at once (default 1)\n"
 	      "  -t, --timeout SEC    kill a compile that runs longer (default 600)\n"
 	      "      --cache-dir DIR  the compile cache (default $XDG_CACHE_HOME/kernelgraph)\n"
@@ -96,6 +100,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	static const struct option longopts[] = {
 		{"arch", required_argument, NULL, 'a'},
 		{"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
+		{"device", required_argument, NULL, 'd'},
 		{"compile", no_argument, NULL, OPT_COMPILE},
 		{"help", no_argument, NULL, 'h'},
 		{"jobs", required_argument, NULL, 'j'},
@@ -110,12 +115,13 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	};
 	int c, number;
 	uint64_t jobs;
+	int64_t device;
 	const char *why;
 	opterr = 0;
 	opt->jobs = 1;
 	opt->timeout_s = 600;
 	opt->no_compile = -1;
-	while ((c = getopt_long(argc, argv, ":a:hj:qr:t:vV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":a:d:hj:qr:t:vV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'a':
 			if (arch_parse(optarg, &number))
@@ -123,6 +129,11 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			opt->arch = optarg;
 			break;
 		case OPT_CACHE_DIR: opt->cache_dir = optarg; break;
+		case 'd':
+			if ((why = parse_int64(optarg, 0, 1023, &device)))
+				cli_usage_error("--device: '%s': %s", optarg, why);
+			opt->device = (int)device;
+			break;
 		case OPT_COMPILE: opt->no_compile = 0; break;
 		case 'h': usage(stdout); exit(cli_finish(KG_EXIT_OK));
 		case 'j':
@@ -184,7 +195,7 @@ static struct build_run *find_run(struct builder *b, const char *dir)
 			return run;
 	int no_compile = b->opt->no_compile >= 0 ? b->opt->no_compile : run_replayed(dir);
 	int nvrtc = !no_compile && need_nvrtc(b) == 0;
-	struct build_run *run = build_run_load(dir, b->opt->arch, nvrtc);
+	struct build_run *run = build_run_load(dir, b->opt->arch, b->opt->device, nvrtc);
 	run->no_compile = no_compile;
 	if (!no_compile && !nvrtc && !run->error)
 		run->error = xstrdup("NVRTC cannot be loaded (said above): nothing of this run can be compiled");

@@ -13,6 +13,7 @@
 
 #include "compile.h"
 #include "fileio.h"
+#include "jsonl.h"
 #include "log.h"
 #include "materialize.h"
 #include "replay.h"
@@ -89,15 +90,28 @@ static int arch_in_options(char *const *items, size_t n, size_t k, const char **
 	return 0;
 }
 
+/* The architecture RUN/baseline.json's build names, when it names one kg-build can use. */
+static const char *baseline_arch_of(struct run *run)
+{
+	const cJSON *baseline = run_baseline(run);
+	const char *arch = baseline ? json_string(cJSON_GetObjectItemCaseSensitive(baseline, "build"), "arch") : NULL;
+	int number;
+	return arch && strlen(arch) < 16 && arch_parse(arch, &number) == 0 ? arch : NULL;
+}
+
 /* The architecture: --arch, else the spec's, else (a run made with kg-init --replay) the one
- * its table's variants were built for, or that of the GPU it was measured on, else the GPU's,
- * else the default. compute_XX in a spec becomes sm_XX, since a cubin is needed. The choice
+ * its table's variants were built for, or that of the GPU it was measured on, else the one
+ * its baseline was built for, else GPU device's, else the default. The baseline's comes
+ * before the GPU's: a run's variants are built for one architecture, the one kg-init chose
+ * for the GPU it measured on, and asking the driver (cuInit) costs every kg-build of a
+ * search 0.3 s to seconds on a host of several GPUs. compute_XX in a spec becomes sm_XX, since a cubin is needed. The choice
  * does not depend on check_nvrtc (whether NVRTC is asked if it supports the architecture), so
  * that a build that is not compiled hashes the state a compiled one would. */
 static int choose_arch(struct build_run *run, const char *arch_option, const char *spec_arch, const char *spec_field,
-		       int check_nvrtc)
+		       int gpu_device, int check_nvrtc)
 {
 	char gpu[16], table_arch[16] = "";
+	const char *baseline_arch = NULL;
 	int device_given = 0; /* table_arch is its GPU's, not what its variants were built for */
 	const char *source;
 	char *unknown = NULL; /* why the table gave no architecture */
@@ -140,7 +154,10 @@ static int choose_arch(struct build_run *run, const char *arch_option, const cha
 	} else if (table_arch[0]) {
 		snprintf(run->arch, sizeof(run->arch), "%s", table_arch);
 		source = device_given ? "the GPU of the run's replay.table" : "the run's replay.table, as its variants were built";
-	} else if (gpu_arch(gpu) == 0) {
+	} else if ((baseline_arch = baseline_arch_of(&run->run))) {
+		snprintf(run->arch, sizeof(run->arch), "%s", baseline_arch);
+		source = "the run's baseline";
+	} else if (gpu_arch(gpu_device, gpu) == 0) {
 		snprintf(run->arch, sizeof(run->arch), "%s", gpu);
 		source = "the GPU";
 	} else {
@@ -170,7 +187,7 @@ static int choose_arch(struct build_run *run, const char *arch_option, const cha
 	return 0;
 }
 
-static int setup_compiler_options(struct build_run *run, const char *arch_option, int check_nvrtc)
+static int setup_compiler_options(struct build_run *run, const char *arch_option, int device, int check_nvrtc)
 {
 	const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(run->run.spec->json, "KernelSpecification");
 	const cJSON *list = cJSON_GetObjectItemCaseSensitive(kernel, "CompilerOptions");
@@ -203,7 +220,7 @@ static int setup_compiler_options(struct build_run *run, const char *arch_option
 		}
 		run->base_options[run->nbase_options++] = xstrdup(items[k++]);
 	}
-	int rc = choose_arch(run, arch_option, spec_arch, spec_field, check_nvrtc);
+	int rc = choose_arch(run, arch_option, spec_arch, spec_field, device, check_nvrtc);
 	free(items);
 	return rc;
 }
@@ -228,7 +245,7 @@ static void remove_stale_temporaries(const char *variants)
 	closedir(d);
 }
 
-struct build_run *build_run_load(const char *dir, const char *arch_option, int check_nvrtc)
+struct build_run *build_run_load(const char *dir, const char *arch_option, int device, int check_nvrtc)
 {
 	struct build_run *run = xcalloc(1, sizeof(*run));
 	char *spec_path = run_path(dir, RUN_SPEC);
@@ -265,7 +282,7 @@ struct build_run *build_run_load(const char *dir, const char *arch_option, int c
 	strbuf_init(&ps);
 	pyval_repr(&ps, &run->run.spec->problem_size);
 	run->problem_size = strbuf_detach(&ps);
-	if (setup_compiler_options(run, arch_option, check_nvrtc))
+	if (setup_compiler_options(run, arch_option, device, check_nvrtc))
 		goto done;
 	char *variants = run_path(dir, RUN_VARIANTS);
 	if (dir_create_nofollow(variants, 1) != 0)
