@@ -74,7 +74,9 @@ load pipelines_helper
 	usage kg-nightly "no CONFIG given"
 	run_tool 2 kg-nightly missing.json
 	assert_stderr "kg-nightly: missing.json: no such file"
-	for bad in '{"outdir": "x", "gpus": 0, "specs": ["a"]}|gpus: must be a string like "0,1"' \
+	for bad in '{"outdir": "x", "gpus": 0, "specs": ["a"]}|gpus: must be a string like "0,1" or "all"' \
+		'{"outdir": "x", "gpus": "0,,1", "specs": ["a"]}|gpus: must be a string like "0,1" or "all"' \
+		'{"outdir": "x", "gpus_per_spec": 0, "specs": ["a"]}|gpus_per_spec: must be a positive whole number' \
 		'{"outdir": "x", "options": ["--no-llm", 3], "specs": ["a"]}|options: must be a list of strings (kg-tune options)' \
 		'{"outdir": "x", "budget_builds": 0, "specs": ["a"]}|budget_builds: must be a positive whole number' \
 		'{"outdir": "x", "specs": [{"spec": "a", "budget_builds": "9"}]}|specs[0].budget_builds: must be a positive whole number' \
@@ -84,7 +86,7 @@ load pipelines_helper
 		'{"outdir": "x", "specs": [{"spec": "a", "options": ["-n", "9"]}]}|specs[0].options[0]: -n: kg-nightly sets it (from outdir, budget_builds, gpus or a spec'"'"'s replay)' \
 		'{"outdir": "x", "specs": ["a"], "options": ["--replay", "t.json"]}|options[0]: --replay: kg-nightly sets it (from outdir, budget_builds, gpus or a spec'"'"'s replay)' \
 		'{"outdir": "x", "specs": [{"spec": "a", "budget": 9}]}|specs[0].budget: unknown key (a spec takes spec, budget_builds, options, replay, reopen_after)' \
-		'{"outdir": "x", "specs": ["a"], "spec": "b"}|spec: unknown key (CONFIG takes outdir, gpus, options, budget_builds, reopen_after, specs)' \
+		'{"outdir": "x", "specs": ["a"], "spec": "b"}|spec: unknown key (CONFIG takes outdir, gpus, gpus_per_spec, options, budget_builds, reopen_after, specs)' \
 		'{"outdir": "x", "specs": [3]}|specs[0]: must be a path or {"spec": path, ...}' \
 		'{"outdir": "x", "specs": [{"budget_builds": 2}]}|specs[0].spec: missing or not a string (the spec'"'"'s path)' \
 		'{"outdir": "x", "specs": []}|specs: missing or empty' \
@@ -646,6 +648,43 @@ fake_stage() {
 	[ "$(evaluated "$RUN" | wc -l)" -eq 12 ]
 	# not compiled (--replay): the table has no measurement of its configuration
 	[[ "$stderr" == *"kg-init: spec.json: the baseline error: configuration "*" is not in the replay table out/kernels/scale/replay.table"* ]]
+}
+
+@test "kg-nightly with gpus_per_spec tunes the specs at once, each on a group of GPUs of its own; the night's logs get each spec's lines whole" {
+	ln -s "$KG_ROOT/examples" ex
+	for n in a b c; do jq --arg n "$n" '.General.BenchmarkName = "va_" + $n' "$VECTOR_ADD" >"ex_$n.json"; done
+	cp "$KG_ROOT/examples/vector_add/vector_add.cu" .
+	# kg-tune, noting when it ran and on which GPUs (simulated: the specs are replayed)
+	mkdir fake
+	ln -s "$KG_BIN_DIR/kg-nightly" fake/
+	printf '#!/bin/sh\necho "start $(date +%%s.%%N) $*" >>"%s/tunes"\nsleep 1\n"%s/kg-tune" "$@"\ns=$?\necho "end $(date +%%s.%%N)" >>"%s/tunes"\nexit $s\n' \
+		"$PWD" "$KG_BIN_DIR" "$PWD" >fake/kg-tune
+	chmod +x fake/kg-tune
+	jq -n '{outdir: "night", gpus: "0,1,2", gpus_per_spec: 2, budget_builds: 3, options: ["--no-llm"],
+		specs: [{spec: "ex_a.json", replay: "ex/vector_add/vector_add_H100_T4.json"},
+		        {spec: "ex_b.json", replay: "ex/vector_add/vector_add_H100_T4.json"}]}' >two.json
+	run_tool 0 fake/kg-nightly two.json
+	# groups of two of three GPUs: one group, one spec after the other; the third GPU said unused
+	assert_stderr "kg-nightly: warning: two.json: 3 GPUs (0,1,2) in groups of 2: GPU 2 unused"
+	[ "$(grep -c -- '--gpus 0,1 ' tunes)" -eq 2 ]
+	jq '.gpus = "0,1,2,3" | .gpus_per_spec = 1 | .specs += [{spec: "ex_c.json", replay: "ex/vector_add/vector_add_H100_T4.json"}]' two.json >four.json
+	rm tunes
+	run_tool 0 fake/kg-nightly four.json
+	assert_stderr_empty
+	# three kg-tunes at once, on GPUs 0, 1 and 2, each started before any ended
+	[ "$(head -3 tunes | cut -d' ' -f1 | sort -u)" = start ]
+	[ "$(grep -o -- '--gpus [0-9]*' tunes | sort | tr '\n' ' ')" = "--gpus 0 --gpus 1 --gpus 2 " ]
+	log=$(ls -t night/logs/*.jsonl | head -1)
+	[ "$(jq -r 'select(.nightly == "spec") | "\(.status) \(.builds) \(.gpus)"' "$log" | sort | tr '\n' ' ')" = "0 3 0 0 3 1 0 3 2 " ]
+	# each spec's records come whole, as a block, between the start and the end lines
+	[ "$(jq -r '.nightly // .kernel' "$log" | uniq | sed -n '1p;$p' | tr '\n' ' ')" = "start end " ]
+	[ "$(jq -r 'select(.kernel != null) | .kernel' "$log" | uniq | wc -l)" -eq 3 ]
+	[ "$(jq -c 'select(.nightly == "end") | .failed' "$log")" = 0 ]
+	[ ! -e "$(ls -d night/logs/.* 2>/dev/null | grep -v '/\.\.\?$')" ]
+	# three groups asked of two GPUs: the config is refused before anything runs
+	jq '.gpus = "0,1" | .gpus_per_spec = 3' two.json >big.json
+	run_tool 2 kg-nightly big.json
+	assert_stderr "kg-nightly: big.json: gpus_per_spec: 3 is more than the 2 GPUs of gpus (0,1)"
 }
 
 @test "kg-nightly: a night killed before its end line is said to be unfinished by the next night, on stderr and in its log" {
