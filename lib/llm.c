@@ -527,6 +527,10 @@ static void finish(struct call *c, char *error)
 		llm_usage_of(c->s, doc, &in, &out);
 	} else {
 		r->text = doc ? llm_redact(c->s, llm_answer_text(c->s, doc, &in, &out, &r->cut, &why)) : NULL;
+		if (calls && r->text && !*r->text) { /* llama-server's "content": "" beside its calls */
+			free(r->text);
+			r->text = NULL;
+		}
 	}
 	cJSON_Delete(doc);
 	if (!c->has_calls && !r->text) {
@@ -821,8 +825,8 @@ size_t llm_run(const struct llm_settings *s, struct llm_request *reqs, size_t n)
 	return failed;
 }
 
-/* The body of a /tokenize answer, kept up to the size of an answer. */
-static size_t on_tokens(char *data, size_t size, size_t count, void *ctx)
+/* The body of a /tokenize or /v1/models answer, kept up to the size of an answer. */
+static size_t on_small_body(char *data, size_t size, size_t count, void *ctx)
 {
 	struct strbuf *sb = ctx;
 	if (sb->len + size * count > LLM_MAX_ANSWER_BYTES)
@@ -831,10 +835,38 @@ static size_t on_tokens(char *data, size_t size, size_t count, void *ctx)
 	return size * count;
 }
 
+/* One attempt of a request beside the API's (a GET when post is NULL), bounded by s's timeout
+ * and at most 30 s: these only help fit the prompt, so a server that is slow to answer them
+ * costs the expansion little. Returns the answer parsed as JSON when the status is 200, else
+ * NULL with *status the status (0: no answer, or libcurl not loaded). */
+static cJSON *side_request(const struct llm_settings *s, const char *url, const char *post, long *status)
+{
+	*status = 0;
+	if (libcurl_open() != 0)
+		return NULL;
+	struct curl_slist *headers = request_headers(s);
+	struct strbuf got;
+	strbuf_init(&got);
+	cJSON *doc = NULL;
+	CURL *easy = libcurl.easy_init();
+	if (easy && headers && libcurl.easy_setopt(easy, CURLOPT_URL, url) == CURLE_OK &&
+	    (!post || libcurl.easy_setopt(easy, CURLOPT_POSTFIELDS, post) == CURLE_OK) &&
+	    libcurl.easy_setopt(easy, CURLOPT_HTTPHEADER, headers) == CURLE_OK &&
+	    libcurl.easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_small_body) == CURLE_OK &&
+	    libcurl.easy_setopt(easy, CURLOPT_WRITEDATA, &got) == CURLE_OK &&
+	    libcurl.easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)(fmin(s->timeout_s, 30) * 1000)) == CURLE_OK &&
+	    libcurl.easy_setopt(easy, CURLOPT_NOSIGNAL, 1L) == CURLE_OK && libcurl.easy_perform(easy) == CURLE_OK &&
+	    libcurl.easy_getinfo(easy, CURLINFO_RESPONSE_CODE, status) == CURLE_OK && *status == 200)
+		doc = cJSON_Parse(got.buf ? got.buf : "");
+	if (easy)
+		libcurl.easy_cleanup(easy);
+	libcurl.slist_free_all(headers);
+	strbuf_release(&got);
+	return doc;
+}
+
 long llm_count_tokens(const struct llm_settings *s, const char *text)
 {
-	if (libcurl_open() != 0)
-		return -1;
 	size_t len = strlen(s->base_url);
 	while (len && s->base_url[len - 1] == '/')
 		len--;
@@ -847,32 +879,72 @@ long llm_count_tokens(const struct llm_settings *s, const char *text)
 	cJSON_Delete(body);
 	if (!sent)
 		xalloc_die();
-	struct curl_slist *headers = request_headers(s);
-	struct strbuf got;
-	strbuf_init(&got);
-	long status = 0, n = -1;
-	CURL *easy = libcurl.easy_init();
-	if (easy && headers && libcurl.easy_setopt(easy, CURLOPT_URL, url) == CURLE_OK &&
-	    libcurl.easy_setopt(easy, CURLOPT_POSTFIELDS, sent) == CURLE_OK &&
-	    libcurl.easy_setopt(easy, CURLOPT_HTTPHEADER, headers) == CURLE_OK &&
-	    libcurl.easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_tokens) == CURLE_OK &&
-	    libcurl.easy_setopt(easy, CURLOPT_WRITEDATA, &got) == CURLE_OK &&
-	    libcurl.easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)(fmin(s->timeout_s, 30) * 1000)) == CURLE_OK &&
-	    libcurl.easy_setopt(easy, CURLOPT_NOSIGNAL, 1L) == CURLE_OK && libcurl.easy_perform(easy) == CURLE_OK &&
-	    libcurl.easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK && status == 200) {
-		cJSON *doc = cJSON_Parse(got.buf ? got.buf : "");
-		const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(doc, "tokens");
-		if (cJSON_IsArray(tokens))
-			n = cJSON_GetArraySize(tokens);
-		cJSON_Delete(doc);
-	}
-	if (easy)
-		libcurl.easy_cleanup(easy);
-	libcurl.slist_free_all(headers);
-	strbuf_release(&got);
+	long status, n = -1;
+	cJSON *doc = side_request(s, url, sent, &status);
+	const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(doc, "tokens");
+	if (cJSON_IsArray(tokens))
+		n = cJSON_GetArraySize(tokens);
+	cJSON_Delete(doc);
 	cJSON_free(sent);
 	free(url);
 	return n;
+}
+
+/* Whether entry of a model list names model: its id, or one of llama-server's aliases. */
+static int names_model(const cJSON *entry, const char *model)
+{
+	const char *id = json_string(entry, "id");
+	if (id && strcmp(id, model) == 0)
+		return 1;
+	const cJSON *alias;
+	cJSON_ArrayForEach(alias, cJSON_GetObjectItemCaseSensitive(entry, "aliases"))
+		if (cJSON_IsString(alias) && strcmp(alias->valuestring, model) == 0)
+			return 1;
+	return 0;
+}
+
+long llm_server_context(const struct llm_settings *s, char **said)
+{
+	size_t len = strlen(s->base_url);
+	while (len && s->base_url[len - 1] == '/')
+		len--;
+	char *url = xasprintf("%.*s/models", (int)len, s->base_url);
+	long status, context = 0;
+	cJSON *doc = side_request(s, url, NULL, &status);
+	const cJSON *data = cJSON_GetObjectItemCaseSensitive(doc, "data"), *entry, *found = NULL;
+	int i = 0, at = -1;
+	/* The entry of the model asked for; a server of one model (llama-server serves its
+	 * model under any name) answers for it whatever it calls it. */
+	cJSON_ArrayForEach(entry, data) {
+		if (!found && names_model(entry, s->model)) {
+			found = entry;
+			at = i;
+		}
+		i++;
+	}
+	if (!found && i == 1) {
+		found = cJSON_GetArrayItem(data, 0);
+		at = 0;
+	}
+	/* llama-server: meta.n_ctx, the context of one slot (--ctx-size over --parallel), which
+	 * a prompt and its answer share; vLLM: max_model_len. */
+	double n_ctx = json_number(cJSON_GetObjectItemCaseSensitive(found, "meta"), "n_ctx", 0);
+	double max_model_len = json_number(found, "max_model_len", 0);
+	const char *field = n_ctx >= 1 ? "meta.n_ctx" : max_model_len >= 1 ? "max_model_len" : NULL;
+	double n = n_ctx >= 1 ? n_ctx : max_model_len;
+	if (field && n <= INT32_MAX && n == floor(n)) {
+		context = (long)n;
+		*said = xasprintf("GET %s: data[%d].%s", url, at, field);
+	} else if (!doc) {
+		*said = status ? xasprintf("GET %s: HTTP %ld", url, status) : xasprintf("GET %s: no answer", url);
+	} else if (!found) {
+		*said = xasprintf("GET %s: no entry of data[] is the model '%s'", url, s->model);
+	} else {
+		*said = xasprintf("GET %s: data[%d] has no meta.n_ctx or max_model_len", url, at);
+	}
+	cJSON_Delete(doc);
+	free(url);
+	return context;
 }
 
 void llm_request_release(struct llm_request *r)

@@ -127,6 +127,14 @@ void llm_redact_json(const struct llm_settings *s, cJSON *doc);
  * libcurl cannot be loaded. */
 long llm_count_tokens(const struct llm_settings *s, const char *text);
 
+/* The context the endpoint's model has for a request (its prompt and answer together), in
+ * tokens, as the server reports it in its model list (GET base_url/models): llama-server's
+ * data[].meta.n_ctx (one slot's), vLLM's data[].max_model_len, of the entry naming s->model,
+ * or of the only entry. Returns 0 where the server reports none, does not answer within s's
+ * timeout (at most 30 s), or libcurl cannot be loaded. *said (the caller frees it) says where
+ * the figure came from ("GET URL: data[0].meta.n_ctx"), or why there is none. */
+long llm_server_context(const struct llm_settings *s, char **said);
+
 /* Frees what llm_run put in a request. */
 void llm_request_release(struct llm_request *r);
 

@@ -365,6 +365,13 @@ rule() {
 	[[ "$stderr" == *"out/regraph.json: no transition out of 'unroll' in the ReGraph: every method is allowed"* ]]
 }
 
+# call_id N K: the id the mock gives the K-th function call (from 0) of its N-th request: 32
+# letters and digits, as llama-server's (the Responses API's call_id is "call_" and it).
+call_id() {
+	local head="R$1C$2x"
+	printf '%s%0*d' "$head" $((32 - ${#head})) 0
+}
+
 # calls RULE-MATCH CALLS-JSON: a mock rule answering once with these function calls.
 calls() {
 	jq -cn --argjson m "$1" --argjson c "$2" '{match: $m, times: 1, tool_calls: $c}'
@@ -422,9 +429,9 @@ METRICS='{"status":"ok","source":"cupti-range-profiler","device":"NVIDIA H100 80
 	echo "$METRICS" > "$(variant)/metrics.json"
 	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "source_lines", "arguments": {"start": 9, "end": 11}},
 			{"name": "region_detail", "arguments": {"id": 0}}]'),
-		$(calls '["call_1_0", "call_1_1"]' '[{"name": "metrics", "arguments": {"names": ["dram_throughput_pct", "l1_hit_rate_pct", "stalls", "bogus"]}},
+		$(calls '["R1C0x", "R1C1x"]' '[{"name": "metrics", "arguments": {"names": ["dram_throughput_pct", "l1_hit_rate_pct", "stalls", "bogus"]}},
 			{"name": "ptx_for_lines", "arguments": {"start": 10, "end": 10}}]'),
-		$(rule 'call_2_1' "$(answer)")]}"
+		$(rule 'R2C1x' "$(answer)")]}"
 	run_tool 0 kg-propose --llm --persona throughput --tool-rounds 3 -v pick.jsonl
 	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
 	[[ "$stderr" == *"throughput answered in "*" ms (3 rounds, 4 function calls, "* ]]
@@ -440,8 +447,9 @@ METRICS='{"status":"ok","source":"cupti-range-profiler","device":"NVIDIA H100 80
 	last=$(jq -c 'select(.n == 3) | .body.messages' requests.jsonl)
 	[ "$(jq -c 'map(.role)' <<<"$last")" = '["system","user","assistant","tool","tool","assistant","tool","tool"]' ]
 	[ "$(jq -c '[.[2].content, (.[2].tool_calls | map(.id + " " + .function.name + " " + .function.arguments))]' <<<"$last")" = \
-		'[null,["call_1_0 source_lines {\"start\": 9, \"end\": 11}","call_1_1 region_detail {\"id\": 0}"]]' ]
-	[ "$(jq -c '[.[3, 4, 6, 7].tool_call_id]' <<<"$last")" = '["call_1_0","call_1_1","call_2_0","call_2_1"]' ]
+		"$(jq -cn --arg a "$(call_id 1 0)" --arg b "$(call_id 1 1)" '["", [$a + " source_lines {\"start\": 9, \"end\": 11}", $b + " region_detail {\"id\": 0}"]]')" ]
+	[ "$(jq -r '.[3, 4, 6, 7].tool_call_id' <<<"$last" | tr '\n' ' ')" = "$(call_id 1 0) $(call_id 1 1) $(call_id 2 0) $(call_id 2 1) " ]
+	[[ "$(call_id 1 0)" =~ ^[A-Za-z0-9]{32}$ ]] # as llama-server's: not call_...
 	# source_lines: numbered
 	[ "$(jq -r '.[3].content' <<<"$last")" = "$(printf '%s\n' '   9  		if (i < n)' '  10  			y[i] = scale_op(x[i]);' '  11  }')" ]
 	# region_detail: the region of regions.json with its edges and loops
@@ -474,7 +482,7 @@ METRICS='{"status":"ok","source":"cupti-range-profiler","device":"NVIDIA H100 80
 			{"name": "metrics", "arguments": {"names": ["dram_throughput_pct"]}},
 			{"name": "ptx_for_lines", "arguments": {"start": 1, "end": 4}},
 			{"name": "ptx_for_lines", "arguments": {"start": 1, "end": 11}}]'),
-		$(rule 'call_1_8' "$(answer)")]}"
+		$(rule 'R1C8x' "$(answer)")]}"
 	run_tool 0 kg-propose --llm --persona throughput --tool-rounds 1 --tool-result-bytes 200 pick.jsonl
 	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
 	jq -r 'select(.n == 2) | .body.messages[] | select(.role == "tool") | .content' requests.jsonl > got
@@ -501,7 +509,7 @@ METRICS='{"status":"ok","source":"cupti-range-profiler","device":"NVIDIA H100 80
 
 @test "--tool-rounds: the round after the last must answer (tool_choice none); calls there are the expert's error" {
 	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "source_lines", "arguments": {"start": 1, "end": 2}}]'),
-		$(jq -cn '{match: ["call_1_0", "\"tool_choice\":\"none\""], times: 1, ignore_format: true,
+		$(jq -cn '{match: ["R1C0x", "\"tool_choice\":\"none\""], times: 1, ignore_format: true,
 			tool_calls: [{name: "source_lines", arguments: {start: 3, end: 4}}]}')]}"
 	run_tool 1 kg-propose --llm --persona throughput --tool-rounds 1 pick.jsonl
 	[ "$(jq -r '.propose.errors[0].error' <<<"$output")" = 'the model still called functions in round 2, after the 1 round that may' ]
@@ -511,18 +519,19 @@ METRICS='{"status":"ok","source":"cupti-range-profiler","device":"NVIDIA H100 80
 	kill "$(cat mock.pid)"
 	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "source_lines", "arguments": {"start": 1, "end": 11}},
 			{"name": "source_lines", "arguments": {"start": 1, "end": 2}}]'),
-		$(jq -cn --argjson a "$(answer)" '{match: ["call_1_1", "\"tool_choice\":\"none\""], times: 1, content: ($a | tojson)}')]}"
+		$(jq -cn --argjson a "$(answer)" '{match: ["R1C1x", "\"tool_choice\":\"none\""], times: 1, content: ($a | tojson)}')]}"
 	run_tool 0 kg-propose --llm --persona throughput --tool-rounds 4 --tool-total-bytes 200 pick.jsonl
 	[ "$(jq -r 'select(.n == 2) | .body.messages[-1].content' requests.jsonl)" = \
 		'error: the results of this conversation reached their limit (200 bytes): this call and the 0 after it were not run; answer now with what you have' ]
 }
 
-@test "--tool-total-bytes bounds what goes back: 30,000 calls in one answer get one short refusal, not 30,000 (Chat; Responses)" {
-	# (the Responses API's items are larger: 15,000 of them stay within the 4 MiB of an answer)
-	for api in chat:30000 responses:15000; do
+@test "--tool-total-bytes bounds what goes back: 25,000 calls in one answer get one short refusal, not 25,000 (Chat; Responses)" {
+	# (25,000 calls with llama-server's 32-character ids, and 15,000 of the Responses API's larger items, stay
+	# within the 4 MiB of an answer)
+	for api in chat:25000 responses:15000; do
 		jq -cn --argjson a "$(answer)" --argjson n "${api#*:}" '{rules: [{match: "role: throughput", times: 1,
 			tool_calls: [range($n) | {name: "source_lines", arguments: {start: 1, end: 2}}]},
-			{match: "call_1_", content: ($a | tojson)}]}' > many.json
+			{match: "R1C", content: ($a | tojson)}]}' > many.json
 		api=${api%:*}
 		rm -f requests.jsonl
 		mock "$(cat many.json)"
@@ -554,7 +563,7 @@ LINES='{"status":"ok","source":"cupti-pc-sampling","sampling_period_cycles":512,
 	echo "$METRICS" > "$(variant)/metrics.json"
 	echo "$LINES" > "$(variant)/lines.json"
 	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "source_lines", "arguments": {"start": 8, "end": 10}}]'),
-		$(rule 'call_1_0' "$(answer)")]}"
+		$(rule 'R1C0x' "$(answer)")]}"
 	run_tool 0 kg-propose --llm --persona throughput --tool-rounds 1 pick.jsonl
 	prompt=$(jq -r 'select(.n == 1) | .body.messages[1].content' requests.jsonl)
 	[[ "$prompt" == *"$(printf '%s\n' '- warp stall reasons (share of stalls): long_scoreboard 61.5 %, wait 12 %, barrier 0 %' \
@@ -575,8 +584,8 @@ LINES='{"status":"ok","source":"cupti-pc-sampling","sampling_period_cycles":512,
 
 @test "--tool-rounds: every round is logged and cached; a rerun is answered by the cache round after round" {
 	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "source_lines", "arguments": {"start": 10, "end": 10}}]'),
-		$(calls '"call_1_0"' '[{"name": "region_detail", "arguments": {"id": 0}}]'),
-		$(rule 'call_2_0' "$(answer)")]}"
+		$(calls '"R1C0x"' '[{"name": "region_detail", "arguments": {"id": 0}}]'),
+		$(rule 'R2C0x' "$(answer)")]}"
 	kg-propose --llm --persona throughput --tool-rounds 2 pick.jsonl > first.jsonl
 	[ "$(jq -c '[.label, .round, .function_calls, .ok, .cached, .attempts]' "$RUN/llm/calls.jsonl" | tr -d '\n')" = \
 		'["throughput",1,1,true,false,1]["throughput",2,1,true,false,1]["throughput",3,0,true,false,1]' ]
@@ -595,7 +604,7 @@ LINES='{"status":"ok","source":"cupti-pc-sampling","sampling_period_cycles":512,
 
 @test "--tool-rounds with the Responses API: function_call items answered by function_call_output inputs" {
 	mock "{\"rules\": [$(calls '"role: throughput"' '[{"name": "source_lines", "arguments": {"start": 5, "end": 5}}]'),
-		$(rule 'call_1_0' "$(answer)")]}"
+		$(rule 'R1C0x' "$(answer)")]}"
 	run_tool 0 kg-propose --llm --api responses --persona throughput --tool-rounds 1 pick.jsonl
 	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
 	[ "$(jq -r .path requests.jsonl | sort -u)" = /v1/responses ]
@@ -603,7 +612,8 @@ LINES='{"status":"ok","source":"cupti-pc-sampling","sampling_period_cycles":512,
 		'["auto",[["function","metrics",true,["names"]],["function","region_detail",true,["id"]],["function","source_lines",true,["start","end"]],["function","ptx_for_lines",true,["start","end"]]]]' ]
 	[ "$(jq -c 'select(.n == 2) | .body | [.tool_choice, (.input | map(.role // .type)), .input[2].call_id, .input[2].name,
 		.input[2].arguments, .input[3].call_id, .input[3].output]' requests.jsonl)" = \
-		'["none",["system","user","function_call","function_call_output"],"call_1_0","source_lines","{\"start\": 5, \"end\": 5}","call_1_0","   5  extern \"C\" __global__ void scale(float *y, const float *x, int n)\n"]' ]
+		"$(jq -cn --arg id "call_$(call_id 1 0)" '["none", ["system", "user", "function_call", "function_call_output"], $id, "source_lines",
+			"{\"start\": 5, \"end\": 5}", $id, "   5  extern \"C\" __global__ void scale(float *y, const float *x, int n)\n"]')" ]
 }
 
 @test "an answer that stops at --max-output-tokens is said to be unfinished, in either API" {
@@ -620,7 +630,8 @@ LINES='{"status":"ok","source":"cupti-pc-sampling","sampling_period_cycles":512,
 }
 
 @test "a prompt the server refuses as longer than its context is shortened to fit, estimated where the server has no /tokenize" {
-	mock "{\"rules\": [{\"match\": \"## Method catalog\", \"status\": 400,
+	# OpenAI's and vLLM's refusal; a server without /tokenize, whose model list reports no context
+	mock "{\"tokenize\": false, \"rules\": [{\"match\": \"## Method catalog\", \"status\": 400,
 		\"body\": \"{\\\"error\\\": {\\\"message\\\": \\\"This model's maximum context length is 4000 tokens. However, your messages resulted in 4400 tokens.\\\", \\\"type\\\": \\\"invalid_request_error\\\"}}\"},
 		$(rule 'role: throughput' "$(answer)")]}"
 	run_tool 0 kg-propose -v --llm --persona throughput pick.jsonl
@@ -639,6 +650,62 @@ LINES='{"status":"ok","source":"cupti-pc-sampling","sampling_period_cycles":512,
 	mock "$(cat script.json)"
 	run_tool 0 kg-propose --llm --persona throughput --no-cache --max-prompt-tokens 1200 pick.jsonl
 	[ "$(jq -c '[.path, .status]' requests.jsonl | uniq | tr -d '\n')" = '["/tokenize",404]["/v1/chat/completions",200]' ]
+}
+
+@test "without --max-prompt-tokens, the context the server reports (llama-server's /v1/models) is the budget, counted by its /tokenize" {
+	# the mock as llama-server with --api-key and a slot of 1600 tokens: the whole prompt (about
+	# 2000 of its tokens, 3 bytes each) would be refused
+	mock "{\"n_ctx\": 1600, \"api_key\": \"$KEY\", \"rules\": [$(rule 'role: throughput' "$(answer)")]}"
+	run_tool 0 kg-propose -v --llm --persona throughput --max-output-tokens 200 pick.jsonl
+	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
+	# asked once, with the key (llama-server checks it there too); the sections counted by the
+	# server; one request, which fits: no refusal
+	[ "$(jq -c '[.path, .status, .authorization]' requests.models.jsonl)" = "[\"/v1/models\",200,\"Bearer $KEY\"]" ]
+	[ "$(jq -c '[.path, .status]' requests.jsonl | uniq | tr -d '\n')" = '["/tokenize",200]["/v1/chat/completions",200]' ]
+	node=$(jq -r .node pick.jsonl)
+	[[ "$stderr" == *"kg-propose: $RUN: node $node: the prompt may have 1400 tokens: the context the server reports, 1600 tokens (GET $OPENAI_BASE_URL/models: data[0].meta.n_ctx), less 200 for the answer"$'\n'* ]]
+	[[ "$stderr" == *"kg-propose: $RUN: node $node: the prompt, "*" tokens (counted by the server), is over 1400: left out regions ("* ]]
+	prompt=$(jq -r 'select(.path == "/v1/chat/completions") | .body.messages[1].content' requests.jsonl)
+	[[ "$prompt" == *'## Kernel source (kernel.cu)'* && "$prompt" != *'## Regions'* ]]
+	# each process asks once; nothing on disk holds the key
+	run_tool 0 kg-propose --llm --persona throughput --max-output-tokens 200 --no-cache pick.jsonl
+	[ "$(jq -s length requests.models.jsonl)" -eq 2 ]
+	run ! grep -r -- "$KEY" out
+	# a server that reports no context (OpenAI's model list): no budget, nothing counted, as before
+	kill "$(cat mock.pid)"
+	rm requests.jsonl
+	mock "{\"rules\": [$(rule 'role: throughput' "$(answer)")]}"
+	run_tool 0 kg-propose -v --llm --persona throughput --no-cache pick.jsonl
+	[ "$(jq -c '[.path, .status]' requests.jsonl | tr -d '\n')" = '["/v1/chat/completions",200]' ]
+	[[ "$stderr" == *"the prompt has no token budget (no --max-prompt-tokens, and the server reports no context: GET $OPENAI_BASE_URL/models: data[0] has no meta.n_ctx or max_model_len)"* ]]
+}
+
+@test "llama-server's refusal of a prompt over its context (exceed_context_size_error: n_ctx, n_prompt_tokens) shortens it to fit" {
+	mock "{\"n_ctx\": 1600, \"rules\": [$(rule 'role: throughput' "$(answer)")]}"
+	# a budget above the server's context: the model list is not asked, and the server refuses
+	run_tool 0 kg-propose -v --llm --persona throughput --max-output-tokens 200 --max-prompt-tokens 100000 pick.jsonl
+	[ "$(jq -c .candidate.config <<<"$output")" = '{"block_size_x":256,"items_per_thread":2,"use_fma":true}' ]
+	[ ! -s requests.models.jsonl ]
+	[ "$(jq -c '[.path, .status]' requests.jsonl | uniq | tr -d '\n')" = '["/v1/chat/completions",400]["/tokenize",200]["/v1/chat/completions",200]' ]
+	refused=$(jq -c 'select(.http_status == 400) | .response.error' "$RUN"/llm/*-throughput.json)
+	[ "$(jq -c '[.code, .type, .n_ctx, .n_prompt_tokens > 1600]' <<<"$refused")" = '[400,"exceed_context_size_error",1600,true]' ]
+	n=$(jq .n_prompt_tokens <<<"$refused")
+	[[ "$stderr" == *"kg-propose: warning: $RUN: node $(jq -r .node pick.jsonl): throughput: HTTP 400 from $OPENAI_BASE_URL/chat/completions: request ($n tokens) exceeds the available context size (1600 tokens), try increasing it (1 attempt); asking again with the prompt shortened to 1400 tokens"* ]]
+	[[ "$stderr" == *" tokens (counted by the server), is over 1400: left out regions ("* ]]
+}
+
+@test "llama-server's 401 (a missing or wrong key): Invalid API Key, the expert's error, not retried; no context is reported" {
+	mock "{\"n_ctx\": 1600, \"api_key\": \"$KEY\", \"rules\": [$(rule 'role: throughput' "$(answer)")]}"
+	url="$OPENAI_BASE_URL/chat/completions"
+	OPENAI_API_KEY=sk-wrong-key run_tool 1 kg-propose -v --llm --persona throughput --retries 2 pick.jsonl
+	[ "$(jq -r '.propose.errors[0].error' <<<"$output")" = "HTTP 401 from $url: Invalid API Key (1 attempt)" ]
+	[ "$(jq -c '.response' "$RUN"/llm/*-throughput.json)" = '{"error":{"message":"Invalid API Key","type":"authentication_error","code":401}}' ]
+	[[ "$stderr" == *"the server reports no context: GET $OPENAI_BASE_URL/models: HTTP 401)"* ]]
+	[ "$(jq -c '[.path, .status]' requests.jsonl | tr -d '\n')" = '["/v1/chat/completions",401]' ]
+	run_tool 1 env -u OPENAI_API_KEY kg-propose --llm --persona throughput --retries 2 pick.jsonl
+	[ "$(jq -r '.propose.errors[0].error' <<<"$output")" = "HTTP 401 from $url: Invalid API Key (1 attempt)" ]
+	[ "$(jq -r '.authorization' requests.models.jsonl | tr '\n' ' ')" = 'Bearer sk-wrong-key null ' ]
+	run ! grep -r -- sk-wrong-key out
 }
 
 @test "the Responses API's correction quotes the answer as an input message of type message, as llama-server needs" {

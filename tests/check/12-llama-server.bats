@@ -93,6 +93,7 @@ setup() {
 
 teardown() {
 	stop small
+	stop mock
 }
 
 # calls: the lines of RUN/llm/calls.jsonl, each as [label, round or null, ok, http_status].
@@ -157,7 +158,10 @@ schema_shaped() {
 	cd "$BATS_TEST_TMPDIR"
 	serve small --ctx-size 4096 --parallel 1 --seed 38
 	export OPENAI_BASE_URL="http://127.0.0.1:$(cat small.port)/v1"
-	run --separate-stderr timeout 120 kg-propose --llm --model "$MODEL_NAME" --persona throughput --max-output-tokens 1000 pick.jsonl
+	# a budget above the context, so that the server's report of it (the next test) does not
+	# fit the prompt before the server can refuse it
+	run --separate-stderr timeout 120 kg-propose --llm --model "$MODEL_NAME" --persona throughput --max-output-tokens 1000 \
+		--max-prompt-tokens 100000 pick.jsonl
 	# refused (HTTP 400, its context said), then asked again without the sections it could do without
 	[ "$(calls | head -2 | tr -d '\n')" = '["throughput",null,false,400]["throughput",null,true,200]' ]
 	[[ "$stderr" == *"kg-propose: warning: $RUN: node $(jq -r .node pick.jsonl): throughput: HTTP 400 from $OPENAI_BASE_URL/chat/completions: request ("*" tokens) exceeds the available context size (4096 tokens), try increasing it (1 attempt); asking again with the prompt shortened to 3096 tokens"* ]]
@@ -178,11 +182,61 @@ schema_shaped() {
 	serve small --ctx-size 2048 --parallel 1
 	export OPENAI_BASE_URL="http://127.0.0.1:$(cat small.port)/v1"
 	rm -r "$RUN/llm"
-	run_tool 1 kg-propose --llm --model "$MODEL_NAME" --persona throughput --max-output-tokens 400 pick.jsonl
+	run_tool 1 kg-propose --llm --model "$MODEL_NAME" --persona throughput --max-output-tokens 400 --max-prompt-tokens 100000 pick.jsonl
 	[ "${#lines[@]}" -eq 1 ]
 	error=$(jq -r '.propose | select(.status == "error") | .errors[0].error' <<<"$output")
 	[[ "$error" =~ ^"HTTP 400 from $OPENAI_BASE_URL/chat/completions: request ("[0-9]+" tokens) exceeds the available context size (2048 tokens), try increasing it (1 attempt); and the prompt is "[0-9]+" tokens (counted by the server) without its sections that may be left out, more than the 1648 it may have"$ ]]
 	[ "$(calls)" = '["throughput",null,false,400]' ]
+}
+
+@test "without --max-prompt-tokens, llama-server's own report of a slot's context (GET /v1/models) is the budget: no refusal" {
+	cd "$BATS_TEST_TMPDIR"
+	# two slots of 4096 tokens each
+	serve small --ctx-size 8192 --parallel 2 --seed 38
+	export OPENAI_BASE_URL="http://127.0.0.1:$(cat small.port)/v1"
+	[ "$(curl -sf -H "Authorization: Bearer $KEY" "$OPENAI_BASE_URL/models" | jq -c '.data[0].meta.n_ctx')" = 4096 ]
+	run --separate-stderr timeout 120 kg-propose -v --llm --model "$MODEL_NAME" --persona throughput --max-output-tokens 1000 pick.jsonl
+	node=$(jq -r .node pick.jsonl)
+	[[ "$stderr" == *"kg-propose: $RUN: node $node: the prompt may have 3096 tokens: the context the server reports, 4096 tokens (GET $OPENAI_BASE_URL/models: data[0].meta.n_ctx), less 1000 for the answer"$'\n'* ]]
+	[[ "$stderr" == *"kg-propose: $RUN: node $node: the prompt, "*" tokens (counted by the server), is over 3096: left out regions ("* ]]
+	# the first request fits: answered, not refused
+	[ "$(calls | head -1)" = '["throughput",null,true,200]' ]
+	f=$(jq -r .file "$RUN/llm/calls.jsonl" | head -1)
+	[ "$(jq '.response.usage.prompt_tokens' "$RUN/llm/$f")" -le 3096 ]
+	prompt=$(jq -r '.request.messages[1].content' "$RUN/llm/$f")
+	[[ "$prompt" == *'## Kernel source (kernel.cu)'* && "$prompt" != *'## Regions'* ]]
+	[ "$status" -eq 0 ] || [ "$(jq -r '.propose.errors[0].error' <<<"$output")" != null ]
+	run ! grep -rl -- "$KEY" .
+}
+
+@test "the mock of the fast suite (tests/tools/mock_llm.py) answers as llama-server: 401, 404, the model list, /tokenize, a prompt over the context" {
+	cd "$BATS_TEST_TMPDIR"
+	serve small --ctx-size 2048 --parallel 2 --seed 38
+	echo "{\"n_ctx\": 1024, \"api_key\": \"$KEY\", \"model\": \"$MODEL_NAME\", \"rules\": []}" >script.json
+	python3 "$TOOLS/mock_llm.py" script.json requests.jsonl port &
+	echo $! >mock.pid
+	for _ in $(seq 100); do [ -s port ] && break; sleep 0.05; done
+	long=$(jq -cn --arg x "$(head -c 4000 /dev/zero | tr '\0' x)" '{model: "tiny", messages: [{role: "user", content: $x}]}')
+	for server in "127.0.0.1:$(cat small.port)" "127.0.0.1:$(cat port)"; do
+		url="http://$server" auth="Authorization: Bearer $KEY"
+		{
+			curl -s "$url/v1/models"
+			echo
+			curl -s -H "$auth" "$url/v1/nothing"
+			echo
+			curl -s -H "$auth" "$url/v1/models" | jq -c '[keys, (.data[0] | keys), (.data[0].meta | keys), .data[0].id, .data[0].meta.n_ctx]'
+			curl -s -H "$auth" "$url/props" | jq -c '.default_generation_settings.n_ctx'
+			curl -s -H "$auth" "$url/tokenize" -d '{"content": "hello world"}' | jq -c '[keys, (.tokens | type), (.tokens | length > 0)]'
+			# the prompt's size in tokens is each tokenizer's own
+			curl -s -H "$auth" "$url/v1/chat/completions" -d "$long" |
+				jq -c '.error | [keys_unsorted, .code, .type, .n_ctx, .n_prompt_tokens > 1024,
+					(.message | sub("^request \\([0-9]+ tokens\\)"; "request (M tokens)"))]'
+		} >"answers-${server##*:}"
+	done
+	diff "answers-$(cat small.port)" "answers-$(cat port)"
+	[ "$(sed -n 1p "answers-$(cat port)")" = '{"error":{"message":"Invalid API Key","type":"authentication_error","code":401}}' ]
+	[ "$(sed -n 4p "answers-$(cat port)")" = 1024 ]
+	[ "$(sed -n 6p "answers-$(cat port)")" = '[["code","message","type","n_prompt_tokens","n_ctx"],400,"exceed_context_size_error",1024,true,"request (M tokens) exceeds the available context size (1024 tokens), try increasing it"]' ]
 }
 
 @test "--max-prompt-tokens: sections are left out, least needed first, counted by the server's /tokenize" {

@@ -5,23 +5,46 @@
 
 SCRIPT: {"rules": [{"match", "times", "status", "headers", "delay", "content", "body",
 "tool_calls", "ignore_format", "prompt_tokens", "completion_tokens", "echo_auth", "close",
-"pad"}, ...]}; the first rule whose "match" is a substring of the request body (a list: each
-is) and whose "times" is not used up answers. "tool_calls": [{"name", "arguments"}, ...]
-answers with those function calls instead of content (Chat's "tool_calls", the Responses API's
-"function_call" items; "arguments" a JSON value, or a string sent as it is), so that a script
-of rules, each matching what the previous call's result must hold, plays a tool loop. As
-llama-server does, a Chat Completions request that asks for an answer format (response_format)
-gets no function calls: its answer is the rule's content (the server's grammar holds the whole
-answer to the format), unless the rule has "ignore_format" (a server that ignores the format).
-An answer longer than the request's max_completion_tokens (max_output_tokens), at 4 characters
-a token, is cut there and ends with finish_reason "length" (status "incomplete"), as a server's
-does. As llama-server does, a Responses API request whose input holds an assistant message
-without "type": "message" is refused (HTTP 400). "echo_auth" puts the Authorization header in
-place of "{auth}" in "body" or "content" (or after the content), with every character
-JSON-escaped (\\uXXXX) in place of "{auth_u}" and with the second half escaped in place of
-"{auth_half_u}"; "{split}" in a Responses API content splits it into output_text parts there
-(joined again by the client). "pad" appends that many spaces to the content (an answer too
-large)."""
+"pad"}, ...], "n_ctx", "tokenize", "api_key", "model"}; the first rule whose "match" is a
+substring of the request body (a list: each is) and whose "times" is not used up answers.
+"tool_calls": [{"name", "arguments"}, ...] answers with those function calls instead of
+content (Chat's "tool_calls", the Responses API's "function_call" items; "arguments" a JSON
+value, or a string sent as it is), so that a script of rules, each matching what the previous
+call's result must hold, plays a tool loop. As llama-server does, a Chat Completions request
+that asks for an answer format (response_format) gets no function calls: its answer is the
+rule's content (the server's grammar holds the whole answer to the format), unless the rule has
+"ignore_format" (a server that ignores the format). An answer longer than the request's
+max_completion_tokens (max_output_tokens), at 4 characters a token, is cut there and ends with
+finish_reason "length" (status "incomplete"), as a server's does. As llama-server does, a
+Responses API request whose input holds an assistant message without "type": "message" is
+refused (HTTP 400). "echo_auth" puts the Authorization header in place of "{auth}" in "body" or
+"content" (or after the content), with every character JSON-escaped (\\uXXXX) in place of
+"{auth_u}" and with the second half escaped in place of "{auth_half_u}"; "{split}" in a
+Responses API content splits it into output_text parts there (joined again by the client).
+"pad" appends that many spaces to the content (an answer too large).
+
+Where llama-server and the mock could differ, the mock answers as llama-server (llama.cpp of
+llama-cpp-python 0.3.36) does, its JSON byte for byte:
+- tokens: the mock's tokenizer makes a token of every 3 bytes of UTF-8 text (4 bytes a token,
+  the client's estimate, would be wrong); a request's prompt is the tokens of every string of
+  its messages (input items) and 4 for each message's framing, and "usage" counts it unless
+  the rule says "prompt_tokens";
+- POST /tokenize (at the root) {"content": TEXT} answers {"tokens": [...]}, unless the script
+  says "tokenize": false (a server without one: HTTP 404);
+- "n_ctx": N is a slot's context: GET /v1/models reports it in data[0].meta.n_ctx (and GET
+  /props in default_generation_settings.n_ctx), and a request whose prompt has N tokens or
+  more is refused with HTTP 400 exceed_context_size_error, its n_ctx and n_prompt_tokens.
+  Without it, the model list is OpenAI's, without a context, and /props is not found;
+- "api_key": K makes every path but /health answer HTTP 401 "Invalid API Key" to a request
+  without "Authorization: Bearer K";
+- function calls get ids of 32 letters and digits (Chat's "id"; the Responses API's "call_" and
+  "fc_" ids end with it): here R<request>C<call>x padded with zeros, so that a test can name
+  them; an assistant message that calls functions has "content": "";
+- an unknown path is HTTP 404 "File Not Found".
+"model" names the model of the model list ("mock" unless given). Requests for the model list
+and /props (every kg-propose --llm asks once for the context) are logged in a file of their
+own, LOG with ".models" before its extension (requests.models.jsonl), so that LOG holds the
+API's requests and /tokenize's, numbered in order ("n")."""
 import json
 import os
 import signal
@@ -34,7 +57,81 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 lock = threading.Lock()
 counter = 0
 rules = []
+script = {}
 log_file = None
+models_log = None
+
+
+def compact(value):
+    """JSON as llama-server writes it: no spaces."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+def not_found():
+    """llama-server's answer to a path it does not have."""
+    return 404, compact({"error": {"message": "File Not Found", "type": "not_found_error", "code": 404}})
+
+
+def llama_error(code, message, kind, **extra):
+    """An error body of llama-server: {"error": {"code", "message", "type", ...}}."""
+    return compact({"error": {"code": code, "message": message, "type": kind, **extra}})
+
+
+def tokenize(text):
+    """The mock's tokenizer: a token for every 3 bytes of UTF-8."""
+    data = text.encode("utf-8")
+    return [int.from_bytes(data[i:i + 3], "big") for i in range(0, len(data), 3)]
+
+
+def strings_of(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from strings_of(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings_of(v)
+
+
+def prompt_tokens(request):
+    """The tokens of a request's prompt: every string of each message (input item), and 4
+    for each message's framing, as a chat template adds some."""
+    if not isinstance(request, dict):
+        return 0
+    items = request.get("messages", request.get("input", []))
+    if isinstance(items, str):
+        items = [items]
+    if not isinstance(items, list):
+        return 0
+    return sum(4 + sum(len(tokenize(t)) for t in strings_of(m)) for m in items)
+
+
+def call_id(n, k):
+    """A function call's id as llama-server's (32 letters and digits), named by the request
+    and the call: R<n>C<k>x padded with zeros."""
+    head = f"R{n}C{k}x"
+    return head + "0" * (32 - len(head))
+
+
+def model_list():
+    """GET /v1/models: llama-server's answer with the script's n_ctx, else OpenAI's."""
+    model = script.get("model", "mock")
+    entry = {"id": model, "object": "model", "created": int(time.time()), "owned_by": "mock"}
+    if "n_ctx" not in script:
+        return {"object": "list", "data": [entry]}
+    entry = {"id": model, "aliases": [model], "tags": [], "object": "model", "created": int(time.time()),
+             "owned_by": "llamacpp",
+             "meta": {"vocab_type": 2, "n_vocab": 1 << 24, "n_ctx": script["n_ctx"],
+                      "n_ctx_train": script["n_ctx"], "n_embd": 64, "n_params": 115904,
+                      "size": 463616, "ftype": "all F32"}}
+    return {"models": [{"name": model, "model": model, "modified_at": "", "size": "", "digest": "",
+                        "type": "model", "description": "", "tags": [""],
+                        "capabilities": ["completion"], "parameters": "",
+                        "details": {"parent_model": "", "format": "gguf", "family": "",
+                                    "families": [""], "parameter_size": "",
+                                    "quantization_level": ""}}],
+            "object": "list", "data": [entry]}
 
 
 def envelope(api, n, model, content, prompt_tokens, completion_tokens, tool_calls=None, cut=False):
@@ -42,10 +139,10 @@ def envelope(api, n, model, content, prompt_tokens, completion_tokens, tool_call
     calls = []
     for k, call in enumerate(tool_calls or []):
         args = call.get("arguments", {})
-        calls.append((f"call_{n}_{k}", call["name"],
+        calls.append((call_id(n, k), call["name"],
                       args if isinstance(args, str) else json.dumps(args)))
     if api == "chat":
-        message = {"role": "assistant", "content": None if calls else content}
+        message = {"role": "assistant", "content": "" if calls else content}
         if calls:
             message["tool_calls"] = [{"id": i, "type": "function",
                                       "function": {"name": name, "arguments": args}}
@@ -57,7 +154,7 @@ def envelope(api, n, model, content, prompt_tokens, completion_tokens, tool_call
                                                "length" if cut else "stop")}],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                           "total_tokens": total}}
-    output = [{"type": "function_call", "id": f"fc_{i}", "call_id": i, "name": name,
+    output = [{"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{i}", "name": name,
                "arguments": args, "status": "completed"} for i, name, args in calls]
     if not calls:
         output = [{"type": "message", "id": f"msg-mock-{n}", "status": "completed",
@@ -95,6 +192,23 @@ def error_body(message, kind):
     return json.dumps({"error": {"message": message, "type": kind}})
 
 
+def side_answer(route, request):
+    """The answer of a path beside the API's: (status, body), or None for an API path."""
+    if route in ("/v1/models", "/models"):
+        return 200, compact(model_list())
+    if route == "/props":
+        if "n_ctx" not in script:
+            return not_found()
+        return 200, compact({"default_generation_settings": {"n_ctx": script["n_ctx"]},
+                             "total_slots": 1, "model_alias": script.get("model", "mock")})
+    if route == "/tokenize":
+        if not script.get("tokenize", True):
+            return not_found()
+        content = request.get("content", "") if isinstance(request, dict) else ""
+        return 200, compact({"tokens": tokenize(content if isinstance(content, str) else "")})
+    return None
+
+
 class Handler(BaseHTTPRequestHandler):
     # HTTP/1.1 so that clients sending "Expect: 100-continue" (libcurl does for big bodies)
     # get their 100 at once instead of stalling a second; every reply still closes.
@@ -118,12 +232,20 @@ class Handler(BaseHTTPRequestHandler):
         if self.command == "POST":
             api = ("chat" if route.endswith("/chat/completions") else
                    "responses" if route.endswith("/responses") else None)
+        listing = route in ("/v1/models", "/models", "/props")
+        side = None if api else side_answer(route, request)
+        key = script.get("api_key")
+        refused = key and route not in ("/health", "/v1/health") and auth != f"Bearer {key}"
+        tokens = prompt_tokens(request) if api else 0
+        untyped = api == "responses" and untyped_assistant(request)
+        over = api and "n_ctx" in script and tokens >= script["n_ctx"]
 
         with lock:
-            counter += 1
-            n = counter
+            if not listing:
+                counter += 1
+            n = None if listing else counter
             index = None
-            if api:
+            if api and not (refused or untyped or over):  # refused before a rule is used
                 for i, rule in enumerate(rules):
                     if matches(rule, text) and rule.get("times", 1) > 0:
                         if "times" in rule:
@@ -133,12 +255,22 @@ class Handler(BaseHTTPRequestHandler):
         rule = rules[index] if index is not None else {}
 
         status, headers = rule.get("status", 200), {"Content-Type": "application/json"}
-        if api == "responses" and untyped_assistant(request):
+        if refused:
+            # llama-server's check of --api-key, on every path but /health
+            status, body = 401, compact({"error": {"message": "Invalid API Key",
+                                                   "type": "authentication_error", "code": 401}})
+        elif side:
+            status, body = side
+        elif api is None:
+            status, body = not_found()
+        elif untyped:
             # llama-server reads an assistant's input message only with "type": "message"
             status, body = 400, error_body("Cannot determine type of 'item'", "invalid_request_error")
-        elif api is None:
-            status, body = 404, error_body(f"mock: no such endpoint {self.path}",
-                                           "invalid_request_error")
+        elif over:
+            n_ctx = script["n_ctx"]
+            status, body = 400, llama_error(
+                400, f"request ({tokens} tokens) exceeds the available context size ({n_ctx} tokens), "
+                "try increasing it", "exceed_context_size_error", n_prompt_tokens=tokens, n_ctx=n_ctx)
         elif index is None:
             status, body = 500, error_body("mock: no rule matches", "server_error")
         else:
@@ -176,7 +308,7 @@ class Handler(BaseHTTPRequestHandler):
                 if tool_calls and asks_format(request) and not rule.get("ignore_format"):
                     tool_calls = None
                 body = json.dumps(envelope(api, n, model, content,
-                                           rule.get("prompt_tokens", len(raw) // 4),
+                                           rule.get("prompt_tokens", tokens),
                                            rule.get("completion_tokens", len(content) // 4),
                                            tool_calls, cut))
             else:
@@ -206,19 +338,23 @@ class Handler(BaseHTTPRequestHandler):
         entry = {"n": n, "start": start, "end": time.time(), "path": self.path,
                  "authorization": self.headers.get("Authorization"), "rule": index,
                  "status": status, "body": request}
+        out = models_log if self.path.split("?", 1)[0] in ("/v1/models", "/models", "/props") else log_file
         with lock:
-            log_file.write(json.dumps(entry) + "\n")
-            log_file.flush()
+            out.write(json.dumps(entry) + "\n")
+            out.flush()
 
 
 def main():
-    global rules, log_file
+    global rules, script, log_file, models_log
     if len(sys.argv) != 4:
         sys.exit(__doc__)
-    script, log_path, port_file = sys.argv[1:]
-    with open(script) as f:
-        rules = json.load(f)["rules"]
+    script_path, log_path, port_file = sys.argv[1:]
+    with open(script_path) as f:
+        script = json.load(f)
+    rules = script["rules"]
     log_file = open(log_path, "a")
+    root, ext = os.path.splitext(log_path)
+    models_log = open(f"{root}.models{ext}", "a")
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True

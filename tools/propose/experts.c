@@ -387,10 +387,13 @@ static void add_error(cJSON *errors, const char *persona, const char *error)
 	json_append(errors, e);
 }
 
-/* The context the endpoint said its prompts may fill, in tokens, once a request of this
- * process was refused as longer (llm_request's context_tokens); 0 until then. A process
- * talks to one endpoint, so the later expansions fit their prompts to it from the start. */
+/* The context the endpoint's prompts may fill, in tokens: what its model list reports
+ * (llm_server_context, asked once a process when --max-prompt-tokens is not given), or what
+ * it said when it refused a prompt of this process as longer (llm_request's context_tokens),
+ * which overrides the report; 0 while neither is known. A process talks to one endpoint, so
+ * each expansion fits its prompts to it from the start. */
 static long server_context;
+static int context_asked;
 
 /* The tokens a prompt may have: --max-prompt-tokens, and at most the server's context less
  * room for the answer (--max-output-tokens, else a quarter of it) and for the tool loop's
@@ -416,6 +419,45 @@ static cJSON *expert_messages(const char *context, const struct persona *persona
 	json_append(messages, message("user", prompt));
 	free(prompt);
 	return messages;
+}
+
+/* Whether a prompt of these sections surely fits budget tokens, uncounted: a token spans at
+ * least a byte of text (a tokenizer's byte fallback exactly one), so a prompt of no more bytes
+ * than the budget, with the template's framing, fits. A large context then costs no
+ * /tokenize request per section at every expansion. */
+static int surely_fits(const struct experts *ex, char *part[SEC_COUNT], long budget)
+{
+	size_t bytes = strlen(system_prompt) + 16, most = 0;
+	for (size_t i = 0; i < ex->npersonas; i++) {
+		char *rest = user_prompt("", &ex->personas[i], ex->tool_rounds);
+		most = strlen(rest) > most ? strlen(rest) : most;
+		free(rest);
+	}
+	for (int k = 0; k < SEC_COUNT; k++)
+		bytes += strlen(part[k]);
+	return bytes + most <= (size_t)budget;
+}
+
+/* Asks the endpoint for its context, once a process, where --max-prompt-tokens does not give
+ * the budget; logs where the budget comes from. */
+static void ask_context(const struct experts *ex, const struct llm_settings *s, const char *where)
+{
+	if (ex->max_prompt_tokens > 0 || context_asked)
+		return;
+	context_asked = 1;
+	char *said = NULL;
+	long reported = llm_server_context(s, &said);
+	if (reported > 0) {
+		server_context = reported;
+		long budget = prompt_budget(ex, s, reported);
+		log_info("%s: the prompt may have %ld tokens: the context the server reports, %ld tokens (%s), less %ld "
+			 "for the answer%s", where, budget, reported, said, reported - budget,
+			 ex->tool_rounds > 0 ? " and the tool loop's results" : "");
+	} else {
+		log_info("%s: the prompt has no token budget (no --max-prompt-tokens, and the server reports no context: "
+			 "%s)", where, said);
+	}
+	free(said);
 }
 
 /* The tokens of a prompt beyond its sections: the system prompt, the longest persona with
@@ -451,7 +493,10 @@ void experts_propose(const struct experts *ex, struct run_info *run, const struc
 	prompt_sections(ex, run, node, part);
 	struct strbuf why_not;
 	strbuf_init(&why_not);
+	ask_context(ex, &s, where);
 	long budget = prompt_budget(ex, &s, server_context);
+	if (budget > 0 && surely_fits(ex, part, budget))
+		budget = 0; /* nothing to leave out, nothing to count */
 	int exact = 1;
 	long fixed = budget > 0 ? fixed_tokens(ex, &s, &exact) : 0;
 	char *context = fit_context(&s, part, budget, fixed, exact, where, &why_not);

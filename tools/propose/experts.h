@@ -22,8 +22,9 @@ struct experts {
 	size_t npersonas;
 	int candidates;		 /* asked of each expert */
 	int recent;		 /* recent attempts shown (--recent) */
-	long max_prompt_tokens;	 /* --max-prompt-tokens: sections are left out to fit; 0: no limit
-				  * but the server's context, once it refuses a prompt as longer */
+	long max_prompt_tokens;	 /* --max-prompt-tokens: sections are left out to fit; 0: the
+				  * context the server reports, else the one it gives when it
+				  * refuses a prompt as longer, less room for the answer */
 	const char *catalog;	 /* --catalog, else OUTDIR/methods.json */
 	const char *regraph;	 /* --regraph, else OUTDIR/regraph.json */
 	int allowed;		 /* --regraph-filter: only the ReGraph's neighbours of the last method */
