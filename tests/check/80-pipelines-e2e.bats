@@ -31,10 +31,14 @@ load ../pipelines_helper
 		mkdir "$d"
 		rm -f got.*
 		(cd "$d" && ../fake/kg-tune -q --overlap --no-llm --gpus 0,1,2,3 --replay "$TABLE" --budget-builds 23 --seed 5 --jobs 4 \
-			--outdir out "$VECTOR_ADD")
+			--batch 4 --outdir out "$VECTOR_ADD")
 		[ "$(evaluated "$d/$RUN" | wc -l)" -eq 23 ]
 	done
 	same_search a b
+	# which GPU measures what changes nothing: with the same batch, one GPU searches the same
+	mkdir c
+	(cd c && kg-tune -q --overlap --no-llm --gpus 0 --replay "$TABLE" --budget-builds 23 --seed 5 --jobs 4 --batch 4 --outdir out "$VECTOR_ADD")
+	same_search a c
 	# every GPU measured candidates (of b's search), none twice; iterations were learned after the next was picked
 	for d in 0 1 2 3; do [ "$(jq -s 'map(select(.build.status == "ok")) | length' "got.$d")" -gt 0 ]; done
 	[ "$(cat got.* | jq -r 'select(.build.status == "ok") | .candidate.id' | sort | uniq -d)" = "" ]
