@@ -51,7 +51,7 @@ ov_bench() {
 	unlogged[$dir/out.$i]=1
 	(
 		tail -c +1 -f --pid="${bpid[$i]}" -s 0.02 "$dir/built.$i" 2>/dev/null |
-			kg-iterate --from - --bench-only --update-after "$dir/learn.$i" "$@" "$run" >"$dir/out.$i"
+			kg-iterate --from - --bench-only --bench-server "$dir/benches" --update-after "$dir/learn.$i" "$@" "$run" >"$dir/out.$i"
 		exit "${PIPESTATUS[1]}"
 	) &
 	ppid[i]=$!
@@ -98,6 +98,21 @@ ov_over() {
 	return 1
 }
 
+# ov_serve OPTION...: starts the kg-bench of each GPU that measures every iteration
+# (kg-iterate --serve-benches $dir/benches), kept in $server.
+ov_serve() {
+	kg-iterate --serve-benches "$dir/benches" "$@" "$run" &
+	server=$!
+}
+
+# ov_unserve: lets the kg-benches measure what they were dealt, and end.
+ov_unserve() {
+	[ -n "${server:-}" ] || return 0
+	: >"$dir/benches/stop"
+	wait "$server"
+	server=
+}
+
 # overlapped OPTION...: overlapped iterations until the spec is over.
 overlapped() {
 	local dir=$work/overlap k=1 next
@@ -107,6 +122,7 @@ overlapped() {
 	rm -rf "$dir" && mkdir -p "$dir" || kg_die "$KG_EXIT_IO" "cannot make $dir"
 	ov_front 1 "$@"
 	ov_over 1 || return 0
+	ov_serve "$@"
 	ov_build 1 "$@"
 	while :; do
 		# Iteration k is picked and compiling; iteration k-1 may be being measured.
@@ -131,5 +147,6 @@ overlapped() {
 		[ -n "${ppid[$k]:-}" ] || ov_done "$k" || break # iteration k had nothing to measure
 		k=$next
 	done
+	ov_unserve
 	wait # the compiles of an iteration that will not be measured
 }
