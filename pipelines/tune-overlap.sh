@@ -105,12 +105,18 @@ ov_serve() {
 	server=$!
 }
 
-# ov_unserve: lets the kg-benches measure what they were dealt, and end.
+# ov_unserve: lets the kg-benches measure what they were dealt, and end; one that failed is
+# said (its records' errors were learned as they came).
 ov_unserve() {
+	local f
 	[ -n "${server:-}" ] || return 0
 	: >"$dir/benches/stop"
 	wait "$server"
 	server=
+	for f in "$dir"/benches/status.*; do
+		[ ! -s "$f" ] || [ "$(cat "$f")" -eq 0 ] ||
+			kg_error "$run: kg-bench of the GPU number ${f##*.} in --gpus ended with status $(cat "$f") (its errors are said above)"
+	done
 }
 
 # overlapped OPTION...: overlapped iterations until the spec is over.
