@@ -154,11 +154,12 @@ kg_is_run() {
 	[ -f "$1/graph.bin" ] || [ -f "$1/graph.json" ]
 }
 
-# kg_builds RUN: candidates evaluated so far, from the run's log.
+# kg_builds RUN: candidates evaluated so far, as the run's graph counts them (kg-select
+# --builds: the graph's count, not a read of the whole log).
 kg_builds() {
-	[ -f "$1/events.jsonl" ] || {
+	kg_is_run "$1" || {
 		echo 0
 		return
 	}
-	jq -n '[inputs | select(.update.child != null and (.update.root | not))] | length' "$1/events.jsonl"
+	kg-select --builds "$1"
 }

@@ -33,6 +33,11 @@ load select_helper
 	assert_stderr "$(printf '%s\n' "kg-select: --fill goes with picking, not with --summary" "Try 'kg-select --help' for more information.")"
 	run_tool 1 kg-select --summary "$RUN"
 	assert_stderr "kg-select: $RUN: no graph yet: make the root with kg-select --update and the benched baseline (kg-init does this)"
+	run_tool 2 kg-select --builds --export "$RUN"
+	assert_stderr "$(printf '%s\n' "kg-select: --export and --builds do not go together" "Try 'kg-select --help' for more information.")"
+	# a run with no graph has evaluated nothing
+	run_tool 0 kg-select --builds "$RUN"
+	assert_output 0
 }
 
 @test "the benched baseline makes the root; without one, selecting is an error" {
@@ -75,6 +80,10 @@ EOF
 	assert_stderr_empty
 	[ "$(jq -c '.update | [.reward, .child, .incumbent]' <<<"$output" | tr -d '\n')" = \
 		'[1,"S1",true][-3,"S2",false][-3,"failed:2",false][3,"S4",true]' ]
+	# four candidates evaluated, failed ones too (the baseline is none), as the log has them
+	run_tool 0 kg-select --builds "$RUN"
+	assert_output 4
+	[ "$(jq -n '[inputs | select(.update.child != null and (.update.root | not))] | length' "$RUN/events.jsonl")" -eq 4 ]
 	# The root's value is the mean of its own reward and its children's: (0 + 1 - 3 - 3 + 3) / 5.
 	kg-select --export "$RUN" >g.json
 	[ "$(jq '.nodes[0] | [.n, .q]' -c g.json)" = '[5,-0.4]' ]

@@ -32,6 +32,7 @@ struct options {
 	int draw;	 /* --draw: 1 + enum draw_format; 0: not drawing */
 	long draw_nodes; /* --graph-nodes: nodes in the drawing at most */
 	int summary; /* --summary: append the closing summary to RUN/trace.md */
+	int builds;  /* --builds: print the candidates the run has evaluated */
 	struct pick_options pick; /* --pending, --batch, --fill */
 	int seed_given;
 	uint64_t seed;
@@ -46,6 +47,7 @@ static void usage(FILE *fp)
 	      "       kg-select --export RUN\n"
 	      "       kg-select --draw dot|json [--graph-nodes N] RUN\n"
 	      "       kg-select --summary RUN\n"
+	      "       kg-select --builds RUN\n"
 	      "Monte-Carlo Graph Search over the variants of a run (RUN/graph.bin).\n"
 	      "\n"
 	      "Without --update, writes what to try next: {\"op\": \"expand\"} for a node that may get\n"
@@ -87,6 +89,9 @@ static void usage(FILE *fp)
 	      "                              that lead to it\n"
 	      "  -e, --export                write the graph as one JSON document (graph.json's\n"
 	      "                              form, version 1) and change nothing\n"
+	      "      --builds                print the number of candidates the run has evaluated,\n"
+	      "                              as its graph counts them, and change nothing (what the\n"
+	      "                              scripts count a run's builds by; 0 without a graph)\n"
 	      "      --summary               append a closing summary to RUN/trace.md (what was\n"
 	      "                              tried by method and proposer, what failed and why, how\n"
 	      "                              the best moved, the best variant); kg-tune does at the end\n"
@@ -148,7 +153,7 @@ static void usage(FILE *fp)
 enum {
 	OPT_C_PUCT = 256, OPT_C_BASE, OPT_FPU, OPT_ROOT_FPU, OPT_WIDEN_K, OPT_WIDEN_ALPHA, OPT_CLIP, OPT_FAILURE,
 	OPT_BACKUP, OPT_CYCLE, OPT_NOISE, OPT_NOISE_ALPHA, OPT_IMPROVE, OPT_CONVERGE, OPT_BUDGET, OPT_ROLLOUT_DEPTH,
-	OPT_ROLLOUT_EPSILON, OPT_ROLLOUT_LAMBDA, OPT_REGRAPH, OPT_PENDING, OPT_FILL, OPT_SUMMARY, OPT_DRY_RUN,
+	OPT_ROLLOUT_EPSILON, OPT_ROLLOUT_LAMBDA, OPT_REGRAPH, OPT_PENDING, OPT_FILL, OPT_SUMMARY, OPT_BUILDS, OPT_DRY_RUN,
 	OPT_DRAW, OPT_GRAPH_NODES,
 };
 
@@ -214,6 +219,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{"root-fpu-reduction", required_argument, NULL, OPT_ROOT_FPU},
 		{"seed", required_argument, NULL, 's'},
 		{"summary", no_argument, NULL, OPT_SUMMARY},
+		{"builds", no_argument, NULL, OPT_BUILDS},
 		{"update", no_argument, NULL, 'u'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"version", no_argument, NULL, 'V'},
@@ -286,6 +292,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			opt->draw_nodes = (long)i64;
 			break;
 		case OPT_SUMMARY: opt->summary = 1; break;
+		case OPT_BUILDS: opt->builds = 1; break;
 		case OPT_DRY_RUN: opt->dry_run = 1; break;
 		case 'u': opt->update = 1; break;
 		case 'v': log_louder(); break;
@@ -298,7 +305,8 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	opt->run = argv[optind++];
 	/* the things kg-select does besides picking, one at a time */
 	const char *did[] = {opt->export_json ? "--export" : NULL, opt->update ? "--update" : NULL,
-			     opt->draw ? "--draw" : NULL, opt->summary ? "--summary" : NULL};
+			     opt->draw ? "--draw" : NULL, opt->summary ? "--summary" : NULL,
+			     opt->builds ? "--builds" : NULL};
 	const char *other = NULL;
 	for (size_t i = 0; i < sizeof did / sizeof *did; i++) {
 		if (did[i] && other)
@@ -413,6 +421,8 @@ int main(int argc, char **argv)
 			status = run_update(&step, exists, &in);
 			if (opt.dry_run)
 				update_report_dry_run(&g);
+		} else if (opt.builds) {
+			status = printf("%ld\n", exists ? g.builds : 0L) < 0 ? KG_EXIT_IO : KG_EXIT_OK;
 		} else if (!exists) {
 			log_error("%s: no graph yet: make the root with kg-select --update and the benched baseline (kg-init does this)",
 				  opt.run);
