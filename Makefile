@@ -253,8 +253,8 @@ fuzz-run: $(FUZZERS:%=$(BUILD)/fuzz_%)
 	  grep -E '^stat::(number_of_executed_units|new_units_added|peak_rss_mb)' $(BUILD)/fuzz_$$f.log | tr '\n' ' '; echo; \
 	done
 
-test-gpu: all
-	KG_BIN_DIR=$(CURDIR)/$(BINOUT) $(BATS) tests/gpu
+test-gpu: all $(TEST_DRIVER)
+	KG_BIN_DIR=$(CURDIR)/$(BINOUT) KG_TEST_DRIVER=$(CURDIR)/$(TEST_DRIVER) $(BATS) tests/gpu
 
 # Debian packages. DEB_RUN is what building and running needs: the compiler and the
 # libraries, jq, GNU patch and flock (util-linux) for the pipelines, gnuplot, Graphviz and column

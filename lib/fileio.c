@@ -524,6 +524,16 @@ char *gpu_lock_dir(const char *system_dir, struct strbuf *why)
 	return dir;
 }
 
+char *gpu_lock_path(const char *system_dir, const char *pci_bus_id, struct strbuf *why)
+{
+	char *dir = gpu_lock_dir(system_dir, why);
+	if (!dir)
+		return NULL;
+	char *path = xasprintf("%s/gpu-%s.lock", dir, pci_bus_id);
+	free(dir);
+	return path;
+}
+
 void dirlock_release(struct dirlock *lock)
 {
 	if (lock->fd >= 0) {

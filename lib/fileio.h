@@ -116,6 +116,10 @@ char *filelock_holder(const char *path);
  * bit, so nobody else can plant a link or a file there. Returns it (the caller frees it), or
  * NULL with the reason added to why. */
 char *gpu_lock_dir(const char *system_dir, struct strbuf *why);
+/* The lock file of the GPU with that PCI bus id in the folder gpu_lock_dir picks: what
+ * kg-bench locks before it measures, and what a test must lock to stand in its way. Returns
+ * it (the caller frees it), or NULL with the reason added to why. */
+char *gpu_lock_path(const char *system_dir, const char *pci_bus_id, struct strbuf *why);
 void dirlock_release(struct dirlock *lock);
 
 #endif

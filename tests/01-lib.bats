@@ -287,6 +287,12 @@ load test_helper
 	# Without the system folder: the user's runtime folder, made where missing.
 	XDG_RUNTIME_DIR="$PWD/xdg" run_tool 0 "$LIBTEST" gpu-lock "$PWD/none" 0000:01:00.0 0 true
 	assert_output "$PWD/xdg/kernelgraph/gpu-0000:01:00.0.lock"
+	# gpu-lock-path: the file this build's kg-bench locks (what tests/gpu hold with flock(1)),
+	# from the same function on its system folder (KG_LOCK_DIR, absent here unless installed).
+	if [ ! -e /run/kernelgraph ]; then
+		XDG_RUNTIME_DIR="$PWD/xdg" run_tool 0 "$LIBTEST" gpu-lock-path 0000:01:00.0
+		assert_output "$PWD/xdg/kernelgraph/gpu-0000:01:00.0.lock"
+	fi
 	# A holder that never lets go: the wait ends, and the error names it.
 	"$LIBTEST" gpu-lock "$PWD/sys" 0000:01:00.0 0 sleep 5 >/dev/null &
 	holder=$!

@@ -816,7 +816,7 @@ damaged() {
 	size=$(stat -c %s "$RUN/graph.bin")
 	printf x | dd of="$RUN/graph.bin" bs=1 seek=$((size - 1)) conv=notrunc status=none
 	run_tool 1 kg-select "$RUN"
-	assert_stderr "kg-select: $RUN/graph.bin: damaged: the delta at byte $(stat -c %s good.bin) does not match its checksum or its records (truncating the file there goes back to the graph before it, and the next kg-select learns the rest again from events.jsonl)"
+	assert_stderr "kg-select: $RUN/graph.bin: damaged: the delta at byte $(stat -c %s good.bin): it does not match its checksum (truncating the file there goes back to the graph before it, and the next kg-select learns the rest again from events.jsonl)"
 	# graph.json is checked the same way.
 	rm "$RUN/graph.bin" "$RUN/graph.blobs"
 	jq '.params.noise_alpha = -1e300' good.json >"$RUN/graph.json"
@@ -828,6 +828,43 @@ damaged() {
 	jq '.edges[0].to = 0' good.json >"$RUN/graph.json"
 	run_tool 1 kg-select "$RUN"
 	assert_stderr "kg-select: $RUN/graph.json: edges[0]: to 0 is not a node of a higher rank than from 0"
+}
+
+# damaged_delta FIELD VALUE MESSAGE: graph.bin as good.bin and the delta of one more pick, that
+# delta's FIELD set to VALUE and its checksum written again, is refused with MESSAGE, exit 1.
+damaged_delta() {
+	cp with_delta.bin "$RUN/graph.bin"
+	python3 "$TOOLS/graph_bin.py" "$RUN/graph.bin" --delta "$1" "$2"
+	run_tool 1 kg-select "$RUN"
+	assert_stderr "kg-select: $RUN/graph.bin: damaged: the delta at byte $(stat -c %s good.bin): $3 (truncating the file there goes back to the graph before it, and the next kg-select learns the rest again from events.jsonl)"
+	[ -z "$output" ]
+}
+
+@test "a delta's counts are bounded by its bytes: a huge one is reported as damage, not an out-of-memory exit" {
+	start
+	kg-select "$RUN" >pick.jsonl
+	# A checkpoint of the root alone (an imported graph's first save) ...
+	kg-select --export "$RUN" >good.json
+	cp good.json "$RUN/graph.json"
+	rm "$RUN/graph.bin" "$RUN/graph.blobs"
+	kg-select "$RUN" >/dev/null
+	rm "$RUN/graph.json"
+	cp "$RUN/graph.bin" good.bin
+	# ... and the delta of the update that adds its child; graph_bin.py --delta alone keeps it.
+	evaluated pick.jsonl S1 2.0 | kg-select --update "$RUN" >/dev/null
+	cp "$RUN/graph.bin" with_delta.bin
+	python3 "$TOOLS/graph_bin.py" "$RUN/graph.bin" --delta
+	cmp with_delta.bin "$RUN/graph.bin"
+	# The fuzzer's find: a node count past anything the file holds sized the arrays, and
+	# kg-select died "out of memory" (naming no file).
+	damaged_delta nnodes 768612373040856086 "768612373040856086 nodes, but the graph before it has 1 and it changes 2"
+	damaged_delta nedges 4611686018427387904 "4611686018427387904 edges, but the graph before it has 0 and it changes 1"
+	# A rollout path whose byte count wraps to the bytes the delta has left (2^61 x 8 = 0).
+	damaged_delta rollout_len 2305843009213693952 "a rollout path of 2305843009213693952 edges, but 0 bytes hold it"
+	# Fewer nodes than the graph before it; a new node the delta does not hold.
+	damaged_delta nnodes 0 "0 nodes, but the graph before it has 1 and it changes 2"
+	damaged_delta nnodes 3 "3 nodes, but it holds 1 of the 2 new ones"
+	damaged_delta changed_nodes 1000000 "1000000 changed nodes and 1 changed edges do not fit in its 848 bytes"
 }
 
 @test "a kill between the log and the graph: the next update learns the logged records again, once" {

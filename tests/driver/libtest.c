@@ -231,8 +231,9 @@ static int cmd_write(const char *how, const char *path)
 	return KG_EXIT_OK;
 }
 
-/* Takes the GPU lock kg-bench takes (the folder gpu_lock_dir picks, the file named by the bus
- * id), waiting at most WAIT-SEC, and runs CMD while holding it; prints the lock's path, and who holds it when the wait runs out (exit 1). */
+/* Takes the GPU lock kg-bench takes (gpu_lock_path: the folder gpu_lock_dir picks, the file
+ * named by the bus id), waiting at most WAIT-SEC, and runs CMD while holding it; prints the
+ * lock's path, and who holds it when the wait runs out (exit 1). */
 static int cmd_gpu_lock(int argc, char **argv)
 {
 	double wait_s;
@@ -240,10 +241,9 @@ static int cmd_gpu_lock(int argc, char **argv)
 		return libtest_usage();
 	struct strbuf why;
 	strbuf_init(&why);
-	char *dir = gpu_lock_dir(argv[0], &why);
-	if (!dir)
+	char *path = gpu_lock_path(argv[0], argv[1], &why);
+	if (!path)
 		log_die(KG_EXIT_ENV, "%s", why.buf);
-	char *path = xasprintf("%s/gpu-%s.lock", dir, argv[1]);
 	printf("%s\n", path);
 	fflush(stdout);
 	struct dirlock lock;
@@ -262,9 +262,26 @@ static int cmd_gpu_lock(int argc, char **argv)
 	waitpid(pid, &wstatus, 0);
 	dirlock_release(&lock);
 	free(path);
-	free(dir);
 	strbuf_release(&why);
 	return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 1;
+}
+
+/* Prints the lock file kg-bench locks for the GPU with that bus id: the same function on the
+ * folder this build's kg-bench uses (KG_LOCK_DIR, else the user's), so that a test holding
+ * it with flock(1) stands in kg-bench's way wherever the lock moves. */
+static int cmd_gpu_lock_path(int argc, char **argv)
+{
+	if (argc != 1)
+		return libtest_usage();
+	struct strbuf why;
+	strbuf_init(&why);
+	char *path = gpu_lock_path(KG_LOCK_DIR, argv[0], &why);
+	if (!path)
+		log_die(KG_EXIT_ENV, "%s", why.buf);
+	printf("%s\n", path);
+	free(path);
+	strbuf_release(&why);
+	return KG_EXIT_OK;
 }
 
 static int cmd_parse(int argc, char **argv)
@@ -754,6 +771,8 @@ int main(int argc, char **argv)
 		status = cmd_write(argv[2], argv[3]);
 	else if (strcmp(cmd, "gpu-lock") == 0)
 		status = cmd_gpu_lock(argc - 2, argv + 2);
+	else if (strcmp(cmd, "gpu-lock-path") == 0)
+		status = cmd_gpu_lock_path(argc - 2, argv + 2);
 	else if (strcmp(cmd, "lock") == 0)
 		status = cmd_lock(argc - 2, argv + 2);
 	else if (strcmp(cmd, "t4") == 0 && argc == 3)

@@ -23,6 +23,7 @@ int libtest_usage(void)
 	      "       kg-libtest lock [--nowait] DIR CMD [ARG]...\n"
 	      "       kg-libtest write write|append|tail|atomic PATH < data\n"
 	      "       kg-libtest gpu-lock SYSTEM-DIR BUS-ID WAIT-SEC CMD [ARG]...\n"
+	      "       kg-libtest gpu-lock-path BUS-ID\n"
 	      "       kg-libtest parse int64|uint64|double TEXT MIN MAX\n"
 	      "       kg-libtest t4 PATH < results.jsonl\n"
 	      "       kg-libtest t1-count SPEC LIMIT\n"

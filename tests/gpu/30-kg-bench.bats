@@ -104,15 +104,41 @@ candidate() {
 	[ "$(jq -c '.bench.check | [.argument, .why]' <<<"${lines[2]}")" = '["x","the kernel changed an input it may only read while it was timed"]' ]
 }
 
+# gpu_lock: the lock file kg-bench takes for the baseline's GPU, computed as kg-bench computes
+# it (gpu_lock_path: the system folder, else $XDG_RUNTIME_DIR/kernelgraph, else the cache's).
+gpu_lock() {
+	"$LIBTEST" gpu-lock-path "$(jq -r .bench.pci_bus_id baseline.jsonl)"
+}
+
 @test "one record at a time on a GPU: a record waits for the GPU's lock, alive, and is measured once it has it" {
-	bus=$(jq -r .bench.pci_bus_id baseline.jsonl)
-	flock "/tmp/kernelgraph-gpu-$bus.lock" sleep 3 &
+	lock=$(gpu_lock)
+	flock "$lock" sleep 3 &
 	sleep 0.5
 	# the watchdog (2 s) does not fire while the record waits: the worker says it is alive
 	run_tool 0 kg-bench --budget 0.1 --watchdog 2 < <(candidate waits saxpy.cu '{"items_per_thread":2}' | timeout 120 kg-build)
 	wait
 	jq -c '.bench | [.status, .wait_ms, .wall_ms]' <<<"$output" >&3
 	[ "$(jq '.bench | .status == "ok" and .wait_ms >= 2000 and .wall_ms < 2000' <<<"$output")" = true ]
+}
+
+@test "a GPU lock held past --gpu-wait: the record is an error naming the holder, after a bounded wait" {
+	# The lock is taken after the driver is opened (its name is the GPU's bus id), so this
+	# needs a GPU; kg-libtest gpu-lock checks the library's bounded wait without one.
+	candidate held saxpy.cu '{"items_per_thread":2}' | timeout 120 kg-build >built.jsonl
+	lock=$(gpu_lock)
+	flock "$lock" sleep 30 &
+	holder=$!
+	sleep 0.5
+	start=$(date +%s%N)
+	run_tool 0 kg-bench --budget 0.1 --gpu-wait 1 built.jsonl
+	waited=$(( ($(date +%s%N) - start) / 1000000 ))
+	kill "$holder"
+	wait "$holder" || true
+	jq -c '.bench | [.status, .error]' <<<"$output" >&3
+	[ "$(jq -r .bench.status <<<"$output")" = error ]
+	[ "$(jq -r .bench.error <<<"$output")" = "the GPU's lock '$lock' is held by pid $holder (flock, user $(id -un)): waited 1 s (--gpu-wait)" ]
+	# bounded: the wait, and the worker's start around it, not the holder's 30 s
+	[ "$waited" -ge 1000 ] && [ "$waited" -lt 15000 ]
 }
 
 @test "a faulting kernel is crashed, a hanging one timeout, and the records after them are benched" {

@@ -124,15 +124,13 @@ int gpu_lock_take(const struct bench_settings *cfg, double *wait_ms, struct fail
 {
 	struct strbuf why;
 	strbuf_init(&why);
-	char *dir = gpu_lock_dir(KG_LOCK_DIR, &why);
-	if (!dir) {
+	char *path = gpu_lock_path(KG_LOCK_DIR, gpu.pci_bus_id, &why);
+	if (!path) {
 		fail_with(f, "error", "%s", why.buf);
 		strbuf_release(&why);
 		return -1;
 	}
 	strbuf_release(&why);
-	char *path = xasprintf("%s/gpu-%s.lock", dir, gpu.pci_bus_id);
-	free(dir);
 	double t0 = monotonic_ms();
 	int rc = filelock_acquire_timed(&gpu_lock, path, cfg->gpu_wait_s * 1e3, progress);
 	*wait_ms += monotonic_ms() - t0;

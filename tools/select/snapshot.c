@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,10 +289,28 @@ static int read_checkpoint(struct snapshot *s, const char *map, size_t len, cons
 }
 
 /* Points at the records of the delta at *pos; changing nothing, -1 for one a kill cut short,
- * -2 for a damaged one. A save truncates the file where the delta goes and writes it in one
- * piece, so a kill leaves a prefix of it: a header that promises more than the file holds.
- * Any other failure is damage, and dropping it would lose the deltas after it. */
-static int read_delta(struct snapshot *s, const char *map, size_t len, size_t *pos)
+ * -2 for a damaged one (why says what is wrong with it). A save truncates the file where the
+ * delta goes and writes it in one piece, so a kill leaves a prefix of it: a header that
+ * promises more than the file holds. Any other failure is damage, and dropping it would lose
+ * the deltas after it.
+ *
+ * Every count is bounded by the bytes that hold it, before anything is sized by it: a save
+ * writes each node and edge past the previous counts into the delta (build_delta), so the
+ * counts grow by at most the records it holds, in ascending order and covering each new
+ * index; a count that a damaged but checksummed file makes huge would otherwise size the
+ * graph's arrays (decode) and die out of memory instead of reporting the file. */
+/* Says in why what is wrong with a delta: -2, read_delta's value for a damaged one. */
+static int damaged(struct strbuf *why, const char *fmt, ...) PRINTF_LIKE(2, 3);
+static int damaged(struct strbuf *why, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	strbuf_vaddf(why, fmt, ap);
+	va_end(ap);
+	return -2;
+}
+
+static int read_delta(struct snapshot *s, const char *map, size_t len, size_t *pos, struct strbuf *why)
 {
 	struct delta_head dh;
 	if (len - *pos < sizeof(dh))
@@ -299,34 +318,51 @@ static int read_delta(struct snapshot *s, const char *map, size_t len, size_t *p
 	memcpy(&dh, map + *pos, sizeof(dh));
 	size_t at = *pos + sizeof(dh);
 	if (memcmp(dh.magic, delta_magic, sizeof(dh.magic)) != 0)
-		return -2;
+		return damaged(why, "no delta's header there");
 	if (dh.payload_len > len - at)
 		return -1;
 	if (fnv1a64(map + at, dh.payload_len) != dh.checksum)
-		return -2;
+		return damaged(why, "it does not match its checksum");
 	size_t end = at + dh.payload_len;
 	struct head_rec h;
-	uint64_t changed[2], i;
+	uint64_t changed[2], i = 0;
 	if (end - at < sizeof(h) + sizeof(changed))
 		return -1;
 	memcpy(&h, map + at, sizeof(h));
 	memcpy(changed, map + at + sizeof(h), sizeof(changed));
 	at += sizeof(h) + sizeof(changed);
 	size_t pair[2] = {kind_size[MNODE] + kind_size[GNODE], kind_size[MEDGE] + kind_size[GEDGE]};
-	uint64_t count[2] = {h.nnodes, h.nedges};
-	if (h.nnodes < s->head.nnodes || h.nedges < s->head.nedges || changed[0] > (end - at) / (8 + pair[0]) ||
-	    changed[1] > (end - at - changed[0] * (8 + pair[0])) / (8 + pair[1]) ||
-	    end - at - changed[0] * (8 + pair[0]) - changed[1] * (8 + pair[1]) != h.rollout_len * sizeof(uint64_t))
-		return -2;
+	uint64_t count[2] = {h.nnodes, h.nedges}, before[2] = {s->head.nnodes, s->head.nedges};
+	static const char *const kind_name[2] = {"nodes", "edges"};
+	if (changed[0] > (end - at) / (8 + pair[0]) || changed[1] > (end - at - changed[0] * (8 + pair[0])) / (8 + pair[1]))
+		return damaged(why, "%" PRIu64 " changed nodes and %" PRIu64 " changed edges do not fit in its %" PRIu64
+			       " bytes", changed[0], changed[1], dh.payload_len);
+	size_t rest = end - at - changed[0] * (8 + pair[0]) - changed[1] * (8 + pair[1]);
+	/* Compared by division: rollout_len * 8 can wrap to the bytes left. */
+	if (rest % sizeof(uint64_t) != 0 || h.rollout_len != rest / sizeof(uint64_t))
+		return damaged(why, "a rollout path of %" PRIu64 " edges, but %zu bytes hold it", h.rollout_len, rest);
 	for (int kind = 0; kind < 2; kind++)
+		if (count[kind] < before[kind] || count[kind] - before[kind] > changed[kind])
+			return damaged(why, "%" PRIu64 " %s, but the graph before it has %" PRIu64 " and it changes %" PRIu64,
+				       count[kind], kind_name[kind], before[kind], changed[kind]);
+	for (int kind = 0; kind < 2; kind++) {
+		uint64_t added = 0;
 		for (uint64_t c = 0; c < changed[kind]; c++) {
+			uint64_t prev = i;
 			memcpy(&i, map + at, 8);
-			if (i >= count[kind])
-				return -2; /* checksummed, so written so: a bug, not a kill */
+			/* checksummed, so written so: a bug, not a kill */
+			if (i >= count[kind] || (c > 0 && i <= prev))
+				return damaged(why, "changed %s[%" PRIu64 "]: not below its %" PRIu64 " %s, or not above the one before it",
+					       kind_name[kind], i, count[kind], kind_name[kind]);
+			added += i >= before[kind];
 			move_record(s, 2 * kind, i, map + at + 8);
 			move_record(s, 2 * kind + 1, i, map + at + 8 + kind_size[2 * kind]);
 			at += 8 + pair[kind];
 		}
+		if (added != count[kind] - before[kind])
+			return damaged(why, "%" PRIu64 " %s, but it holds %" PRIu64 " of the %" PRIu64 " new ones",
+				       count[kind], kind_name[kind], added, count[kind] - before[kind]);
+	}
 	s->head = h;
 	s->path = map + at;
 	*pos = end;
@@ -428,15 +464,18 @@ static int load_bin(struct snapshot *s, struct graph *g)
 	if (rc == 0) {
 		size_t pos = s->checkpoint_len;
 		int got = 0;
-		while (pos < len && (got = read_delta(s, map, len, &pos)) == 0)
+		struct strbuf why;
+		strbuf_init(&why);
+		while (pos < len && (got = read_delta(s, map, len, &pos, &why)) == 0)
 			;
 		if (got == -2)
-			rc = log_error("%s: damaged: the delta at byte %zu does not match its checksum or its records (truncating "
-				       "the file there goes back to the graph before it, and the next kg-select learns the rest "
-				       "again from events.jsonl)", path, pos);
+			rc = log_error("%s: damaged: the delta at byte %zu: %s (truncating the file there goes back to the graph "
+				       "before it, and the next kg-select learns the rest again from events.jsonl)", path, pos,
+				       why.buf);
 		else if (pos < len)
 			log_warn("%s: dropping %zu bytes after the last whole delta (a step was killed while saving)",
 				 path, len - pos);
+		strbuf_release(&why);
 		s->file_len = pos;
 		s->stored = 1;
 		if (rc == 0)
