@@ -288,17 +288,6 @@ static int read_checkpoint(struct snapshot *s, const char *map, size_t len, cons
 	return 0;
 }
 
-/* Points at the records of the delta at *pos; changing nothing, -1 for one a kill cut short,
- * -2 for a damaged one (why says what is wrong with it). A save truncates the file where the
- * delta goes and writes it in one piece, so a kill leaves a prefix of it: a header that
- * promises more than the file holds. Any other failure is damage, and dropping it would lose
- * the deltas after it.
- *
- * Every count is bounded by the bytes that hold it, before anything is sized by it: a save
- * writes each node and edge past the previous counts into the delta (build_delta), so the
- * counts grow by at most the records it holds, in ascending order and covering each new
- * index; a count that a damaged but checksummed file makes huge would otherwise size the
- * graph's arrays (decode) and die out of memory instead of reporting the file. */
 /* Says in why what is wrong with a delta: -2, read_delta's value for a damaged one. */
 static int damaged(struct strbuf *why, const char *fmt, ...) PRINTF_LIKE(2, 3);
 static int damaged(struct strbuf *why, const char *fmt, ...)
@@ -310,6 +299,17 @@ static int damaged(struct strbuf *why, const char *fmt, ...)
 	return -2;
 }
 
+/* Points at the records of the delta at *pos; changing nothing, -1 for one a kill cut short,
+ * -2 for a damaged one (why says what is wrong with it). A save truncates the file where the
+ * delta goes and writes it in one piece, so a kill leaves a prefix of it: a header that
+ * promises more than the file holds. Any other failure is damage, and dropping it would lose
+ * the deltas after it.
+ *
+ * Every count is bounded by the bytes that hold it, before anything is sized by it: a save
+ * writes each node and edge past the previous counts into the delta (build_delta), so the
+ * counts grow by at most the records it holds, in ascending order and covering each new
+ * index; a count that a damaged but checksummed file makes huge would otherwise size the
+ * graph's arrays (decode) and die out of memory instead of reporting the file. */
 static int read_delta(struct snapshot *s, const char *map, size_t len, size_t *pos, struct strbuf *why)
 {
 	struct delta_head dh;
