@@ -771,18 +771,24 @@ damaged() {
 	[ -z "$output" ]
 }
 
-@test "a damaged graph.bin is refused, naming the file and what is wrong: checksums, chains, parameters, counters" {
-	start
-	kg-select "$RUN" >pick.jsonl
-	{ evaluated pick.jsonl S1 2.0; jq -c '{node, node_id, path_edges, candidate: {id: "r", method: "unroll"}}' pick.jsonl; } |
-		kg-select --update "$RUN" >/dev/null
-	# One checkpoint holding it all (an imported graph's first save); unchanged, it loads.
+# checkpointed: RUN's graph.bin made one checkpoint holding the whole graph (an imported
+# graph's first save: --export, then graph.json read back by a pick), kept in good.bin.
+checkpointed() {
 	kg-select --export "$RUN" >good.json
 	cp good.json "$RUN/graph.json"
 	rm "$RUN/graph.bin" "$RUN/graph.blobs"
 	kg-select "$RUN" >/dev/null
 	rm "$RUN/graph.json"
 	cp "$RUN/graph.bin" good.bin
+}
+
+@test "a damaged graph.bin is refused, naming the file and what is wrong: checksums, chains, parameters, counters" {
+	start
+	kg-select "$RUN" >pick.jsonl
+	{ evaluated pick.jsonl S1 2.0; jq -c '{node, node_id, path_edges, candidate: {id: "r", method: "unroll"}}' pick.jsonl; } |
+		kg-select --update "$RUN" >/dev/null
+	# One checkpoint holding it all (an imported graph's first save); unchanged, it loads.
+	checkpointed
 	python3 "$TOOLS/graph_bin.py" "$RUN/graph.bin"
 	cmp good.bin "$RUN/graph.bin"
 	run_tool 0 kg-select --export "$RUN"
@@ -844,12 +850,7 @@ damaged_delta() {
 	start
 	kg-select "$RUN" >pick.jsonl
 	# A checkpoint of the root alone (an imported graph's first save) ...
-	kg-select --export "$RUN" >good.json
-	cp good.json "$RUN/graph.json"
-	rm "$RUN/graph.bin" "$RUN/graph.blobs"
-	kg-select "$RUN" >/dev/null
-	rm "$RUN/graph.json"
-	cp "$RUN/graph.bin" good.bin
+	checkpointed
 	# ... and the delta of the update that adds its child; graph_bin.py --delta alone keeps it.
 	evaluated pick.jsonl S1 2.0 | kg-select --update "$RUN" >/dev/null
 	cp "$RUN/graph.bin" with_delta.bin
