@@ -205,3 +205,17 @@ kmake() {
 		[[ "$stderr" != *libcurl* ]]
 	done
 }
+
+@test "no object file of a tool or of lib/ needs one that needs it back: each links without a cycle" {
+	build=${KG_TEST_DRIVER%/tests/kg-libtest}
+	[ -d "$build/lib" ] || skip "no build at $build (KG_TEST_DRIVER names its kg-libtest)"
+	run_tool 0 python3 "$KG_ROOT/tests/tools/link_cycles.py" "$build"
+	[[ "$output" == "no cycle among the object files of "*" folders" ]]
+	# two files that call each other are named, with the symbols that close the cycle
+	mkdir -p fake/tools/pair
+	echo 'void b(void); void a(void) { b(); }' >a.c
+	echo 'void a(void); void b(void) { a(); }' >b.c
+	cc -c a.c -o fake/tools/pair/a.o && cc -c b.c -o fake/tools/pair/b.o
+	run_tool 1 python3 "$KG_ROOT/tests/tools/link_cycles.py" fake
+	assert_output "$(printf '%s\n' "tools/pair: a cycle: a.o, b.o" "  a.o -> b.o: b" "  b.o -> a.o: a")"
+}

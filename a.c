@@ -1,0 +1,1 @@
+void b(void); void a(void) { b(); }

@@ -1,0 +1,1 @@
+void a(void); void b(void) { a(); }
