@@ -59,6 +59,21 @@ load ../pipelines_helper
 	fi
 }
 
+@test "kg-tune on four simulated GPUs killed (kill -9) at any moment resumes: the budget exact, nothing evaluated twice" {
+	for delay in 0.3 0.7 1.1 1.5 1.9; do
+		rm -rf out
+		setsid kg-tune -q --overlap --no-llm --gpus 0,1,2,3 --replay "$TABLE" --budget-builds 40 --jobs 4 --outdir out "$VECTOR_ADD" \
+			>/dev/null 2>&1 &
+		pid=$!
+		sleep "$delay"
+		kill_group "$pid" # (it fails when anything of the group outlives kill -9)
+		run_tool 0 kg-tune -q --overlap --no-llm --gpus 0,1,2,3 --replay "$TABLE" --resume --budget-builds 40 --jobs 4 \
+			--outdir out "$VECTOR_ADD"
+		[ "$(evaluated "$RUN" | wc -l)" -eq 40 ]
+		[ "$(evaluated "$RUN" | sort | uniq -d)" = "" ]
+	done
+}
+
 @test "kg-tune --history: the other runs of the same tuning parameters under OUTDIR by default, the files given, or none; the table and trace.md say how far they were trusted" {
 	jq '.General.BenchmarkName = "vector_add_b"' "$VECTOR_ADD" > b.json
 	jq '.General.BenchmarkName = "vector_add_c"' "$VECTOR_ADD" > c.json
