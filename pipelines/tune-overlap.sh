@@ -99,10 +99,15 @@ ov_over() {
 }
 
 # ov_serve OPTION...: starts the kg-bench of each GPU that measures every iteration
-# (kg-iterate --serve-benches $dir/benches), kept in $server.
+# (kg-iterate --serve-benches $dir/benches), kept in $server, and waits until it is ready;
+# returns its status when it ended first.
 ov_serve() {
 	kg-iterate --serve-benches "$dir/benches" "$@" "$run" &
 	server=$!
+	until [ -e "$dir/benches/ready" ]; do
+		kill -0 "$server" 2>/dev/null || { wait "$server"; local s=$?; server=; return "$s"; }
+		sleep 0.01
+	done
 }
 
 # ov_unserve: lets the kg-benches measure what they were dealt, and end; one that failed is
@@ -128,7 +133,7 @@ overlapped() {
 	rm -rf "$dir" && mkdir -p "$dir" || kg_die "$KG_EXIT_IO" "cannot make $dir"
 	ov_front 1 "$@"
 	ov_over 1 || return 0
-	ov_serve "$@"
+	ov_serve "$@" || { finished "$?" /dev/null; return 0; }
 	ov_build 1 "$@"
 	while :; do
 		# Iteration k is picked and compiling; iteration k-1 may be being measured.

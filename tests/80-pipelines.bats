@@ -604,6 +604,19 @@ fake_stage() {
 	[ ! -e created ]
 }
 
+@test "kg-tune's overlapped iterations: a bench server that cannot start ends the spec with its status, never a wait" {
+	mkdir broken && ln -s "$KG_BIN_DIR/kg-tune" "$KG_BIN_DIR/kg-init" broken/
+	cat >broken/kg-iterate <<-EOF
+	#!/bin/sh
+	case " \$* " in *" --serve-benches "*) echo "kg-iterate: no GPU here" >&2; exit 3 ;; esac
+	exec "$KG_BIN_DIR/kg-iterate" "\$@"
+	EOF
+	chmod +x broken/kg-iterate
+	run_tool 3 timeout 60 broken/kg-tune --overlap --no-llm --replay "$TABLE" --budget-builds 8 --outdir out "$VECTOR_ADD"
+	assert_line --index 1 --regexp '^vector_add +0 .* failed \(3\) '
+	[[ "$stderr" == *"kg-iterate: no GPU here"* ]]
+}
+
 @test "kg-tune interrupted (TERM) while picking finishes the iteration in flight, logs it (--log), exits 130, leaves nothing running" {
 	# the signal comes while a front is picking (a kg-iterate beside kg-tune makes it slow
 	# once asked to): the iteration being measured waits for that pick before it is learned
