@@ -455,8 +455,8 @@ static void source_agreement(struct model *m, struct run_info *run, double *agre
 
 /* Calibrates each source onto the run's n observations (ln ms y, failures as the worst) and
  * weighs the sources against the run's model by how well each ranks them (transfer.h). */
-static void weigh_sources(struct model *m, struct run_info *run, const struct observation *obs, const double *y, size_t n,
-			  uint64_t seed)
+static void weigh_sources(struct model *m, struct run_info *run, const struct observation *obs, const double *y,
+			  size_t n, uint64_t seed)
 {
 	double **h = xcalloc(m->nsrc + 1, sizeof(*h)), *x = xcalloc(m->d + 1, sizeof(*x));
 	for (size_t k = 0; k < m->nsrc; k++)
