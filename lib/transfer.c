@@ -64,8 +64,21 @@ static int by_value(const void *a, const void *b)
 	return p < q ? -1 : p > q;
 }
 
+double transfer_agreement(const double *a, const double *b, size_t n)
+{
+	double sum = 0, pairs = 0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < i; j++) {
+			double p = (a[i] - a[j]) * (b[i] - b[j]);
+			sum += p > 0 ? 1 : p < 0 ? -1 : 0;
+			pairs++;
+		}
+	return pairs > 0 ? sum / pairs : 0;
+}
+
 void transfer_weights(const double *y, size_t n, const double *const *h, size_t nsrc, const double *loo_mu,
-		      const double *loo_var, size_t samples, uint64_t seed, double *w, double *misordered)
+		      const double *loo_var, const double *bound, size_t samples, uint64_t seed, double *w,
+		      double *misordered)
 {
 	double pairs = (double)n * (double)(n - (n > 0)) / 2, *src_loss = xcalloc(nsrc + 1, sizeof(*src_loss));
 	double *run_loss = xcalloc(samples + 1, sizeof(*run_loss)), *draw = xcalloc(n + 1, sizeof(*draw));
@@ -112,6 +125,21 @@ void transfer_weights(const double *y, size_t n, const double *const *h, size_t 
 	}
 	for (size_t s = 0; s <= nsrc; s++)
 		w[s] = samples ? w[s] / (double)samples : s == nsrc;
+	/* A source's weight is at most the evidence that it ranks the run's measurements better
+	 * than chance: its Kendall tau on them, less what chance alone reaches (the positive-part
+	 * James-Stein estimate tau (1 - v0 / tau^2), v0 tau's variance for independent ranks), or
+	 * else its agreement with other sources (bound[s]). With a few measurements, ranking
+	 * them well is what one source in four does by luck, and then its picks choose where it
+	 * is checked next; the run's model wins few draws then, so its share alone is no check. */
+	double v0 = n > 1 ? 2.0 * (2.0 * (double)n + 5) / (9.0 * (double)n * (double)(n - 1)) : 0;
+	for (size_t s = 0; bound && loo_mu && s < nsrc; s++) {
+		double tau = transfer_agreement(y, h[s], n), evidence = tau > 0 ? fmax(tau - v0 / tau, 0) : 0;
+		double limit = fmax(fmax(bound[s], evidence), 0);
+		if (w[s] > limit) {
+			w[nsrc] += w[s] - limit;
+			w[s] = limit;
+		}
+	}
 	free(out);
 	free(sorted);
 	free(draw);

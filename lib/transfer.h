@@ -11,8 +11,12 @@
  * 95 % of the draws gets no weight at all (no dilution by many bad sources), nor does one that
  * misorders more pairs than a ranker that knows nothing does in 3 draws of 4. Before the run
  * has a model of its own, a ranker that knows nothing (independent standard normal draws)
- * stands in for it, so a source must beat chance. kg-propose's model is the user;
- * docs/search.md gives the formulas. */
+ * stands in for it, so a source must beat chance. Once it has one, a source's weight is at
+ * most the evidence for it: its rank correlation with the run's measurements, less what
+ * chance reaches on so few, or its agreement with another source (a shuffled table that
+ * ranked a handful of measurements well by luck would otherwise lead the picks that decide
+ * where the search goes, while the run's model is too weak to outvote it). kg-propose's model
+ * is the user; docs/search.md gives the formulas. */
 #ifndef KG_TRANSFER_H
 #define KG_TRANSFER_H
 
@@ -30,13 +34,23 @@ void transfer_calibrate(const double *y, const double *h, size_t n, double *a, d
  * of y counts half; ties of y count nothing). */
 double transfer_misordered(const double *y, const double *h, size_t n);
 
+/* How far a and b order the n points alike: Kendall's tau, (concordant - discordant) / pairs,
+ * a tie of either counting nothing (0 when n < 2). */
+double transfer_agreement(const double *a, const double *b, size_t n);
+
 /* The weights of nsrc sources (h[s]: source s's values at the n points) and, in w[nsrc], of
  * the run's own model, summing to 1: the share of `samples` draws in which each ranks the
  * points with the fewest misordered pairs (ties shared). The run model's draws come from its
  * leave-one-out predictions loo_mu, loo_var (both NULL: a ranker that knows nothing);
- * seed makes them reproducible. misordered[s] (s < nsrc) gets each source's misordered
- * fraction of the pairs, misordered[nsrc] the run model's median one (0 when n < 2). */
+ * seed makes them reproducible. With the run's model (loo_mu) and bound (not NULL), a
+ * source's weight is at most the larger of bound[s] (what vouches for it apart from the run:
+ * its agreement with the other sources) and the evidence that it ranks the points better than
+ * chance, its Kendall tau on them shrunk by tau's variance under independence,
+ * max(tau - v0 / tau, 0) with v0 = 2 (2n + 5) / (9 n (n - 1)); what it loses goes to the run's
+ * model. misordered[s] (s < nsrc) gets each source's misordered fraction of the pairs,
+ * misordered[nsrc] the run model's median one (0 when n < 2). */
 void transfer_weights(const double *y, size_t n, const double *const *h, size_t nsrc, const double *loo_mu,
-		      const double *loo_var, size_t samples, uint64_t seed, double *w, double *misordered);
+		      const double *loo_var, const double *bound, size_t samples, uint64_t seed, double *w,
+		      double *misordered);
 
 #endif

@@ -267,7 +267,7 @@ int cmd_transfer(int argc, char **argv)
 		printf("source %zu: y = %.6g + %.6g h, residual variance %.6g, misordered %g of %zu pairs\n", nsrc + 1, a, b,
 		       resid, transfer_misordered(y, h[nsrc], n), n * (n - 1) / 2);
 	}
-	transfer_weights(y, n, hs, nsrc, NULL, NULL, 1000, 1, w, wrong);
+	transfer_weights(y, n, hs, nsrc, NULL, NULL, NULL, 1000, 1, w, wrong);
 	printf("weights");
 	for (size_t k = 0; k <= nsrc; k++)
 		printf(" %.3f", w[k]);

@@ -30,6 +30,9 @@
 
 /* The spread of each figure is read from this many configurations at most. */
 #define LAUNCH_SAMPLE 512
+/* The sources' agreement with each other is read over this many configurations at most (a
+ * Kendall tau's standard error over 256 is about 0.04; its cost is quadratic in them). */
+#define AGREEMENT_SAMPLE 256
 
 
 /* ln of the launch figures of the configuration at indices; -1 when its launch cannot be
@@ -405,9 +408,55 @@ static void source_release(struct source *src)
 		gp_release(&src->gp);
 }
 
+struct agreement_sample {
+	const struct model *m;
+	double **h; /* each source's values at the sample */
+	double *x;
+	size_t n;
+};
+
+static int agreement_add(void *ctx, const size_t *indices)
+{
+	struct agreement_sample *as = ctx;
+	model_encode(as->m, indices, as->x);
+	for (size_t k = 0; k < as->m->nsrc; k++)
+		as->h[k][as->n] = source_value(as->m, &as->m->src[k], indices, as->x);
+	as->n++;
+	return 0;
+}
+
+/* Each source's agreement with the others: the largest Kendall tau between its ranking and
+ * another source's over a fixed uniform sample of the space (0 for a source alone). Sources
+ * measured apart (other GPUs, sizes, nights) that rank the space alike are unlikely to do so
+ * by chance; one that no other corroborates has only the run's own measurements to vouch
+ * for it (transfer.h). */
+static void source_agreement(struct model *m, struct run_info *run, double *agree)
+{
+	struct agreement_sample as = {.m = m, .h = xcalloc(m->nsrc + 1, sizeof(*as.h)), .x = xcalloc(m->d + 1, sizeof(*as.x))};
+	for (size_t k = 0; k < m->nsrc; k++)
+		as.h[k] = xcalloc(AGREEMENT_SAMPLE, sizeof(**as.h));
+	const size_t *listed;
+	long nlisted = run_listing(run, &listed);
+	uint64_t rng = 0x6167726565; /* the same sample every time: the bound stays put */
+	if (m->nsrc > 1)
+		random_configs(m->spec, listed, nlisted, &rng, AGREEMENT_SAMPLE, agreement_add, &as);
+	for (size_t k = 0; k < m->nsrc; k++)
+		agree[k] = 0;
+	for (size_t k = 0; k < m->nsrc; k++)
+		for (size_t j = 0; j < k; j++) {
+			double tau = transfer_agreement(as.h[k], as.h[j], as.n);
+			agree[k] = fmax(agree[k], tau), agree[j] = fmax(agree[j], tau);
+		}
+	for (size_t k = 0; k < m->nsrc; k++)
+		free(as.h[k]);
+	free(as.h);
+	free(as.x);
+}
+
 /* Calibrates each source onto the run's n observations (ln ms y, failures as the worst) and
  * weighs the sources against the run's model by how well each ranks them (transfer.h). */
-static void weigh_sources(struct model *m, const struct observation *obs, const double *y, size_t n, uint64_t seed)
+static void weigh_sources(struct model *m, struct run_info *run, const struct observation *obs, const double *y,
+			  size_t n, uint64_t seed)
 {
 	double **h = xcalloc(m->nsrc + 1, sizeof(*h)), *x = xcalloc(m->d + 1, sizeof(*x));
 	for (size_t k = 0; k < m->nsrc; k++)
@@ -424,15 +473,20 @@ static void weigh_sources(struct model *m, const struct observation *obs, const 
 		gp_loo(&m->gp, loo_mu, loo_var);
 	}
 	double *w = xcalloc(m->nsrc + 1, sizeof(*w)), *wrong = xcalloc(m->nsrc + 1, sizeof(*wrong));
-	transfer_weights(y, n, (const double *const *)h, m->nsrc, loo_mu, loo_var, WEIGH_DRAWS, seed, w, wrong);
+	double *agree = xcalloc(m->nsrc + 1, sizeof(*agree));
+	if (m->has_gp)
+		source_agreement(m, run, agree);
+	transfer_weights(y, n, (const double *const *)h, m->nsrc, loo_mu, loo_var, agree, WEIGH_DRAWS, seed, w, wrong);
 	for (size_t k = 0; k < m->nsrc; k++) {
 		struct source *src = &m->src[k];
 		transfer_calibrate(y, h[k], n, &src->a, &src->b, &src->resid);
 		src->weight = w[k];
 		src->misordered = wrong[k];
+		src->agreement = agree[k];
 		free(h[k]);
 	}
 	m->w_run = w[m->nsrc];
+	free(agree);
 	free(w);
 	free(wrong);
 	free(loo_mu);
@@ -457,6 +511,7 @@ static void write_trust(const struct model *m, struct run_info *run, const struc
 		json_add_number(e, "configurations", (double)m->src[k].n);
 		json_add_number(e, "weight", m->src[k].weight);
 		json_add_number(e, "misordered", m->src[k].misordered);
+		json_add_number(e, "agreement", m->src[k].agreement);
 		json_append(list, e);
 	}
 	json_add(doc, "sources", list);
@@ -566,7 +621,7 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 			m->gp.mean += obs[i].y / (double)ncorrect;
 	}
 	if (m->nsrc)
-		weigh_sources(m, obs, y, fitted, fnv1a64(node->state, strlen(node->state)) ^ count);
+		weigh_sources(m, run, obs, y, fitted, fnv1a64(node->state, strlen(node->state)) ^ count);
 	m->no_best = ncorrect == 0;
 	m->best_z = ncorrect ? (obs[0].y - m->gp.mean) / m->gp.sd : 0;
 	for (size_t i = 1; i < count && ncorrect; i++)

@@ -75,6 +75,7 @@ struct source {
 	double mean;
 	double a, b, resid;  /* calibrated onto the run: a + b y, residual variance (ln ms) */
 	double weight, misordered;
+	double agreement;    /* the largest Kendall tau with another source's ranking */
 };
 
 /* The coordinates of the configuration at indices (d of them) into x. */
