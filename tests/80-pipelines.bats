@@ -617,6 +617,20 @@ fake_stage() {
 	[[ "$stderr" == *"kg-iterate: no GPU here"* ]]
 }
 
+@test "kg-tune interrupted (TERM) while it appends an iteration to --log: the records are there once" {
+	# jq, which sends kg-tune TERM the first time it is asked to stamp records for --log
+	mkdir fakejq
+	cat >fakejq/jq <<-EOF
+	#!/bin/sh
+	case "\$*" in *'.t //= \$t'*) [ -e '$PWD/once' ] || { touch '$PWD/once'; kill -TERM \$PPID; } ;; esac
+	exec $(command -v jq) "\$@"
+	EOF
+	chmod +x fakejq/jq
+	PATH=$PWD/fakejq:$PATH run_tool 130 kg-tune -q --no-llm --replay "$TABLE" --budget-builds 20 --outdir out --log tune.jsonl "$VECTOR_ADD"
+	[ -e once ]
+	[ "$(jq -r 'select(.update.child != null and (.update.root | not)) | .build.state' tune.jsonl)" = "$(evaluated "$RUN")" ]
+}
+
 @test "kg-tune interrupted (TERM) while picking finishes the iteration in flight, logs it (--log), exits 130, leaves nothing running" {
 	# the signal comes while a front is picking (a kg-iterate beside kg-tune makes it slow
 	# once asked to): the iteration being measured waits for that pick before it is learned
