@@ -56,6 +56,10 @@ load pipelines_helper
 	usage kg-iterate "p.jsonl: no such file (--pending and --from name a file of records)"
 	run_tool 2 kg-iterate --update-after flag out
 	usage kg-iterate "--update-after goes with --from (not --build-only)"
+	run_tool 2 kg-iterate --from - --bench-server benches out
+	usage kg-iterate "--bench-server goes with --from and --bench-only"
+	run_tool 2 kg-iterate --serve-benches benches --front-only out
+	usage kg-iterate "--serve-benches runs alone: no --from, --pending, --bench-server or --*-only"
 	run_tool 2 kg-tune --outdir out --batch x "$VECTOR_ADD"
 	usage kg-tune "--batch: 'x' is not a positive whole number"
 	run_tool 2 kg-tune --outdir out --jobs 0 "$VECTOR_ADD"
