@@ -99,11 +99,15 @@ ov_over() {
 }
 
 # ov_serve OPTION...: starts the kg-bench of each GPU that measures every iteration
-# (kg-iterate --serve-benches $dir/benches), kept in $server, and waits until it is ready;
-# returns its status when it ended first.
+# (kg-iterate --serve-benches $dir/benches), kept in $server; ov_served waits until it is
+# ready, and returns its status when it ended first. The first iteration is picked and
+# compiled while the GPUs' contexts are made.
 ov_serve() {
 	kg-iterate --serve-benches "$dir/benches" "$@" "$run" &
 	server=$!
+}
+
+ov_served() {
 	until [ -e "$dir/benches/ready" ]; do
 		kill -0 "$server" 2>/dev/null || { wait "$server"; local s=$?; server=; return "$s"; }
 		sleep 0.01
@@ -131,10 +135,11 @@ overlapped() {
 	# shellcheck disable=SC2034 # kg-tune's, read by its interrupted trap
 	unlogged=()
 	rm -rf "$dir" && mkdir -p "$dir" || kg_die "$KG_EXIT_IO" "cannot make $dir"
+	ov_serve "$@"
 	ov_front 1 "$@"
-	ov_over 1 || return 0
-	ov_serve "$@" || { finished "$?" /dev/null; return 0; }
+	ov_over 1 || { ov_unserve; return 0; }
 	ov_build 1 "$@"
+	ov_served || { finished "$?" /dev/null; wait; return 0; }
 	while :; do
 		# Iteration k is picked and compiling; iteration k-1 may be being measured.
 		ov_bench "$k" "$@"

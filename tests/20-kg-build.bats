@@ -538,6 +538,24 @@ the parent's kernel: run/variants/$base/kernel.cu" = "$(jq -r .build.error <<<"$
 	[ "$(jq -r '.build.status // empty' <<<"$output" | sort -u)" = ok ]
 }
 
+@test "--as-ready writes a record as soon as it is built: what needs no compile passes the compiles before it" {
+	new_run run
+	{
+		record run "" '{"id":"compiles","config":{"block_size_x":64,"items_per_thread":1}}'
+		record run "" '{"id":"invalid","config":{"block_size_x":3}}'
+		echo '{"op":"note"}'
+		record run "" '{"id":"compiles-too","config":{"block_size_x":128,"items_per_thread":1}}'
+	} >input.jsonl
+	run_tool 0 kg-build -j 2 --as-ready input.jsonl
+	assert_stderr_empty
+	[ "$(jq -r '.candidate.id // .op' <<<"$output" | tr '\n' ' ')" = 'invalid note compiles compiles-too ' ] ||
+		[ "$(jq -r '.candidate.id // .op' <<<"$output" | tr '\n' ' ')" = 'invalid note compiles-too compiles ' ]
+	[ "$(jq -r 'select(.candidate.id == "invalid") | .build.status' <<<"$output")" = invalid_config ]
+	# without it, input order
+	run_tool 0 kg-build -j 2 input.jsonl
+	[ "$(jq -r '.candidate.id // .op' <<<"$output" | tr '\n' ' ')" = 'compiles invalid note compiles-too ' ]
+}
+
 @test "records that cannot be handled are reported with their line and passed on, a line that is not JSON dropped; exit 1" {
 	new_run run
 	mkdir empty-run

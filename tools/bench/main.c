@@ -228,6 +228,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 
 struct worker {
 	pid_t pid;	      /* 0 when none runs */
+	int ready;	      /* it said it opened the GPU */
 	int to, from;	      /* request and answer pipes */
 	struct strbuf unread; /* bytes read from the answer pipe beyond the last full line */
 	char *device;	      /* the GPU's name, once ready */
@@ -280,6 +281,7 @@ static void reap_worker(struct worker *w, int *status)
 	close(w->from);
 	strbuf_reset(&w->unread);
 	w->pid = 0;
+	w->ready = 0;
 }
 
 static void stop_worker(struct worker *w)
@@ -290,9 +292,8 @@ static void stop_worker(struct worker *w)
 	reap_worker(w, NULL);
 }
 
-/* Forks a worker and waits for it to open the GPU. Returns 0, or -1 after reporting why
- * there is no GPU to bench on. */
-static int start_worker(struct worker *w, const struct bench_settings *settings)
+/* Forks a worker, which opens the GPU. Returns 0, or -1 after reporting why it cannot. */
+static int spawn_worker(struct worker *w, const struct bench_settings *settings)
 {
 	int to[2];
 	if (pipe2(to, O_CLOEXEC) != 0)
@@ -310,6 +311,17 @@ static int start_worker(struct worker *w, const struct bench_settings *settings)
 	w->pid = pid;
 	w->to = to[1];
 	w->from = from;
+	return 0;
+}
+
+/* A worker that has opened the GPU: forked now unless one was, then waited for. Returns
+ * 0, or -1 after reporting why there is no GPU to bench on. */
+static int start_worker(struct worker *w, const struct bench_settings *settings)
+{
+	if (w->ready)
+		return 0;
+	if (!w->pid && spawn_worker(w, settings) != 0)
+		return -1;
 	int timed_out;
 	cJSON *ready = read_reply(w, 120, &timed_out);
 	const cJSON *ok = cJSON_GetObjectItemCaseSensitive(ready, "ready");
@@ -320,6 +332,7 @@ static int start_worker(struct worker *w, const struct bench_settings *settings)
 		free(w->device);
 		w->device = xstrdup(device->valuestring);
 		log_info("benching on %s (device %d)", w->device, settings->device);
+		w->ready = 1;
 	} else {
 		rc = log_error("%s", cJSON_IsString(error) ? error->valuestring
 					 : timed_out ? "the GPU did not answer within 120 s"
@@ -359,7 +372,7 @@ static cJSON *failure(const char *status, const char *error, const char *device)
 static cJSON *bench_on_gpu(struct worker *w, const struct options *opt, const char *run, const cJSON *build,
 			   double metrics_above)
 {
-	if (!w->pid && start_worker(w, &opt->settings) != 0)
+	if (start_worker(w, &opt->settings) != 0)
 		return NULL;
 	cJSON *request = cJSON_CreateObject();
 	if (!request || !cJSON_AddStringToObject(request, "run", run) ||
@@ -649,13 +662,19 @@ int main(int argc, char **argv)
 		free(cache);
 		return status;
 	}
+	/* With --run of a run measured on the GPU, the GPU is opened and the run readied
+	 * (worker.h) while the first record is still being picked and compiled. */
+	if (opt.run_dir && !b.replay && !run_replayed(opt.run_dir))
+		spawn_worker(&b.worker, &opt.settings);
 	b.edits = replay_edits_new();
 	/* A measurement takes long: the next stage should have each record at once. */
 	b.in.flush_each = 1;
 	status = stream_each(&b.in, bench_one, &b);
 
-	if (b.worker.pid)
+	if (b.worker.ready)
 		reap_worker(&b.worker, NULL); /* it sees the end of its requests and exits */
+	else
+		stop_worker(&b.worker); /* opened ahead and not needed: it may be waiting for the lock */
 	free(b.worker.device);
 	strbuf_release(&b.worker.unread);
 	replay_free(b.replay);

@@ -359,7 +359,7 @@ static void collect(struct running *r, int status, struct compile_result *res)
 	cJSON_Delete(line);
 }
 
-int compile_pool_wait(struct compile_pool *pool, void **tag, struct compile_result *res)
+int compile_pool_wait(struct compile_pool *pool, void **tag, struct compile_result *res, int block)
 {
 	while (pool->nrunning < pool->jobs && pool->nqueued > 0) {
 		struct compile_job job = pool->queue[0];
@@ -382,9 +382,12 @@ int compile_pool_wait(struct compile_pool *pool, void **tag, struct compile_resu
 			if (!pool->running[k].timed_out && pool->running[k].deadline < next)
 				next = pool->running[k].deadline;
 		}
-		int timeout_ms = next <= now ? 0 : (int)((next - now) * 1e3) + 1;
-		if (poll(fds, pool->nrunning, timeout_ms) < 0)
+		int timeout_ms = next <= now || !block ? 0 : (int)((next - now) * 1e3) + 1;
+		int ready = poll(fds, pool->nrunning, timeout_ms);
+		if (ready < 0)
 			continue; /* EINTR, or no memory for now: try again */
+		if (ready == 0 && !block)
+			return 1;
 		now = (monotonic_ms() / 1e3);
 		for (size_t k = 0; k < pool->nrunning; k++) {
 			struct running *r = &pool->running[k];

@@ -44,9 +44,10 @@ struct compile_pool *compile_pool_new(size_t jobs, double timeout_s);
 void compile_pool_free(struct compile_pool *pool);
 /* Starts job now if a slot is free, else queues it. The pool takes job's allocations. */
 void compile_pool_submit(struct compile_pool *pool, struct compile_job *job);
-/* Waits until a job ends and hands back its tag and result. Returns 0, or -1 when no job
- * was submitted and not yet handed back. */
-int compile_pool_wait(struct compile_pool *pool, void **tag, struct compile_result *res);
+/* Waits until a job ends (with block 0, only looks) and hands back its tag and result.
+ * Returns 0; -1 when no job was submitted and not yet handed back; 1 when, not blocking,
+ * none has ended yet. */
+int compile_pool_wait(struct compile_pool *pool, void **tag, struct compile_result *res, int block);
 
 /* What ptxas reported for one kernel (NVRTC's log with --ptxas-options=-v). */
 struct ptxas_report {

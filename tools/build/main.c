@@ -41,6 +41,7 @@ struct options {
 				  kg-init --replay is not compiled: run_replayed) */
 	size_t jobs;	       /* -j */
 	double timeout_s;      /* --timeout */
+	int as_ready;	       /* --as-ready */
 };
 
 static void usage(FILE *fp)
@@ -48,9 +49,12 @@ static void usage(FILE *fp)
 	fputs("Usage: kg-build [OPTION]... [FILE]\n"
 	      "Build each record's candidate into a variant of its run: complete and check the\n"
 	      "configuration, apply the diff with GNU patch, hash the state, compile with NVRTC.\n"
-	      "Reads FILE (or stdin) and writes every record to stdout, in input order, with a\n"
-	      "\"build\" object added to those that carry a \"candidate\".\n"
+	      "Reads FILE (or stdin) and writes every record to stdout, in input order (but see\n"
+	      "--as-ready), with a \"build\" object added to those that carry a \"candidate\".\n"
 	      "\n"
+	      "      --as-ready       write each record once built, not in input order: a compile\n"
+	      "                       that ends early goes to kg-bench early (records that compile\n"
+	      "                       nothing, as under a replay, keep the input's order)\n"
 	      "  -r, --run DIR        the run directory of records that have no \"run\"\n"
 	      "  -a, --arch ARCH      target architecture, e.g. sm_90 or sm_90a (default: the spec's\n"
 	      "                       KernelGraph.Arch or -arch option, else for a run made with\n"
@@ -96,9 +100,10 @@ static void usage(FILE *fp)
 
 static void parse_options(int argc, char **argv, struct options *opt)
 {
-	enum { OPT_CACHE_DIR = 256, OPT_COMPILE, OPT_NO_CACHE, OPT_NO_COMPILE };
+	enum { OPT_AS_READY = 256, OPT_CACHE_DIR, OPT_COMPILE, OPT_NO_CACHE, OPT_NO_COMPILE };
 	static const struct option longopts[] = {
 		{"arch", required_argument, NULL, 'a'},
+		{"as-ready", no_argument, NULL, OPT_AS_READY},
 		{"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
 		{"device", required_argument, NULL, 'd'},
 		{"compile", no_argument, NULL, OPT_COMPILE},
@@ -128,6 +133,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 				cli_usage_error("--arch: '%s' is not an architecture like sm_90 or sm_90a", optarg);
 			opt->arch = optarg;
 			break;
+		case OPT_AS_READY: opt->as_ready = 1; break;
 		case OPT_CACHE_DIR: opt->cache_dir = optarg; break;
 		case 'd':
 			if ((why = parse_int64(optarg, 0, 1023, &device)))
@@ -741,19 +747,24 @@ static void free_entry(struct entry *e)
 	free(e);
 }
 
+/* Writes the ready records at the window's head (with --as-ready, every ready one) and
+ * keeps the rest in their order. */
 static void flush_ready(struct builder *b)
 {
-	size_t done = 0;
-	while (done < b->nwindow && b->window[done]->stage == STAGE_READY) {
-		struct entry *e = b->window[done++];
+	size_t kept = 0;
+	int blocked = 0; /* a record before is not ready */
+	for (size_t k = 0; k < b->nwindow; k++) {
+		struct entry *e = b->window[k];
+		if (e->stage != STAGE_READY || (blocked && !b->opt->as_ready)) {
+			blocked = 1;
+			b->window[kept++] = e;
+			continue;
+		}
 		attach_build(e);
 		stream_write(&b->in, e->record);
 		free_entry(e);
 	}
-	if (done == 0)
-		return;
-	memmove(b->window, b->window + done, (b->nwindow - done) * sizeof(*b->window));
-	b->nwindow -= done;
+	b->nwindow = kept;
 }
 
 /* A compile ended: the variant is published and records waiting on it become ready. */
@@ -793,13 +804,15 @@ static void add_to_window(struct builder *b, struct entry *e)
 }
 
 /* stream_each's loop with a window: records are read ahead while earlier ones compile, and
- * go out in input order as each is ready. */
+ * go out in input order as each is ready (with --as-ready, as each is ready). */
 static void build_all(struct builder *b)
 {
 	/* Reading ahead lets patching and hashing overlap the compiles. */
 	size_t max_window = 4 * b->opt->jobs + 4;
 	int eof = 0;
 	for (;;) {
+		void *tag;
+		struct compile_result res;
 		flush_ready(b);
 		if (!eof && b->nwindow < max_window) {
 			cJSON *record = stream_next(&b->in);
@@ -811,11 +824,15 @@ static void build_all(struct builder *b)
 			} else {
 				eof = 1;
 			}
+			/* preparing a record (a patch, a hash) takes a while: a compile that ended
+			 * meanwhile goes out now, not after the last record is read */
+			while (compile_pool_wait(b->pool, &tag, &res, 0) == 0) {
+				finish_compile(b, tag, &res);
+				compile_result_release(&res);
+			}
 			continue;
 		}
-		void *tag;
-		struct compile_result res;
-		if (compile_pool_wait(b->pool, &tag, &res) != 0)
+		if (compile_pool_wait(b->pool, &tag, &res, 1) != 0)
 			break;
 		finish_compile(b, tag, &res);
 		compile_result_release(&res);
