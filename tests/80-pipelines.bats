@@ -433,6 +433,35 @@ fake_stage() {
 	[ "$(jq -c '[.op, .reason]' <<<"$output")" = '["stop","budget"]' ]
 }
 
+@test "kg-iterate --bench-only deals each built record to a GPU as it comes, not once the build ends (mawk reads a pipe by the buffer)" {
+	kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null
+	kg-iterate -q --front-only --batch 4 --replay "$TABLE" "$RUN" >front
+	kg-iterate -q --from front --build-only --replay "$TABLE" "$RUN" >built
+	[ "$(wc -l <built)" -ge 4 ]
+	# measured_soon N OPTION...: the Nth built record is measured within 2 s, while the
+	# records after it are still 4 s away
+	measured_soon() {
+		local n=$1 state
+		state=$(sed -n "${n}p" built | jq -r .build.dir)
+		shift
+		{ sed -n "${n}p" built; sleep 4; sed -n "$((n + 1)),\$p" built; } |
+			kg-iterate -q --from - --bench-only --gpus 0,1 --replay "$TABLE" "$@" "$RUN" >/dev/null &
+		for _ in $(seq 40); do [ -f "$RUN/$state/bench.json" ] && break; sleep 0.05; done
+		[ -f "$RUN/$state/bench.json" ]
+		wait $!
+	}
+	measured_soon 1
+	# the server and the iterations share the run's lock, as kg-tune's do
+	exec {lock}>>out/kernels/.vector_add.lock
+	flock -n "$lock"
+	export KG_RUN_LOCK_FD=$lock
+	kg-iterate --serve-benches benches --gpus 0,1 --replay "$TABLE" "$RUN" &
+	server=$!
+	measured_soon 3 --bench-server benches
+	touch benches/stop
+	wait "$server"
+}
+
 @test "kg-iterate's default batch gives every compile slot a candidate: max(GPUs, ceil(jobs / candidates per pick))" {
 	kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null
 	picks() { jq -r '"\(.op) \(.node_id) \(.edge)"' <<<"$output" | sort -u | wc -l; }
