@@ -4,28 +4,37 @@
 # which its interrupted trap appends), and run kg-iterate's parts.
 # shellcheck shell=bash disable=SC2154 # kg-tune sets what it reads (above)
 
-# Overlapped iterations, on one GPU: each in three parts (kg-iterate --front-only, then
-# --build-only, then --bench-only), so that iteration K+1 is picked and compiled while
-# iteration K is measured:
+# Overlapped iterations: each in three parts (kg-iterate --front-only, then --build-only,
+# then --bench-only), so that iteration K+1 is picked and compiled while iterations K and K-1
+# (depth - 1 of them) are compiled and measured:
 #
-#   bench K:   iteration K's builds are measured as they come (tail -f), in the background,
-#              and learned once front K+1 is done (--update-after)
-#   front K+1: picked around iteration K (--pending), after K-1 is learned and before K is
+#   bench K:   iteration K's builds go to the GPUs' kg-benches (the bench server) as they
+#              come (tail -f), in the background, and are learned once front K+depth-1 is
+#              done (--update-after)
+#   front K+1: picked around iterations K-depth+2 to K (--pending), after K-depth+1 is
+#              learned and before K-depth+2 is
 #   build K+1: compiled in the background
 #
-# Iteration K's kg-bench starts as soon as K-1's measurements do, so that its GPU context is
-# ready when K-1's records are done: kg-bench's GPU lock keeps one record on the GPU at a
-# time. At most one kg-select --update and two kg-builds run at once. Iteration K's records
-# are $dir/front.K (picked), built.K (growing while it compiles) and out.K (finished), and
+# A pick waits for the compiles and measurements of the iterations before it, so with one
+# iteration in flight (depth 2) the GPUs idle while it is picked and its first compile ends;
+# with two (depth 3) they measure the one before. Each iteration is learned in order and each
+# pick sees the same learned iterations whatever the GPUs take: a seed gives one search.
+# At most one kg-select --update and depth kg-builds run at once. Iteration K's records are
+# $dir/front.K (picked), built.K (growing while it compiles) and out.K (finished), and
 # $dir/learn.K lets it be learned; fstat[K], bstat[K] and pstat[K] are the statuses of its
 # parts, bpid[K] its build's process and ppid[K] its measurement's. The ov_ functions work
 # on overlapped's locals.
 
-# ov_front K OPTION...: picks iteration K around iteration K-1's records.
+# ov_front K OPTION...: picks iteration K around the records of the iterations in flight
+# (K-depth+1 to K-1), gathered in $dir/pending.K.
 ov_front() {
-	local i=$1 p=()
+	local i=$1 j p=()
 	shift
-	[ "$i" -eq 1 ] || p=(--pending "$dir/front.$((i - 1))")
+	: >"$dir/pending.$i" || kg_die "$KG_EXIT_IO" "cannot write $dir/pending.$i"
+	for ((j = i - depth + 1; j < i; j++)); do
+		[ "$j" -lt 1 ] || cat "$dir/front.$j" >>"$dir/pending.$i" || kg_die "$KG_EXIT_IO" "cannot write $dir/pending.$i"
+	done
+	[ "$i" -eq 1 ] || p=(--pending "$dir/pending.$i")
 	kg-iterate --front-only "${p[@]}" "$@" "$run" >"$dir/front.$i"
 	fstat[i]=$?
 }
@@ -87,6 +96,18 @@ ov_drain() {
 	unset 'unlogged[$dir/out.$i]'
 }
 
+# ov_settle FROM TO: iterations FROM to TO learned and finished, one after the other; after
+# one that failed, the rest are learned and logged (ov_drain). Returns 1 when one failed.
+ov_settle() {
+	local i
+	for ((i = $1 < 1 ? 1 : $1; i <= $2; i++)); do
+		: >"$dir/learn.$i"
+		ov_done "$i" && continue
+		for ((i++; i <= $2; i++)); do ov_drain "$i"; done
+		return 1
+	done
+}
+
 # ov_over K: whether the front of iteration K ended the search (5) or cannot go on (2, 3);
 # then it is finished (returns 1).
 ov_over() {
@@ -130,7 +151,7 @@ ov_unserve() {
 
 # overlapped OPTION...: overlapped iterations until the spec is over.
 overlapped() {
-	local dir=$work/overlap k=1 next
+	local dir=$work/overlap k=1 next old i depth=3
 	local -a fstat=() bstat=() pstat=() bpid=() ppid=()
 	# shellcheck disable=SC2034 # kg-tune's, read by its interrupted trap
 	unlogged=()
@@ -141,26 +162,30 @@ overlapped() {
 	ov_build 1 "$@"
 	ov_served || { finished "$?" /dev/null; wait; return 0; }
 	while :; do
-		# Iteration k is picked and compiling; iteration k-1 may be being measured.
+		# Iteration k is picked and compiling; iterations old+1 to k-1 may be in flight.
 		ov_bench "$k" "$@"
-		if [ -n "${ppid[$((k - 1))]:-}" ] && ! ov_done $((k - 1)); then
-			ov_drain "$k"
+		old=$((k - depth + 1))
+		if [ "$old" -ge 1 ] && [ -n "${ppid[$old]:-}" ] && ! ov_done "$old"; then
+			for ((i = old + 1; i <= k; i++)); do ov_drain "$i"; done
 			break
 		fi
 		next=$((k + 1))
 		ov_front "$next" "$@"
-		: >"$dir/learn.$k" # iteration k may be learned now
+		[ "$((old + 1))" -lt 1 ] || : >"$dir/learn.$((old + 1))" # the oldest in flight may be learned now
 		case ${fstat[$next]} in
 		"$KG_EXIT_STOP" | "$KG_EXIT_ENV" | "$KG_EXIT_USAGE")
-			ov_done "$k" && ov_over "$next"
+			ov_settle $((old + 1)) "$k" && ov_over "$next"
 			break ;;
 		esac
-		if [ "${fstat[$next]}" -eq 0 ] && [ ! -s "$dir/front.$next" ] && [ ! -s "$dir/front.$k" ]; then
+		if [ "${fstat[$next]}" -eq 0 ] && [ ! -s "$dir/front.$next" ] && [ ! -s "$dir/pending.$next" ]; then
 			kg_error "$run: kg-iterate --front-only picked nothing, with nothing in flight"
 			fstat[next]=$KG_EXIT_INPUT # never expected: a failure, not a loop
 		fi
 		ov_build "$next" "$@"
-		[ -n "${ppid[$k]:-}" ] || ov_done "$k" || break # iteration k had nothing to measure
+		if [ -z "${ppid[$k]:-}" ] && ! ov_done "$k"; then # iteration k, with nothing to measure, failed
+			for ((i = old + 1; i < k; i++)); do ov_drain "$i"; done
+			break
+		fi
 		k=$next
 	done
 	ov_unserve
