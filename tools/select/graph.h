@@ -76,7 +76,8 @@ struct gnode {
 				learned (trace.md's build); 0: the root, or learned before graphs kept it */
 	struct blob status;  /* a failed node: the status of the stage that failed (bench.status,
 				else build.status, else "failed"); BLOB_NONE otherwise or not known */
-	struct blob reason;  /* a failed node: why, on one line as trace.md says it; BLOB_NONE: none */
+	struct blob reason;  /* a failed node: why, on one line as trace.md says it (Markdown);
+				BLOB_NONE: none */
 };
 
 /* gnode.exhausted: kg-propose found nothing new to try from the node, so it is not expanded
