@@ -945,7 +945,7 @@ damaged_delta() {
 	# Fewer nodes than the graph before it; a new node the delta does not hold.
 	damaged_delta nnodes 0 "0 nodes, but the graph before it has 1 and it changes 2"
 	damaged_delta nnodes 3 "3 nodes, but it holds 1 of the 2 new ones"
-	damaged_delta changed_nodes 1000000 "1000000 changed nodes and 1 changed edges do not fit in its 848 bytes"
+	damaged_delta changed_nodes 1000000 "1000000 changed nodes and 1 changed edges do not fit in its 944 bytes"
 }
 
 @test "a kill between the log and the graph: the next update learns the logged records again, once" {
