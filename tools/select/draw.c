@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "draw.h"
-#include "mcgs.h"
 #include "log.h"
+#include "mcgs.h"
 #include "parse.h"
 #include "xalloc.h"
 

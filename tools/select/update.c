@@ -659,12 +659,10 @@ static void number_record(struct graph *g, const cJSON *record, int64_t build)
 			g->edges[e].transposition = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(upd, "transposition"));
 		}
 	}
-	if (c != 0) {
-		if (g->nodes[c].build == 0) {
-			g->nodes[c].build = build;
-			if (g->nodes[c].failed && !graph_node_status(g, c))
-				keep_failure(g, c, record);
-		}
+	if (c != 0 && g->nodes[c].build == 0) {
+		g->nodes[c].build = build;
+		if (g->nodes[c].failed && !graph_node_status(g, c))
+			keep_failure(g, c, record);
 	}
 }
 
