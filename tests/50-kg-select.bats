@@ -309,6 +309,86 @@ EOF
 	[ "$(jq -c '.nodes[3] | [.n, .q]' g.json)" = '[1,1.584962500721156]' ]
 }
 
+# draw_run: the transpositions test's graph (S3 reached again from S2, S0 again below S1) and
+# three failures from the root: one that compiled wrong (a state), one that is incorrect, an
+# invalid configuration (no state: a node "failed:EDGE" of its own).
+draw_run() {
+	start
+	kg-select "$RUN" >pick0.jsonl
+	{ evaluated pick0.jsonl S1 2.0; evaluated pick0.jsonl S2 1.5; } | kg-select --update "$RUN" >/dev/null
+	jq -c '.node = "S1" | .node_id = 1 | .path_edges = [0]' pick0.jsonl >pick1.jsonl
+	{ evaluated pick1.jsonl S3 3.0; evaluated pick1.jsonl S0 1.0; } | kg-select --update "$RUN" >/dev/null
+	jq -c '.node = "S2" | .node_id = 2 | .path_edges = [1]' pick0.jsonl >pick2.jsonl
+	evaluated pick2.jsonl S3 3.0 | kg-select --update "$RUN" >/dev/null
+	{
+		evaluated pick0.jsonl S5 1 1 ptx compile_failed | jq -c '.build.error = "kernel.cu(3): error: no wgmma here"'
+		evaluated pick0.jsonl S6 0 0 unroll
+		evaluated pick0.jsonl S7 1 1 smem invalid_config
+	} | kg-select --update "$RUN" >/dev/null
+}
+
+@test "--draw draws from the graph alone: builds, transpositions and failures kept in graph.bin, not read from the log" {
+	draw_run
+	kg-select --draw dot "$RUN" >drawn.dot
+	kg-select --draw json "$RUN" >drawn.json
+	# graph.bin keeps each candidate's build, its transposition, a failure's status and reason
+	kg-select --export "$RUN" >g.json
+	[ "$(jq -c '[.nodes[] | [.build, .status, .reason]]' g.json)" = \
+		'[[0,null,null],[1,null,null],[2,null,null],[3,null,null],[4,null,null],[6,"compile_failed","`kernel.cu(3): error: no wgmma here`"],[7,"incorrect",null],[8,"invalid_config",null]]' ]
+	[ "$(jq -c '[.edges[] | [.build, .transposition]]' g.json)" = '[[1,false],[2,false],[3,false],[4,false],[5,true],[6,false],[7,false],[8,false]]' ]
+	# the failures grey with their status, the transposition dashed
+	[ "$(jq -c '[.nodes[] | select(.fill == "#d9d9d9") | [.id, .build, .state, .status]]' drawn.json)" = \
+		'[[5,6,"S5","compile_failed"],[6,7,"S6","incorrect"],[7,8,"","invalid_config"]]' ]
+	grep -Fqx '  n7 [label="\ninvalid_config\nbuild 8", tooltip="{\"x\":2}", fillcolor="#d9d9d9", style="rounded,filled,dashed", fontcolor="#555555"];' drawn.dot
+	grep -Fqx '  n2 -> n3 [label="tile", style=dashed];' drawn.dot
+	[ "$(jq -c '[.edges[] | [.from, .to]]' drawn.json)" = '[[0,1],[0,2],[1,3],[1,4],[2,3],[0,5],[0,6],[0,7]]' ]
+	# the same drawing with the log moved away, or cut to its first record
+	mv "$RUN/events.jsonl" events.jsonl
+	run_tool 0 kg-select --draw dot "$RUN"
+	assert_stderr_empty
+	diff drawn.dot <(printf '%s\n' "$output")
+	head -1 events.jsonl >"$RUN/events.jsonl"
+	run_tool 0 kg-select --draw json "$RUN"
+	diff drawn.json <(printf '%s\n' "$output")
+	# a graph.json keeps them too
+	cp events.jsonl "$RUN/events.jsonl"
+	rm "$RUN/graph.bin" "$RUN/graph.blobs"
+	mv g.json "$RUN/graph.json"
+	mv "$RUN/events.jsonl" events.jsonl
+	run_tool 0 kg-select --draw dot "$RUN"
+	diff drawn.dot <(printf '%s\n' "$output")
+}
+
+@test "a graph.bin of version 4 is read: --draw numbers it from the log, and the next save writes version 5" {
+	draw_run
+	kg-select --draw dot "$RUN" >drawn.dot
+	# version 4's records, in a checkpoint of their own (an imported graph's first save makes one)
+	kg-select --export "$RUN" >"$RUN/graph.json"
+	rm "$RUN/graph.bin" "$RUN/graph.blobs"
+	kg-select "$RUN" >/dev/null
+	rm "$RUN/graph.json"
+	python3 "$TOOLS/graph_bin.py" "$RUN/graph.bin" --version-4
+	warning="kg-select: warning: $RUN/graph.bin: version 4, without the candidates' build numbers and failures: kg-select --draw reads them from events.jsonl, and the next save writes version 5"
+	run_tool 0 kg-select --draw dot "$RUN"
+	assert_stderr "$warning"
+	diff drawn.dot <(printf '%s\n' "$output")
+	# without the log there is nothing to number it from
+	mv "$RUN/events.jsonl" events.jsonl
+	run_tool 4 kg-select --draw dot "$RUN"
+	[ -z "$output" ]
+	assert_stderr "$(printf '%s\n' "$warning" "kg-select: cannot open '$RUN/events.jsonl': No such file or directory")"
+	mv events.jsonl "$RUN/events.jsonl"
+	# a step saves it as version 5; what it learned before still comes from the log when drawn
+	run_tool 0 kg-select "$RUN"
+	assert_stderr "$warning"
+	[ "$(od -An -tu4 -j8 -N4 "$RUN/graph.bin" | tr -d ' ')" = 5 ]
+	run_tool 0 kg-select --draw dot "$RUN"
+	assert_stderr_empty
+	diff drawn.dot <(printf '%s\n' "$output")
+	kg-select --export "$RUN" >g.json
+	[ "$(jq -c '[.edges[] | .build] | unique' g.json)" = '[0]' ]
+}
+
 @test "the incumbent changes only when the speedup interval clears it" {
 	start
 	kg-select "$RUN" >pick.jsonl
@@ -715,7 +795,7 @@ EOF
 	cp good.bin "$RUN/graph.bin"
 	printf '\011' | dd of="$RUN/graph.bin" bs=1 seek=8 conv=notrunc status=none
 	run_tool 1 kg-select "$RUN"
-	assert_stderr "kg-select: $RUN/graph.bin: version 9, but this kg-select reads version 4"
+	assert_stderr "kg-select: $RUN/graph.bin: version 9, but this kg-select reads version 5 (and 4)"
 	cp good.bin "$RUN/graph.bin"
 	printf '\001\002\003\004' | dd of="$RUN/graph.bin" bs=1 seek=12 conv=notrunc status=none
 	run_tool 1 kg-select "$RUN"
@@ -865,7 +945,7 @@ damaged_delta() {
 	# Fewer nodes than the graph before it; a new node the delta does not hold.
 	damaged_delta nnodes 0 "0 nodes, but the graph before it has 1 and it changes 2"
 	damaged_delta nnodes 3 "3 nodes, but it holds 1 of the 2 new ones"
-	damaged_delta changed_nodes 1000000 "1000000 changed nodes and 1 changed edges do not fit in its 848 bytes"
+	damaged_delta changed_nodes 1000000 "1000000 changed nodes and 1 changed edges do not fit in its 944 bytes"
 }
 
 @test "a kill between the log and the graph: the next update learns the logged records again, once" {

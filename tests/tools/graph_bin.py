@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """graph_bin.py FILE [FIELD VALUE]...: sets fields of the checkpoint of a kg-select graph.bin
-(version 4, this machine's byte order) and writes its checksum again, so that a test can
+(version 5, this machine's byte order) and writes its checksum again, so that a test can
 make a file that passes the checksum but holds what a bug could write.
 graph_bin.py FILE --delta [FIELD VALUE]...: the same for the last delta after the checkpoint:
 FIELD is a field of its header (nnodes, nedges, rollout_len, ...) or changed_nodes and
 changed_edges, the counts of records it holds.
+graph_bin.py FILE --version-4: rewrites a graph.bin that is a checkpoint alone as version 4
+wrote it (its node and edge records without the fields version 5 appended), for the test of
+an older file.
 
 FIELD is a field of the header (builds, iter, incumbent, ...), params.NAME, or nodes[I].F /
 edges[I].F for F a field of struct mcgs_node or mcgs_edge (lib/mcgs.h). VALUE is a number
@@ -26,6 +29,10 @@ PARAMS = ["c_init", "c_base", "fpu_reduction", "root_fpu_reduction", "widen_k", 
 NODE_FIELDS = [("u", "d"), ("n", "d"), ("q", "d"), ("rank", "q"), ("first_out", "Q"), ("last_out", "Q"), ("nout", "Q")]
 EDGE_FIELDS = [("from", "Q"), ("to", "Q"), ("next_out", "Q"), ("n", "d"), ("prior", "d")]
 KIND_MNODE, KIND_MEDGE = 0, 2
+# What version 5 appended: to struct gnode its build (8 bytes), status and reason (two blobs of
+# 16), to struct gedge its build (8), transposition and spare (4 each).
+APPENDED = [0, 40, 0, 16]
+PAGE = 4096
 
 
 def fnv1a64(data):
@@ -81,13 +88,59 @@ def set_delta(path, data, fh, pairs):
     open(path, "wb").write(data)
 
 
+def checksum(data, fh_size):
+    """Writes the checkpoint's checksum again: the file head with it 0, the head, the records
+    up to the counts, the rollout path."""
+    fh = struct.unpack_from(FILE_HEAD, data)
+    head = dict(zip([f for f, _ in HEAD_FIELDS], struct.unpack_from("<" + "".join(f for _, f in HEAD_FIELDS), data, fh_size)))
+    struct.pack_into("<Q", data, fh_size - 8, 0)
+    offsets, sizes, path_offset = fh[9:13], fh[5:9], fh[17]
+    counts = [head["nnodes"], head["nnodes"], head["nedges"], head["nedges"]]
+    h = fnv1a64_words(data[:fh_size + fh[3]])
+    for k in range(4):
+        h = fnv1a64_words(data[offsets[k]:offsets[k] + counts[k] * sizes[k]], h)
+    h = fnv1a64_words(data[path_offset:path_offset + 8 * head["rollout_len"]], h)
+    struct.pack_into("<Q", data, fh_size - 8, h)
+
+
+def to_version_4(path, data, fh):
+    """The checkpoint again, each record cut to what version 4 stored, each array at a page
+    boundary with the room it had."""
+    fh_size = struct.calcsize(FILE_HEAD)
+    nnodes, nedges, rollout_len = struct.unpack_from("<3Q", data, fh_size)
+    sizes, offsets, caps, path_offset = list(fh[5:9]), fh[9:13], fh[13:17], fh[17]
+    if len(data) != path_offset + 8 * rollout_len:
+        sys.exit("graph_bin.py: %s: deltas follow its checkpoint" % path)
+    old = [sizes[k] - APPENDED[k] for k in range(4)]
+    out = bytearray(data[:fh_size + fh[3]])
+    new_offsets = []
+    for k in range(4):
+        out += bytes(-len(out) % PAGE)
+        new_offsets.append(len(out))
+        count = nnodes if k < KIND_MEDGE else nedges
+        for i in range(count):
+            at = offsets[k] + i * sizes[k]
+            out += data[at:at + old[k]]
+        out += bytes((caps[k] - count) * old[k])
+    new_path = len(out)
+    out += data[path_offset:path_offset + 8 * rollout_len]
+    fields = list(fh)
+    fields[1], fields[5:9], fields[9:13], fields[17] = 4, old, new_offsets, new_path
+    struct.pack_into(FILE_HEAD, out, 0, *fields)
+    checksum(out, fh_size)
+    open(path, "wb").write(out)
+
+
 def main():
     path, pairs = sys.argv[1], sys.argv[2:]
     data = bytearray(open(path, "rb").read())
     fh_size = struct.calcsize(FILE_HEAD)
     fh = struct.unpack_from(FILE_HEAD, data)
-    if fh[0] != b"KGGRAPH\0" or fh[1] != 4:
-        sys.exit("graph_bin.py: %s: not a version 4 graph.bin" % path)
+    if fh[0] != b"KGGRAPH\0" or fh[1] != 5:
+        sys.exit("graph_bin.py: %s: not a version 5 graph.bin" % path)
+    if pairs[:1] == ["--version-4"]:
+        to_version_4(path, data, fh)
+        return
     if pairs[:1] == ["--delta"]:
         set_delta(path, data, fh, pairs[1:])
         return
@@ -105,17 +158,7 @@ def main():
             at, fmt = field_at(HEAD_FIELDS, name)
             at += fh_size
         struct.pack_into("<" + fmt, data, at, float(value) if fmt == "d" else int(value))
-    head = dict(zip([f for f, _ in HEAD_FIELDS], struct.unpack_from("<" + "".join(f for _, f in HEAD_FIELDS), data, fh_size)))
-    # The checksum: the file head with it 0, the head, the records up to the counts, the path.
-    struct.pack_into("<Q", data, fh_size - 8, 0)
-    head_size = fh[3]
-    sizes = fh[5:9]
-    counts = [head["nnodes"], head["nnodes"], head["nedges"], head["nedges"]]
-    h = fnv1a64_words(data[:fh_size + head_size])
-    for k in range(4):
-        h = fnv1a64_words(data[offsets[k]:offsets[k] + counts[k] * sizes[k]], h)
-    h = fnv1a64_words(data[path_offset:path_offset + 8 * head["rollout_len"]], h)
-    struct.pack_into("<Q", data, fh_size - 8, h)
+    checksum(data, fh_size)
     open(path, "wb").write(data)
 
 

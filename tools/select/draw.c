@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "draw.h"
-#include "events.h"
 #include "log.h"
+#include "mcgs.h"
 #include "parse.h"
 #include "xalloc.h"
 
@@ -19,8 +19,8 @@ struct dnode {
 	long id;	 /* the graph's node (the log's update.child_id) */
 	long parent;	 /* the node of the candidate that made it; -1 for the root */
 	char *state;	 /* build.state, or "" */
-	char *status;	 /* bench.status, else build.status, else "failed" */
-	int ok;		 /* measured: bench.status "ok" with a median */
+	char *status;	 /* "ok", or the failed node's status (gnode.status) */
+	int ok;		 /* measured: not failed, with a median */
 	double ms;	 /* the median, when ok */
 	double speedup;	 /* the baseline's median over ms, when ok */
 	long build;	 /* the candidates learned up to it (0: the baseline) */
@@ -39,14 +39,12 @@ struct dedge {
 };
 
 struct drawing {
-	struct dnode *nodes; /* in the order the log made them */
-	size_t nnodes, cap_nodes;
-	long *at;	     /* at[id]: the node's index in nodes, or -1 */
+	struct dnode *nodes; /* the graph's, in the order they were made */
+	size_t nnodes;
+	long *at;	     /* at[id]: the node's index in nodes */
 	size_t nat;
-	struct dedge *edges; /* one per evaluated candidate, in the log's order */
-	size_t nedges, cap_edges;
-	long builds;	     /* candidates learned so far while reading */
-	long records;	     /* records read so far */
+	struct dedge *edges; /* one per evaluated candidate, in the order they were learned */
+	size_t nedges;
 	double base;	     /* the baseline's median */
 	size_t kept;	     /* nodes shown */
 	long incumbent;	     /* its node, or -1 */
@@ -68,11 +66,6 @@ static const cJSON *member(const cJSON *o, const char *path1, const char *path2)
 static const cJSON *either(const cJSON *a, const cJSON *b)
 {
 	return a && !cJSON_IsNull(a) && !cJSON_IsFalse(a) ? a : b;
-}
-
-static const char *text_or(const cJSON *v, const char *fallback)
-{
-	return cJSON_IsString(v) ? v->valuestring : fallback;
 }
 
 /* A number as jq 1.6 prints it: the shortest digits that read back as d, in plain notation
@@ -254,88 +247,95 @@ static cJSON *config_changes(const cJSON *from, const cJSON *to)
 	return out;
 }
 
-/* The node a record made, the first time its child appears. */
-static void add_node(struct drawing *d, const cJSON *r, long id, int root)
+/* The drawing's node of the graph's node i; made_by: the edge whose evaluation made it, or
+ * MCGS_NONE for the root. What kg-report drew from the record that made it, the graph keeps. */
+static void add_node(struct drawing *d, const struct graph *g, size_t i, size_t made_by)
 {
-	if (node_of(d, id))
-		return;
-	if ((size_t)id >= d->nat) {
-		size_t n = (size_t)id + 64;
-		d->at = xrealloc(d->at, n * sizeof *d->at);
-		for (size_t i = d->nat; i < n; i++)
-			d->at[i] = -1;
-		d->nat = n;
-	}
-	if (d->nnodes == d->cap_nodes) {
-		d->cap_nodes = d->cap_nodes ? 2 * d->cap_nodes : 64;
-		d->nodes = xrealloc(d->nodes, d->cap_nodes * sizeof *d->nodes);
-	}
+	const struct gnode *gn = &g->nodes[i];
+	const char *state = graph_node_state(g, i), *status = graph_node_status(g, i);
+	/* a node's configuration is build.config; a candidate that failed before kg-build made one
+	 * is drawn with its own */
+	const cJSON *config = either(either(graph_node_config(g, i),
+					    made_by == MCGS_NONE ? NULL : member(graph_edge_candidate(g, made_by), "config", NULL)),
+				     NULL);
 	struct dnode *n = &d->nodes[d->nnodes];
-	const cJSON *parent = member(r, "node_id", NULL), *ms = member(r, "bench", "median_ms");
-	const cJSON *config = either(either(member(r, "build", "config"), member(r, "candidate", "config")), NULL);
 	*n = (struct dnode){
-		.id = id,
-		.parent = cJSON_IsNumber(parent) ? (long)parent->valuedouble : -1,
-		.state = xstrdup(text_or(member(r, "build", "state"), "")),
-		.status = xstrdup(text_or(either(either(member(r, "bench", "status"), member(r, "build", "status")), NULL),
-					  "failed")),
-		.ok = cJSON_IsNumber(ms) && strcmp(text_or(member(r, "bench", "status"), ""), "ok") == 0,
-		.ms = cJSON_IsNumber(ms) ? ms->valuedouble : 0,
-		.build = root ? 0 : d->builds,
+		.id = (long)i,
+		.parent = made_by == MCGS_NONE ? -1 : (long)g->g.edges[made_by].from,
+		/* a failed candidate without a state has a node of its own, "failed:EDGE" */
+		.state = xstrdup(gn->failed && strncmp(state, "failed:", 7) == 0 ? "" : state),
+		.status = xstrdup(!gn->failed ? "ok" : status ? status : "failed"),
+		.ok = !gn->failed && !isnan(gn->median_ms),
+		.ms = isnan(gn->median_ms) ? 0 : gn->median_ms,
+		.build = (long)gn->build,
 		.config = config ? cJSON_Duplicate(config, 1) : cJSON_CreateObject(),
 	};
 	if (!n->config)
 		xalloc_die();
-	d->at[id] = (long)d->nnodes++;
+	d->at[i] = (long)d->nnodes++;
 }
 
-/* An evaluated candidate's edge, from its parent's node to its child's. */
-static void add_edge(struct drawing *d, const cJSON *r, long id)
+/* The drawing's edge of the graph's evaluated edge e, from its parent's node to its child's. */
+static void add_edge(struct drawing *d, const struct graph *g, size_t e)
 {
-	const cJSON *from = member(r, "node_id", NULL);
-	if (d->nedges == d->cap_edges) {
-		d->cap_edges = d->cap_edges ? 2 * d->cap_edges : 64;
-		d->edges = xrealloc(d->edges, d->cap_edges * sizeof *d->edges);
-	}
-	struct dedge *e = &d->edges[d->nedges++];
-	*e = (struct dedge){
-		.from = cJSON_IsNumber(from) ? (long)from->valuedouble : -1,
-		.to = id,
-		.method = xstrdup(text_or(either(member(r, "method", "canonical"), member(r, "candidate", "method")), "?")),
-		.transposition = cJSON_IsTrue(member(r, "update", "transposition")),
+	const struct mcgs_edge *me = &g->g.edges[e];
+	const char *method = graph_edge_method(g, e);
+	struct dedge *de = &d->edges[d->nedges++];
+	*de = (struct dedge){
+		.from = (long)me->from,
+		.to = (long)me->to,
+		.method = xstrdup(method && *method ? method : "?"),
+		.transposition = g->edges[e].transposition,
 	};
-	const struct dnode *parent = node_of(d, e->from);
-	e->changes = config_changes(parent ? parent->config : NULL,
-				    either(member(r, "build", "config"), member(r, "candidate", "config")));
+	const struct dnode *parent = node_of(d, de->from);
+	de->changes = config_changes(parent ? parent->config : NULL,
+				     either(graph_node_config(g, me->to), member(graph_edge_candidate(g, e), "config", NULL)));
 }
 
-/* Reads the log: the records kg-select --update learned a child from (update.child_id), in
- * order; the first that names a node makes it. */
-static int read_log(struct drawing *d, const char *run)
+/* An evaluated edge, for putting them in the order they were learned. */
+struct learned_edge {
+	int64_t build;
+	size_t edge;
+};
+
+static int by_build(const void *a, const void *b)
 {
-	struct events_reader r;
-	cJSON *rec;
-	int ret = events_open(&r, run, 0, EVENTS_MUST_EXIST) == EVENTS_OPENED ? 0 : -1;
-	while (ret == 0 && (rec = events_next(&r))) {
-		const cJSON *child = member(rec, "update", "child_id");
-		int root = event_kind(rec) == EVENT_ROOT;
-		/* a record makes at most one node, so a larger id is damage (and would cost memory) */
-		long before = d->records++;
-		if (cJSON_IsNumber(child) && child->valuedouble >= 0 && child->valuedouble <= (double)before) {
-			if (!root)
-				d->builds++;
-			else if (d->base == 0 && cJSON_IsNumber(member(rec, "bench", "median_ms")))
-				d->base = member(rec, "bench", "median_ms")->valuedouble;
-			add_node(d, rec, (long)child->valuedouble, root);
-			if (!root)
-				add_edge(d, rec, (long)child->valuedouble);
-		}
-		cJSON_Delete(rec);
+	const struct learned_edge *x = a, *y = b;
+	if (x->build != y->build)
+		return x->build < y->build ? -1 : 1;
+	return x->edge < y->edge ? -1 : x->edge > y->edge;
+}
+
+/* The nodes in the order they were made (the graph's), the evaluated edges in the order they
+ * were learned (their build numbers), each node drawn from the edge that made it: the one
+ * into it of its own build number. */
+static void read_graph(struct drawing *d, const struct graph *g)
+{
+	size_t n = g->g.nnodes, m = g->g.nedges, evaluated = 0;
+	struct learned_edge *order = xcalloc(m + 1, sizeof(*order));
+	size_t *made_by = xcalloc(n, sizeof(*made_by));
+	for (size_t i = 0; i < n; i++)
+		made_by[i] = MCGS_NONE;
+	for (size_t e = 0; e < m; e++) {
+		size_t to = g->g.edges[e].to;
+		if (to == MCGS_NONE)
+			continue;
+		order[evaluated++] = (struct learned_edge){g->edges[e].build, e};
+		if (to != 0 && made_by[to] == MCGS_NONE && g->edges[e].build == g->nodes[to].build)
+			made_by[to] = e;
 	}
-	if (r.failed)
-		ret = -1;
-	events_reader_release(&r);
-	return ret;
+	qsort(order, evaluated, sizeof(*order), by_build);
+	d->base = isnan(g->baseline_ms) ? 0 : g->baseline_ms;
+	d->nodes = xcalloc(n, sizeof(*d->nodes));
+	d->at = xcalloc(n, sizeof(*d->at));
+	d->nat = n;
+	for (size_t i = 0; i < n; i++)
+		add_node(d, g, i, made_by[i]);
+	d->edges = xcalloc(evaluated + 1, sizeof(*d->edges));
+	for (size_t k = 0; k < evaluated; k++)
+		add_edge(d, g, order[k].edge);
+	free(order);
+	free(made_by);
 }
 
 /* Appends to kept (n of them) the nodes from id up to the root that it does not hold yet;
@@ -534,23 +534,19 @@ static void write_json(struct drawing *d, FILE *fp)
 	cJSON_Delete(doc);
 }
 
-int draw_graph(const struct graph *g, enum draw_format format, long max_nodes, FILE *fp)
+void draw_graph(const struct graph *g, enum draw_format format, long max_nodes, FILE *fp)
 {
 	struct drawing d = {0};
 	const char *slash = strrchr(g->run, '/');
 	const char *best = g->g.nnodes ? graph_node_state(g, g->incumbent) : NULL;
-	int ret = -1;
 	/* a run made before the graph kept its kernel's name is named as its folder */
 	d.name = g->kernel && *g->kernel ? g->kernel : slash ? slash + 1 : g->run;
-	if (read_log(&d, g->run) != 0)
-		goto out;
+	read_graph(&d, g);
 	lay_out(&d, best, max_nodes);
 	if (format == DRAW_DOT)
 		write_dot(&d, best, fp);
 	else
 		write_json(&d, fp);
-	ret = 0;
-out:
 	for (size_t i = 0; i < d.nnodes; i++) {
 		free(d.nodes[i].state);
 		free(d.nodes[i].status);
@@ -563,5 +559,4 @@ out:
 	free(d.nodes);
 	free(d.edges);
 	free(d.at);
-	return ret;
 }

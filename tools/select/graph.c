@@ -116,10 +116,12 @@ void graph_release(struct graph *g)
 	/* Most entries are empty: a loaded graph caches only what a step used. */
 	for (size_t i = 0; i < g->g.nnodes; i++) {
 		struct node_cache *c = &g->node_cache[i];
-		if (c->state || c->config || c->methods) {
+		if (c->state || c->config || c->methods || c->status || c->reason) {
 			free(c->state);
 			cJSON_Delete(c->config);
 			cJSON_Delete(c->methods);
+			free(c->status);
+			free(c->reason);
 		}
 	}
 	for (size_t i = 0; i < g->g.nedges; i++) {
@@ -248,6 +250,36 @@ const cJSON *graph_edge_candidate(const struct graph *g, size_t edge)
 	return parsed(g, &g->edge_cache[edge].candidate, g->edges[edge].candidate, cJSON_CreateObject);
 }
 
+const char *graph_node_status(const struct graph *g, size_t node)
+{
+	const char *cached = g->node_cache[node].status;
+	return cached ? cached : graph_blob_text(g, g->nodes[node].status);
+}
+
+const char *graph_node_reason(const struct graph *g, size_t node)
+{
+	const char *cached = g->node_cache[node].reason;
+	return cached ? cached : graph_blob_text(g, g->nodes[node].reason);
+}
+
+void graph_node_set_failure(struct graph *g, size_t node, const char *status, const char *reason)
+{
+	struct node_cache *c = &g->node_cache[node];
+	free(c->status);
+	free(c->reason);
+	c->status = status ? xstrdup(status) : NULL;
+	c->reason = reason ? xstrdup(reason) : NULL;
+	g->nodes[node].status = g->nodes[node].reason = no_blob;
+}
+
+int graph_unnumbered(const struct graph *g)
+{
+	for (size_t i = 0; i < g->g.nedges; i++)
+		if (g->g.edges[i].to != MCGS_NONE && g->edges[i].build == 0)
+			return 1;
+	return 0;
+}
+
 void graph_node_set_json(struct graph *g, size_t node, cJSON *config, cJSON *methods)
 {
 	struct node_cache *c = &g->node_cache[node];
@@ -265,6 +297,7 @@ size_t graph_add_node(struct graph *g, const char *state, double u, int rank)
 	g->nodes[id] = (struct gnode){
 		.median_ms = NAN, .speedup = NAN, .speedup_lo = NAN, .created_iter = g->iter,
 		.state_hash = fnv1a64(state, strlen(state)), .state = no_blob, .config = no_blob, .methods = no_blob,
+		.status = no_blob, .reason = no_blob,
 	};
 	g->node_cache[id] = (struct node_cache){.state = xstrdup(state)};
 	return id;
@@ -351,9 +384,9 @@ int graph_check(const struct graph *g, const char *file)
 			return log_error("%s: nodes[%zu]: u %g, n %g, q %g: not finite, or n not a count of visits", file, i,
 					 mn->u, mn->n, mn->q);
 		if (gn->failed < 0 || gn->failed > 1 || gn->exhausted < 0 || gn->exhausted > NODE_SPENT ||
-		    !count_ok((double)gn->created_iter))
-			return log_error("%s: nodes[%zu]: failed %d, exhausted %d, created_iter %" PRId64 ": not their values",
-					 file, i, gn->failed, gn->exhausted, gn->created_iter);
+		    !count_ok((double)gn->created_iter) || gn->build < 0 || gn->build > g->builds)
+			return log_error("%s: nodes[%zu]: failed %d, exhausted %d, created_iter %" PRId64 ", build %" PRId64
+					 ": not their values", file, i, gn->failed, gn->exhausted, gn->created_iter, gn->build);
 	}
 	if (check_chains(g, file) != 0)
 		return -1;
@@ -372,6 +405,10 @@ int graph_check(const struct graph *g, const char *file)
 			return log_error("%s: edges[%zu]: evaluations %" PRId64 ", reward_sum %g, reward_max %g: not an edge %s",
 					 file, i, ge->evaluations, ge->reward_sum, ge->reward_max,
 					 me->to == MCGS_NONE ? "registered, not evaluated" : "evaluated once");
+		if (ge->build < 0 || ge->build > g->builds || (ge->build > 0 && me->to == MCGS_NONE) ||
+		    ge->transposition < 0 || ge->transposition > 1)
+			return log_error("%s: edges[%zu]: build %" PRId64 ", transposition %d: not a build of the graph's %ld "
+					 "(0 when not evaluated) and 0 or 1", file, i, ge->build, ge->transposition, g->builds);
 		evaluations += (double)ge->evaluations;
 	}
 	if (evaluations != (double)g->builds)
@@ -407,6 +444,11 @@ static cJSON *node_json(const struct graph *g, size_t i)
 	json_add_number(o, "speedup", n->speedup);
 	json_add_number(o, "speedup_lo", n->speedup_lo);
 	json_add_number(o, "created_iter", (double)n->created_iter);
+	json_add_number(o, "build", (double)n->build);
+	if (graph_node_status(g, i))
+		json_add_string(o, "status", graph_node_status(g, i));
+	if (graph_node_reason(g, i))
+		json_add_string(o, "reason", graph_node_reason(g, i));
 	const cJSON *config = graph_node_config(g, i);
 	json_add(o, "config", config ? cJSON_Duplicate(config, 1) : cJSON_CreateNull());
 	json_add(o, "methods", cJSON_Duplicate(graph_node_methods(g, i), 1));
@@ -429,6 +471,9 @@ static cJSON *edge_json(const struct graph *g, size_t i)
 	json_add_number(o, "reward_sum", e->reward_sum);
 	json_add_number(o, "reward_max", e->reward_max);
 	json_add_number(o, "evaluations", (double)e->evaluations);
+	json_add_number(o, "build", (double)e->build);
+	if (!cJSON_AddBoolToObject(o, "transposition", e->transposition))
+		xalloc_die();
 	json_add(o, "candidate", cJSON_Duplicate(graph_edge_candidate(g, i), 1));
 	return o;
 }
@@ -514,10 +559,13 @@ static int load_nodes(struct graph *g, const cJSON *nodes, const char *path)
 		n->speedup = json_number(o, "speedup", NAN);
 		n->speedup_lo = json_number(o, "speedup_lo", NAN);
 		n->created_iter = json_count(o, "created_iter", 0);
+		n->build = json_count(o, "build", 0); /* a graph.json written before: 0 (graph_unnumbered) */
 		const cJSON *config = cJSON_GetObjectItemCaseSensitive(o, "config");
 		const cJSON *methods = cJSON_GetObjectItemCaseSensitive(o, "methods");
 		graph_node_set_json(g, id, cJSON_IsObject(config) ? cJSON_Duplicate(config, 1) : NULL,
 				    cJSON_IsArray(methods) ? cJSON_Duplicate(methods, 1) : cJSON_CreateArray());
+		if (json_string(o, "status"))
+			graph_node_set_failure(g, id, json_string(o, "status"), json_string(o, "reason"));
 		k++;
 	}
 	return 0;
@@ -540,6 +588,8 @@ static int load_edges(struct graph *g, const cJSON *edges, const char *path)
 		g->edges[id].reward_sum = json_number(o, "reward_sum", 0);
 		g->edges[id].reward_max = json_number(o, "reward_max", -INFINITY);
 		g->edges[id].evaluations = json_count(o, "evaluations", 0);
+		g->edges[id].build = json_count(o, "build", 0);
+		g->edges[id].transposition = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "transposition"));
 		k++;
 	}
 	return 0;

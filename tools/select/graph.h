@@ -59,7 +59,9 @@ static inline int blob_inside(struct blob b, size_t len)
 }
 
 /* What a node is besides its MCGS numbers. Plain data, stored as it is in graph.bin; the
- * strings and JSON values live in graph.blobs and are read through the accessors below. */
+ * strings and JSON values live in graph.blobs and are read through the accessors below.
+ * Fields are only ever added at the end, so that an older graph.bin's record is a prefix of
+ * this one (snapshot.c reads version 4's that way). */
 struct gnode {
 	double median_ms, speedup, speedup_lo; /* its measurement; speedup against the baseline */
 	int64_t created_iter;
@@ -69,6 +71,13 @@ struct gnode {
 	struct blob state;   /* the state hash (kg-build's build.state), or "failed:EDGE" */
 	struct blob config;  /* build.config */
 	struct blob methods; /* canonical methods applied from the root to here */
+	/* Version 5: what kg-select --draw shows of a node without reading the log. */
+	int64_t build;	     /* the evaluated candidate that made it, numbered from 1 in the order
+				learned (trace.md's build); 0: the root, or learned before graphs kept it */
+	struct blob status;  /* a failed node: the status of the stage that failed (bench.status,
+				else build.status, else "failed"); BLOB_NONE otherwise or not known */
+	struct blob reason;  /* a failed node: why, on one line as trace.md says it (Markdown);
+				BLOB_NONE: none */
 };
 
 /* gnode.exhausted: kg-propose found nothing new to try from the node, so it is not expanded
@@ -81,6 +90,11 @@ struct gedge {
 	int64_t evaluations;
 	struct blob candidate; /* the candidate as proposed (payload for kg-build) */
 	struct blob method;    /* canonical method (record's method.canonical, or candidate.method) */
+	/* Version 5 (at the end, as gnode's). */
+	int64_t build;	       /* its evaluation, numbered as gnode.build; 0: not evaluated, or
+				  evaluated before graphs kept it (graph_unnumbered) */
+	int32_t transposition; /* its evaluation reached a node made before */
+	int32_t spare;	       /* 0: keeps the record free of padding (compared with memcmp) */
 };
 
 /* What is not stored as it is: strings not yet in graph.blobs, and parsed JSON values (a
@@ -88,6 +102,7 @@ struct gedge {
 struct node_cache {
 	char *state;
 	cJSON *config, *methods;
+	char *status, *reason; /* graph_node_set_failure's, until stored */
 };
 
 struct edge_cache {
@@ -174,6 +189,15 @@ const char *graph_edge_method(const struct graph *g, size_t edge);
 const cJSON *graph_node_config(const struct graph *g, size_t node);
 const cJSON *graph_node_methods(const struct graph *g, size_t node);
 const cJSON *graph_edge_candidate(const struct graph *g, size_t edge);
+/* A failed node's status and reason (gnode.status, gnode.reason): NULL when not known. */
+const char *graph_node_status(const struct graph *g, size_t node);
+const char *graph_node_reason(const struct graph *g, size_t node);
+/* Sets them (copied; reason may be NULL). A node learned now gets them stored with its other
+ * blobs; one numbered from the log (number_from_log) only in memory, for the drawing. */
+void graph_node_set_failure(struct graph *g, size_t node, const char *status, const char *reason);
+/* Whether an evaluated edge lacks its build number: the graph learned it before graphs kept
+ * them (a graph.bin of version 4, a graph.json written before), and only the log has it. */
+int graph_unnumbered(const struct graph *g);
 /* Sets the values of a node just added (taking them over): only new nodes get stored blobs. */
 void graph_node_set_json(struct graph *g, size_t node, cJSON *config, cJSON *methods);
 /* The first node of that state reachable from parent by the rank rule (any node of that

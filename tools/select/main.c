@@ -430,9 +430,13 @@ int main(int argc, char **argv)
 		} else if (opt.export_json) {
 			status = export_graph(&g);
 		} else if (opt.draw) {
-			/* it fails only when the log cannot be read */
-			status = draw_graph(&g, (enum draw_format)(opt.draw - 1), opt.draw_nodes, stdout) == 0 ? KG_EXIT_OK
-												       : KG_EXIT_IO;
+			/* Only a graph learned before graphs kept build numbers needs the log. */
+			if (graph_unnumbered(&g) && number_from_log(&g) != 0) {
+				status = KG_EXIT_IO;
+			} else {
+				draw_graph(&g, (enum draw_format)(opt.draw - 1), opt.draw_nodes, stdout);
+				status = KG_EXIT_OK;
+			}
 		} else if (opt.summary) {
 			if ((status = catch_up_before_pick(&step)) == KG_EXIT_OK)
 				status = write_summary(&g);

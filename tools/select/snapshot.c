@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,9 @@
 #include "snapshot.h"
 #include "xalloc.h"
 
-#define SNAPSHOT_VERSION 4 /* version 1 is graph.json; 4 added the checkpoint's checksum */
+#define SNAPSHOT_VERSION 5 /* version 1 is graph.json; 4 added the checkpoint's checksum; 5 the build
+				    numbers, transpositions and failures (gnode and gedge grew at their end) */
+#define SNAPSHOT_OLDER 4   /* read too: its records are a prefix of version 5's */
 #define BYTE_ORDER_MARK 0x01020304u
 #define PAGE 4096
 #define DELTAS_MAX 65536
@@ -28,6 +31,10 @@ static const char delta_magic[8] = "KGDELTA";
 enum { MNODE, GNODE, MEDGE, GEDGE, KINDS };
 static const size_t kind_size[KINDS] = {
 	sizeof(struct mcgs_node), sizeof(struct gnode), sizeof(struct mcgs_edge), sizeof(struct gedge),
+};
+/* Version 4's: the same records up to the fields version 5 appended. */
+static const size_t older_size[KINDS] = {
+	sizeof(struct mcgs_node), offsetof(struct gnode, build), sizeof(struct mcgs_edge), offsetof(struct gedge, build),
 };
 
 /* A checkpoint: file_head, head_rec, then each array at a page boundary with room for cap
@@ -74,6 +81,9 @@ struct snapshot {
 	const char **moved[KINDS];   /* NULL: in base */
 	size_t moved_cap[2];
 	const char *path;	     /* the rollout path: head.rollout_len uint64_t */
+	size_t size[KINDS];	     /* the records' sizes in graph.bin: kind_size, or older_size */
+	int older;		     /* graph.bin is of version 4: the graph's arrays are copies, made
+					whole (upgrade_older); the next save writes a checkpoint */
 	size_t checkpoint_len;	     /* bytes of graph.bin's checkpoint */
 	size_t file_len;	     /* bytes of its valid part: the checkpoint and whole deltas */
 	int stored;		     /* graph.bin holds head and the records */
@@ -130,6 +140,8 @@ static int store_blobs(struct graph *g, struct snapshot *s)
 		blob_stage(s, &fresh, &n->state, c->state);
 		json_stage(s, &fresh, &n->config, c->config);
 		json_stage(s, &fresh, &n->methods, c->methods);
+		blob_stage(s, &fresh, &n->status, c->status);
+		blob_stage(s, &fresh, &n->reason, c->reason);
 	}
 	for (size_t i = s->stored ? s->head.nedges : 0; i < g->g.nedges; i++) {
 		json_stage(s, &fresh, &g->edges[i].candidate, g->edge_cache[i].candidate);
@@ -204,7 +216,7 @@ static void *record(const struct graph *g, int k, size_t i)
 static const char *held(const struct snapshot *s, int k, size_t i)
 {
 	const char *moved = i < s->moved_cap[k / 2] ? s->moved[k][i] : NULL;
-	return moved ? moved : s->base[k] + i * kind_size[k];
+	return moved ? moved : s->base[k] + i * s->size[k];
 }
 
 static void move_record(struct snapshot *s, int k, size_t i, const char *at)
@@ -231,8 +243,9 @@ static int point_checkpoint(struct snapshot *s, const char *map, size_t len)
 	memcpy(&s->head, map + sizeof(fh), sizeof(s->head));
 	uint64_t counts[KINDS] = {s->head.nnodes, s->head.nnodes, s->head.nedges, s->head.nedges};
 	for (int k = 0; k < KINDS; k++) {
+		s->size[k] = fh.sizes[k]; /* read_checkpoint let only kind_size or older_size through */
 		if (fh.offset[k] % PAGE != 0 || fh.offset[k] > len || fh.cap[k] < counts[k] ||
-		    fh.cap[k] > (len - fh.offset[k]) / kind_size[k] || fh.cap[k] != fh.cap[k / 2 * 2])
+		    fh.cap[k] > (len - fh.offset[k]) / s->size[k] || fh.cap[k] != fh.cap[k / 2 * 2])
 			return -1;
 		s->base[k] = map + fh.offset[k];
 		s->offset[k] = fh.offset[k];
@@ -261,7 +274,7 @@ static uint64_t checkpoint_checksum(const char *map, const struct file_head *fh,
 	uint64_t sum = fnv1a64_words(FNV1A64_BASIS, &zeroed, sizeof(zeroed));
 	sum = fnv1a64_words(sum, h, sizeof(*h));
 	for (int k = 0; k < KINDS; k++)
-		sum = fnv1a64_words(sum, map + fh->offset[k], (k < MEDGE ? h->nnodes : h->nedges) * kind_size[k]);
+		sum = fnv1a64_words(sum, map + fh->offset[k], (k < MEDGE ? h->nnodes : h->nedges) * fh->sizes[k]);
 	return fnv1a64_words(sum, map + fh->path_offset, h->rollout_len * sizeof(uint64_t));
 }
 
@@ -276,11 +289,13 @@ static int read_checkpoint(struct snapshot *s, const char *map, size_t len, cons
 	if (fh.byte_order != BYTE_ORDER_MARK)
 		return log_error("%s: written on a machine of the other byte order: export it there (kg-select --export)", path);
 	int sizes_match = 1;
+	s->older = fh.version == SNAPSHOT_OLDER;
 	for (int k = 0; k < KINDS; k++)
-		sizes_match &= fh.sizes[k] == kind_size[k];
-	if (fh.version != SNAPSHOT_VERSION || fh.head_size != sizeof(struct head_rec) ||
+		sizes_match &= fh.sizes[k] == (s->older ? older_size[k] : kind_size[k]);
+	if ((fh.version != SNAPSHOT_VERSION && !s->older) || fh.head_size != sizeof(struct head_rec) ||
 	    fh.params != SEARCH_PARAMS_MAX || !sizes_match)
-		return log_error("%s: version %u, but this kg-select reads version %d", path, fh.version, SNAPSHOT_VERSION);
+		return log_error("%s: version %u, but this kg-select reads version %d (and %d)", path, fh.version,
+				 SNAPSHOT_VERSION, SNAPSHOT_OLDER);
 	if (point_checkpoint(s, map, len) != 0)
 		return log_error("%s: cut short", path);
 	if (checkpoint_checksum(map, &fh, &s->head) != fh.checksum)
@@ -331,7 +346,7 @@ static int read_delta(struct snapshot *s, const char *map, size_t len, size_t *p
 	memcpy(&h, map + at, sizeof(h));
 	memcpy(changed, map + at + sizeof(h), sizeof(changed));
 	at += sizeof(h) + sizeof(changed);
-	size_t pair[2] = {kind_size[MNODE] + kind_size[GNODE], kind_size[MEDGE] + kind_size[GEDGE]};
+	size_t pair[2] = {s->size[MNODE] + s->size[GNODE], s->size[MEDGE] + s->size[GEDGE]};
 	uint64_t count[2] = {h.nnodes, h.nedges}, before[2] = {s->head.nnodes, s->head.nedges};
 	static const char *const kind_name[2] = {"nodes", "edges"};
 	if (changed[0] > (end - at) / (8 + pair[0]) || changed[1] > (end - at - changed[0] * (8 + pair[0])) / (8 + pair[1]))
@@ -356,7 +371,7 @@ static int read_delta(struct snapshot *s, const char *map, size_t len, size_t *p
 					       kind_name[kind], i, count[kind], kind_name[kind]);
 			added += i >= before[kind];
 			move_record(s, 2 * kind, i, map + at + 8);
-			move_record(s, 2 * kind + 1, i, map + at + 8 + kind_size[2 * kind]);
+			move_record(s, 2 * kind + 1, i, map + at + 8 + s->size[2 * kind]);
 			at += 8 + pair[kind];
 		}
 		if (added != count[kind] - before[kind])
@@ -367,6 +382,22 @@ static int read_delta(struct snapshot *s, const char *map, size_t len, size_t *p
 	s->path = map + at;
 	*pos = end;
 	return 0;
+}
+
+/* The fields version 5 appended, in a graph read from version 4: as a graph that learned its
+ * records then has them (no build numbers: graph_unnumbered; no status or reason). */
+static void upgrade_older(struct graph *g)
+{
+	for (size_t i = 0; i < g->g.nnodes; i++) {
+		struct gnode *n = &g->nodes[i];
+		n->build = 0;
+		n->status = n->reason = (struct blob){BLOB_NONE, 0};
+	}
+	for (size_t i = 0; i < g->g.nedges; i++) {
+		struct gedge *e = &g->edges[i];
+		e->build = 0;
+		e->transposition = e->spare = 0;
+	}
 }
 
 /* Points g at the stored records and checks that each names nodes, edges and blobs that
@@ -383,12 +414,13 @@ static int decode(struct graph *g, const struct snapshot *s, const char *path)
 	uint64_t end = 0;
 	if (!blob_valid(s, h->kernel, 0, &end) || !blob_valid(s, h->regraph, 1, &end))
 		return log_error("%s: the kernel's name or the regraph path is outside graph.blobs", path);
-	if (n > s->cap[MNODE] || m > s->cap[MEDGE]) {
-		/* The deltas outgrew the checkpoint's room: the arrays move to the heap. */
+	if (n > s->cap[MNODE] || m > s->cap[MEDGE] || s->older) {
+		/* The deltas outgrew the checkpoint's room, or its records are shorter than the
+		 * graph's: the arrays move to the heap. */
 		graph_reserve(g, n, m);
 		for (int k = 0; k < KINDS; k++)
-			if (s->base_count[k / 2])
-				memcpy(record(g, k, 0), s->base[k], s->base_count[k / 2] * kind_size[k]);
+			for (size_t i = 0; i < s->base_count[k / 2]; i++)
+				memcpy(record(g, k, i), s->base[k] + i * s->size[k], s->size[k]);
 	} else {
 		graph_use_arrays(g, (void *)(s->arrays + s->offset[MNODE]), (void *)(s->arrays + s->offset[GNODE]),
 				 (size_t)s->cap[MNODE], (void *)(s->arrays + s->offset[MEDGE]),
@@ -397,14 +429,18 @@ static int decode(struct graph *g, const struct snapshot *s, const char *path)
 	for (int k = 0; k < KINDS; k++)
 		for (size_t i = 0; i < (k < MEDGE ? n : m) && i < s->moved_cap[k / 2]; i++)
 			if (s->moved[k][i])
-				memcpy(record(g, k, i), s->moved[k][i], kind_size[k]);
+				memcpy(record(g, k, i), s->moved[k][i], s->size[k]);
 	g->g.nnodes = n;
 	g->g.nedges = m;
+	if (s->older)
+		upgrade_older(g);
 	for (size_t i = 0; i < n; i++) {
 		const struct gnode *gn = &g->nodes[i];
 		if (!blob_valid(s, gn->state, 0, &end) || !blob_valid(s, gn->config, 1, &end) ||
 		    !blob_valid(s, gn->methods, 1, &end))
 			return log_error("%s: nodes[%zu]: state, config or methods outside graph.blobs", path, i);
+		if (!blob_valid(s, gn->status, 1, &end) || !blob_valid(s, gn->reason, 1, &end))
+			return log_error("%s: nodes[%zu]: status or reason outside graph.blobs", path, i);
 	}
 	for (size_t i = 0; i < m; i++) {
 		const struct gedge *ge = &g->edges[i];
@@ -461,6 +497,9 @@ static int load_bin(struct snapshot *s, struct graph *g)
 	s->bin = map;
 	s->bin_mapped = len;
 	int rc = read_checkpoint(s, map, len, path);
+	if (rc == 0 && s->older)
+		log_warn("%s: version %d, without the candidates' build numbers and failures: kg-select --draw reads them "
+			 "from events.jsonl, and the next save writes version %d", path, SNAPSHOT_OLDER, SNAPSHOT_VERSION);
 	if (rc == 0) {
 		size_t pos = s->checkpoint_len;
 		int got = 0;
@@ -634,7 +673,8 @@ int snapshot_save(struct snapshot *s, struct graph *g)
 	encode_head(g, &h);
 	char *file = run_path(g->run, RUN_GRAPH);
 	int rc = -1, written = 0;
-	if (s->stored) {
+	/* a version 4 file takes no delta of version 5's records */
+	if (s->stored && !s->older) {
 		struct strbuf out;
 		size_t *moves = NULL, nmoves = 0, node_moves = 0;
 		strbuf_init(&out);
@@ -656,6 +696,7 @@ int snapshot_save(struct snapshot *s, struct graph *g)
 			point_checkpoint(s, buf, len);
 			s->file_len = s->checkpoint_len;
 			s->stored = 1;
+			s->older = 0;
 			keep_written(s, buf);
 		} else {
 			free(buf);

@@ -7,7 +7,7 @@
 
 #include "graph.h"
 
-/* graph.bin (version 4) is a checkpoint (a header with an FNV-1a checksum of what a load
+/* graph.bin (version 5) is a checkpoint (a header with an FNV-1a checksum of what a load
  * reads, the graph's four arrays as they are in memory, each page-aligned with room to grow,
  * the rollout path) followed by deltas, each with the header, the records that changed and a
  * checksum. A load maps it copy-on-write and points the graph at the arrays; a save appends a
@@ -20,7 +20,14 @@
  * append-only: the NUL-terminated strings and JSON texts (states, methods, configurations,
  * candidates) the records point at; bytes a kill left unreferenced at its end are never read.
  * Both files are in the host's byte order, for this machine only: graph_export is the
- * portable form. */
+ * portable form.
+ *
+ * Version 5 appended to each node record its build number, failure status and reason, and to
+ * each edge record its build number and whether it was a transposition (graph.h), so that
+ * kg-select --draw needs no log. A version 4 file is still read, with a warning: its records
+ * are a prefix of version 5's, copied to the heap with the new fields empty (the graph is
+ * then graph_unnumbered: --draw numbers it from events.jsonl, number_from_log), and its
+ * next save writes a version 5 checkpoint. Any other version is refused. */
 
 struct snapshot;
 

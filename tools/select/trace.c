@@ -330,6 +330,18 @@ static void add_failure_reason(struct strbuf *sb, const cJSON *record)
 	}
 }
 
+char *trace_failure_reason(const cJSON *record)
+{
+	struct strbuf sb;
+	strbuf_init(&sb);
+	add_failure_reason(&sb, record);
+	if (sb.len == 0) {
+		strbuf_release(&sb);
+		return NULL;
+	}
+	return strbuf_detach(&sb);
+}
+
 /* Appends text to RUN/trace.md in one write; a table row after a line that is not one
  * starts the table again (a summary or a note may have come between). */
 static void append_trace(const struct graph *g, const char *text, int row)

@@ -21,6 +21,10 @@ struct trace_step {
 	int better;	      /* the candidate became the incumbent */
 };
 
+/* Why a failed candidate record failed, on one line, as its row says it (the compiler's
+ * first error, the check's verdict, the bench's error): a string to free, or NULL when the
+ * record does not say. The graph keeps it with the failed node (gnode.reason). */
+char *trace_failure_reason(const cJSON *record);
 /* The title, and the baseline the root was made from (record: the benched baseline). */
 void trace_root(const struct graph *g, const cJSON *record);
 /* One evaluated candidate's row: iteration, where from, what changed and who proposed it,

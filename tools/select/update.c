@@ -302,6 +302,27 @@ static size_t child_of(struct graph *g, size_t parent, size_t e, const char *sta
 	return child;
 }
 
+/* A JSON value jq's "a // b" takes: present, not null, not false. */
+static int given(const cJSON *v)
+{
+	return v && !cJSON_IsNull(v) && !cJSON_IsFalse(v);
+}
+
+/* Keeps with a failed node the status of the stage that failed, as kg-report named it
+ * (bench.status, else build.status, else "failed": jq's //), and trace.md's reason, so
+ * that kg-select --draw shows it without the log. */
+static void keep_failure(struct graph *g, size_t node, const cJSON *record)
+{
+	const cJSON *bench = cJSON_GetObjectItemCaseSensitive(record, "bench");
+	const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
+	const cJSON *status = cJSON_GetObjectItemCaseSensitive(bench, "status");
+	if (!given(status))
+		status = cJSON_GetObjectItemCaseSensitive(build, "status");
+	char *reason = trace_failure_reason(record);
+	graph_node_set_failure(g, node, cJSON_IsString(status) ? status->valuestring : "failed", reason);
+	free(reason);
+}
+
 /* Makes child the incumbent when it beat it (RUN/best follows); returns whether it did. The
  * incumbent moves only when the candidate's interval clears it. */
 static int move_incumbent(struct graph *g, size_t child, int ok, const cJSON *bench)
@@ -384,6 +405,13 @@ static int learn_candidate(struct updater *u, cJSON *record, long line, struct l
 	g->edges[e].reward_sum += reward;
 	g->edges[e].reward_max = fmax(g->edges[e].reward_max, reward);
 	g->builds++;
+	g->edges[e].build = g->builds;
+	g->edges[e].transposition = transposition;
+	if (!transposition) {
+		g->nodes[child].build = g->builds;
+		if (!ok)
+			keep_failure(g, child, record);
+	}
 
 	size_t *path, len = path_to(g, record, parent, &path);
 	path = xreallocarray(path, len + 1, sizeof(*path));
@@ -613,6 +641,49 @@ static void updater_release(struct updater *u)
 	cJSON_Delete(u->rows_seen);
 	free(u->dataset);
 	free(u->events);
+}
+
+/* Numbers from one evaluated record of the log (build: its number): its edge and, the first
+ * time a record names it, its node, where the graph lacks them. */
+static void number_record(struct graph *g, const cJSON *record, int64_t build)
+{
+	const cJSON *upd = cJSON_GetObjectItemCaseSensitive(record, "update");
+	double edge = json_number(upd, "edge", NAN), child = json_number(upd, "child_id", NAN);
+	if (!(child >= 0 && child < (double)g->g.nnodes && floor(child) == child))
+		return;
+	size_t c = (size_t)child;
+	if (edge >= 0 && edge < (double)g->g.nedges && floor(edge) == edge) {
+		size_t e = (size_t)edge;
+		if (g->edges[e].build == 0 && g->g.edges[e].to == c) {
+			g->edges[e].build = build;
+			g->edges[e].transposition = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(upd, "transposition"));
+		}
+	}
+	if (c != 0 && g->nodes[c].build == 0) {
+		g->nodes[c].build = build;
+		if (g->nodes[c].failed && !graph_node_status(g, c))
+			keep_failure(g, c, record);
+	}
+}
+
+int number_from_log(struct graph *g)
+{
+	struct events_reader r;
+	cJSON *record;
+	int64_t builds = 0;
+	int ret = events_open(&r, g->run, 0, EVENTS_MUST_EXIST) == EVENTS_OPENED ? 0 : -1;
+	while (ret == 0 && (record = events_next(&r))) {
+		/* numbered as kg-report numbered them: each record that names its child, but the root's */
+		const cJSON *child = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(record, "update"),
+								      "child_id");
+		if (cJSON_IsNumber(child) && event_kind(record) != EVENT_ROOT)
+			number_record(g, record, ++builds);
+		cJSON_Delete(record);
+	}
+	if (r.failed)
+		ret = -1;
+	events_reader_release(&r);
+	return ret;
 }
 
 /* Before a pick: learns what the log holds beyond the graph (catch_up_with_log). Returns

@@ -23,5 +23,11 @@ void update_report_dry_run(const struct graph *g);
  * kill between appending to the log and saving the graph leaves. Returns KG_EXIT_OK, or
  * KG_EXIT_IO when the graph could not be saved. */
 int catch_up_before_pick(struct step *step);
+/* Gives a graph learned before graphs kept build numbers (graph_unnumbered: a graph.bin of
+ * version 4, a graph.json written before) the numbers, transpositions and failures it lacks
+ * from RUN/events.jsonl's evaluated records, in memory (kg-select --draw's older graphs; the
+ * next save stores what a step learns after it, numbered). Returns 0, or -1 after reporting
+ * a log that cannot be read. */
+int number_from_log(struct graph *g);
 
 #endif
