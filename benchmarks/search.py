@@ -12,7 +12,9 @@ under a key of what decides its result, so a rerun computes only what is missing
 kg-tune also runs with history (--history): "others", each table tuned with the other tables of
 the same kernel (the same kernel name and tuning parameters: other GPUs, other sizes) as
 history, leaving itself out; "misleading", with one of those tables (itself when it has none)
-whose times are shuffled among its configurations, a history that ranks at random.
+whose times are shuffled among its configurations, a history that ranks at random: a shuffle
+of its own for each seed, since one shuffle puts one configuration first in every seed's
+history and the seeds then measure that configuration's basin, not a misleading history's cost.
 """
 import argparse
 import gzip
@@ -295,17 +297,16 @@ def run_kt(space, strategy, budget, seed):
     return {"trace": trace, "evaluations": len(results), "wall_s": wall}
 
 
-def misleading_table(space, source, work):
+def misleading_table(source, seed, work):
     """A history that ranks at random: source's table (a space of the same kernel) with its
-    measurements shuffled among its configurations, the same shuffle every time. Returns its
-    path."""
-    out = os.path.join(work, "tables", "shuffled-%s-%s.json" % (source["name"], source["digest"]))
+    measurements shuffled among its configurations, the seed's own shuffle. Returns its path."""
+    out = os.path.join(work, "tables", "shuffled-%s-%s-s%d.json" % (source["name"], source["digest"], seed))
     if not os.path.exists(out):
         with open(os.path.join(ROOT, source["table"])) as f:
             doc = json.load(f)
         results = doc["results"]
         measured = [{k: r[k] for k in ("times", "invalidity") if k in r} for r in results]
-        random.Random(source["name"]).shuffle(measured)
+        random.Random("%s %d" % (source["name"], seed)).shuffle(measured)
         for r, m in zip(results, measured):
             r.pop("times", None)
             r.update(m)
@@ -316,15 +317,23 @@ def misleading_table(space, source, work):
     return out
 
 
-def history_of(space, mode, family, work):
-    """The --history tables of a space's runs in a mode: none; the other tables of its kernel;
-    one of them (itself when it has none) shuffled."""
+def history_sources(space, mode, family):
+    """The tables a space's runs in a mode draw their history from: none; the other tables of
+    its kernel; one of them (itself when it has none), to be shuffled."""
     others = sorted((s for s in family if s["name"] != space["name"]), key=lambda s: s["name"])
     if mode == "others":
-        return [os.path.join(ROOT, s["table"]) for s in others]
+        return others
     if mode == "misleading":
-        return [misleading_table(space, (others or [space])[0], work)]
+        return (others or [space])[:1]
     return []
+
+
+def history_of(space, mode, family, seed, work):
+    """The --history tables of a space's run in a mode for a seed."""
+    sources = history_sources(space, mode, family)
+    if mode == "misleading":
+        return [misleading_table(s, seed, work) for s in sources]
+    return [os.path.join(ROOT, s["table"]) for s in sources]
 
 
 def run_kg(space, budget, seed, opts, cache_dir, tmp_root):
@@ -570,14 +579,16 @@ def main():
     tasks = []
     for space in (s for s in spaces if not s.get("skipped")):
         sf = os.path.join(space["folder"], "space.json")
-        history = {m: history_of(space, m, families.get(space["family"], []), opt.work) for m in modes}
+        family = families.get(space["family"], [])
         keys = {m: kg_key if m == "none" else "%s-%s-%s" % (kg_key, m, hashlib.sha256(
-            " ".join(digest(h) for h in history[m]).encode()).hexdigest()[:12]) for m in modes}
+            " ".join(["shuffled per seed"] * (m == "misleading") + [s["digest"] for s in history_sources(
+                space, m, family)]).encode()).hexdigest()[:12]) for m in modes}
         for b in sorted(budgets, reverse=True):
             for seed in seeds:
                 for m in [] if opt.no_kg else modes:
-                    opts = kg_opts + [o for h in history[m] for o in ("--history", h)]
                     path = os.path.join(space["folder"], "kg-tune-" + keys[m], "b%d-s%d.json" % (b, seed))
+                    history = [] if os.path.exists(path) else history_of(space, m, family, seed, opt.work)
+                    opts = kg_opts + [o for h in history for o in ("--history", h)]
                     tool = KG if m == "none" else KG_WITH[m]
                     tasks.append((sf, tool, b, seed, path, {"opts": opts, "cache_dir": cache_dir, "tmp": tmp}))
                 if opt.kt_max_budget is not None and b > opt.kt_max_budget:

@@ -438,15 +438,15 @@ fake_stage() {
 	kg-iterate -q --front-only --batch 4 --replay "$TABLE" "$RUN" >front
 	kg-iterate -q --from front --build-only --replay "$TABLE" "$RUN" >built
 	[ "$(wc -l <built)" -ge 4 ]
-	# measured_soon N OPTION...: the Nth built record is measured within 2 s, while the
-	# records after it are still 4 s away
+	# measured_soon N OPTION...: the Nth built record is measured within 4 s, while the
+	# records after it are still 6 s away
 	measured_soon() {
 		local n=$1 state
 		state=$(sed -n "${n}p" built | jq -r .build.dir)
 		shift
-		{ sed -n "${n}p" built; sleep 4; sed -n "$((n + 1)),\$p" built; } |
+		{ sed -n "${n}p" built; sleep 6; sed -n "$((n + 1)),\$p" built; } |
 			kg-iterate -q --from - --bench-only --gpus 0,1 --replay "$TABLE" "$@" "$RUN" >/dev/null &
-		for _ in $(seq 40); do [ -f "$RUN/$state/bench.json" ] && break; sleep 0.05; done
+		for _ in $(seq 80); do [ -f "$RUN/$state/bench.json" ] && break; sleep 0.05; done
 		[ -f "$RUN/$state/bench.json" ]
 		wait $!
 	}
