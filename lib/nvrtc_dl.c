@@ -171,6 +171,8 @@ int nvrtc_compile(const char *source, const char *file_name, const char *const *
 	out->compile_ms = monotonic_ms() - t0;
 	out->ok = rc == NVRTC_SUCCESS;
 	out->error = out->ok ? NULL : nvrtc.GetErrorString(rc);
+	out->own_failure = rc == NVRTC_ERROR_BUILTIN_OPERATION_FAILURE || rc == NVRTC_ERROR_OUT_OF_MEMORY ||
+			   rc == NVRTC_ERROR_INTERNAL_ERROR;
 
 	size_t size = 0;
 	out->log = NULL;
