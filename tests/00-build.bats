@@ -20,7 +20,12 @@ kmake() {
 
 @test "make cuda-check names the missing toolkit" {
 	run -2 kmake -s cuda-check CUDA_HOME=/nonexistent/cuda
-	assert_output --partial "kernelgraph: no CUDA toolkit in CUDA_HOME=/nonexistent/cuda (/nonexistent/cuda/include/nvrtc.h is missing); install the CUDA toolkit or run make CUDA_HOME=/path/to/cuda"
+	assert_output --partial "kernelgraph: no CUDA toolkit in CUDA_HOME=/nonexistent/cuda (/nonexistent/cuda/include/nvrtc.h is missing); install the CUDA toolkit (README.md, \"Set up\") or run make CUDA_HOME=/path/to/cuda"
+	# Debian 12's own toolkit (11.8): NVRTC, but no CUPTI range profiler
+	mkdir -p "$BATS_TEST_TMPDIR/cuda/include"
+	touch "$BATS_TEST_TMPDIR/cuda/include/nvrtc.h" "$BATS_TEST_TMPDIR/cuda/include/cupti_pcsampling.h"
+	run -2 kmake -s cuda-check CUDA_HOME="$BATS_TEST_TMPDIR/cuda"
+	assert_output --partial "kernelgraph: the CUDA toolkit in CUDA_HOME=$BATS_TEST_TMPDIR/cuda has no CUPTI range profiler (cupti_range_profiler.h); kernelgraph needs CUDA 13 (README.md, \"Set up\")"
 }
 
 @test "make install puts every tool under DESTDIR/PREFIX and uninstall removes them" {
