@@ -271,11 +271,11 @@ test-gpu: all $(TEST_DRIVER)
 # itself, clang and its sanitizer runtime (make check's second build, the fuzzers), chromium
 # (kg-report's page opened in its test), munge and Slurm (the one-node cluster of
 # tests/check/85-slurm.bats), cmake, g++ and python3-venv (the tests' llama-server and the
-# environment that writes its model), time (/usr/bin/time, for benchmarks/), and shellcheck
+# environment that writes its model), curl (the llama-server test asks the server directly), time (/usr/bin/time, for benchmarks/), and shellcheck
 # (make lint checks the pipeline scripts).
 DEB_RUN  = gcc make pkg-config libc6-dev libcurl4-openssl-dev libcjson-dev libssl-dev ca-certificates \
            jq patch util-linux gnuplot-nox bsdextrautils graphviz
-DEB_TEST = bats bats-support bats-assert parallel python3 python3-venv cmake g++ time \
+DEB_TEST = bats bats-support bats-assert parallel python3 python3-venv cmake g++ curl time \
            clang libclang-rt-dev chromium munge slurmctld slurmd slurm-client shellcheck
 
 # deps_install PACKAGES: apt-get installs them, through sudo when not root.

@@ -71,7 +71,7 @@ kmake() {
 	run kmake -n deps-test
 	assert_success
 	install=$(grep 'apt-get install' <<<"$output")
-	for p in gcc jq patch bats bats-assert parallel python3 clang chromium munge slurmctld slurmd cmake python3-venv; do
+	for p in gcc jq patch bats bats-assert parallel python3 clang chromium munge slurmctld slurmd cmake python3-venv curl; do
 		[[ " $install " == *" $p "* ]] || { echo "make deps-test lacks $p" >&2; return 1; }
 	done
 	grep -qx 'make deps-test check DEVELOPER=1' "$KG_ROOT/.ci/run"
