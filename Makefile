@@ -72,6 +72,8 @@ BASE_LIBS    = $(CJSON_LIBS) $(CRYPTO_LIBS) -lm
 # and starts (to say what is missing) on machines without them.
 $(BUILD)/tools/build/%.o: ALL_CPPFLAGS += -isystem $(CUDA_HOME)/include -DKG_CUDA_HOME='"$(CUDA_HOME)"'
 $(BUILD)/tools/bench/%.o: ALL_CPPFLAGS += -isystem $(CUDA_HOME)/include -DKG_CUDA_HOME='"$(CUDA_HOME)"'
+# CUPTI's headers where a toolkit keeps them apart (gpu.c looks for its library there too)
+$(BUILD)/tools/bench/%.o: ALL_CPPFLAGS += -isystem $(CUDA_HOME)/extras/CUPTI/include
 # CUPTI's profiler host header includes C++'s <string>: an empty one stands in for it.
 $(BUILD)/tools/bench/%.o: ALL_CPPFLAGS += -Itools/bench/c-shim
 $(BUILD)/lib/nvrtc_dl.o: ALL_CPPFLAGS += -isystem $(CUDA_HOME)/include -DKG_CUDA_HOME='"$(CUDA_HOME)"'
@@ -172,10 +174,15 @@ $(BUILD)/benchmarks/check-reference: $(BUILD)/benchmarks/check_reference.o $(LIB
 
 # cuda-found, before building the tools that need the toolkit, says only what is missing;
 # cuda-check, asked for, says where it found it too.
+# Debian's own toolkit (non-free nvidia-cuda-toolkit, 11.8 in Debian 12) has NVRTC but not the
+# CUPTI that kg-bench is built against: said here, not as a missing header in the middle of the build.
 cuda-found:
 	@test -f '$(CUDA_HOME)/include/nvrtc.h' || { \
 	  echo "kernelgraph: no CUDA toolkit in CUDA_HOME=$(CUDA_HOME) ($(CUDA_HOME)/include/nvrtc.h is missing);" \
-	       "install the CUDA toolkit or run make CUDA_HOME=/path/to/cuda" >&2; exit 1; }
+	       "install the CUDA toolkit (README.md, \"Set up\") or run make CUDA_HOME=/path/to/cuda" >&2; exit 1; }
+	@test -f '$(CUDA_HOME)/include/cupti_range_profiler.h' || test -f '$(CUDA_HOME)/extras/CUPTI/include/cupti_range_profiler.h' || { \
+	  echo "kernelgraph: the CUDA toolkit in CUDA_HOME=$(CUDA_HOME) has no CUPTI range profiler (cupti_range_profiler.h);" \
+	       "kernelgraph needs CUDA 13 (README.md, \"Set up\")" >&2; exit 1; }
 cuda-check: cuda-found
 	@echo "kernelgraph: the CUDA toolkit is in CUDA_HOME=$(CUDA_HOME) ($(CUDA_HOME)/include/nvrtc.h)"
 
@@ -264,11 +271,11 @@ test-gpu: all $(TEST_DRIVER)
 # itself, clang and its sanitizer runtime (make check's second build, the fuzzers), chromium
 # (kg-report's page opened in its test), munge and Slurm (the one-node cluster of
 # tests/check/85-slurm.bats), cmake, g++ and python3-venv (the tests' llama-server and the
-# environment that writes its model), time (/usr/bin/time, for benchmarks/), and shellcheck
+# environment that writes its model), curl (the llama-server test asks the server directly), time (/usr/bin/time, for benchmarks/), and shellcheck
 # (make lint checks the pipeline scripts).
 DEB_RUN  = gcc make pkg-config libc6-dev libcurl4-openssl-dev libcjson-dev libssl-dev ca-certificates \
            jq patch util-linux gnuplot-nox bsdextrautils graphviz
-DEB_TEST = bats bats-support bats-assert parallel python3 python3-venv cmake g++ time \
+DEB_TEST = bats bats-support bats-assert parallel python3 python3-venv cmake g++ curl time \
            clang libclang-rt-dev chromium munge slurmctld slurmd slurm-client shellcheck
 
 # deps_install PACKAGES: apt-get installs them, through sudo when not root.

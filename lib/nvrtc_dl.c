@@ -64,6 +64,24 @@ static void *open_nvrtc_library(struct strbuf *tried)
 	return h;
 }
 
+/* NVRTC opens its builtins by name, through the linker's search path, at its first compile:
+ * a toolkit whose folder is not there (no ld.so.conf.d line, no LD_LIBRARY_PATH, as a
+ * fresh Debian root with the toolkit in CUDA_HOME has it) fails every compile with "failed to
+ * open libnvrtc-builtins.so.13.0". Opened first from beside the NVRTC that was loaded, the
+ * loader answers NVRTC's request with it (a library already loaded matches by its soname). */
+static void open_builtins(int major, int minor)
+{
+	Dl_info info;
+	if (!dladdr(*(void **)&nvrtc.Version, &info) || !info.dli_fname || !strchr(info.dli_fname, '/'))
+		return;
+	const char *slash = strrchr(info.dli_fname, '/');
+	char *path = xasprintf("%.*s/libnvrtc-builtins.so.%d.%d", (int)(slash - info.dli_fname), info.dli_fname,
+			       major, minor);
+	if (!dlopen(path, RTLD_LAZY | RTLD_LOCAL))
+		(void)dlerror(); /* not there: NVRTC's own search, and its own error */
+	free(path);
+}
+
 int nvrtc_open(struct strbuf *why)
 {
 	if (!nvrtc.tried) {
@@ -103,6 +121,7 @@ int nvrtc_open(struct strbuf *why)
 		int major = 0, minor = 0;
 		nvrtc.Version(&major, &minor);
 		snprintf(nvrtc.version, sizeof(nvrtc.version), "%d.%d", major, minor);
+		open_builtins(major, minor);
 		nvrtc.loaded = 1;
 	}
 done:
@@ -152,6 +171,8 @@ int nvrtc_compile(const char *source, const char *file_name, const char *const *
 	out->compile_ms = monotonic_ms() - t0;
 	out->ok = rc == NVRTC_SUCCESS;
 	out->error = out->ok ? NULL : nvrtc.GetErrorString(rc);
+	out->own_failure = rc == NVRTC_ERROR_BUILTIN_OPERATION_FAILURE || rc == NVRTC_ERROR_OUT_OF_MEMORY ||
+			   rc == NVRTC_ERROR_INTERNAL_ERROR;
 
 	size_t size = 0;
 	out->log = NULL;

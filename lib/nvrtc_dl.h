@@ -30,6 +30,8 @@ struct nvrtc_output {
 	size_t cubin_len;
 	char *lowered;	   /* the lowered name of name_expression; NULL when not found */
 	const char *error; /* NVRTC's name for a failure (static), NULL when ok */
+	int own_failure;   /* NVRTC failed itself, not the program (its builtins not found, out of
+			    * memory, an internal error): a fixed toolkit may compile it */
 };
 
 /* Compiles source (called file_name in messages) with options; name_expression, when not

@@ -20,7 +20,12 @@ kmake() {
 
 @test "make cuda-check names the missing toolkit" {
 	run -2 kmake -s cuda-check CUDA_HOME=/nonexistent/cuda
-	assert_output --partial "kernelgraph: no CUDA toolkit in CUDA_HOME=/nonexistent/cuda (/nonexistent/cuda/include/nvrtc.h is missing); install the CUDA toolkit or run make CUDA_HOME=/path/to/cuda"
+	assert_output --partial "kernelgraph: no CUDA toolkit in CUDA_HOME=/nonexistent/cuda (/nonexistent/cuda/include/nvrtc.h is missing); install the CUDA toolkit (README.md, \"Set up\") or run make CUDA_HOME=/path/to/cuda"
+	# Debian 12's own toolkit (11.8): NVRTC, but no CUPTI range profiler
+	mkdir -p "$BATS_TEST_TMPDIR/cuda/include"
+	touch "$BATS_TEST_TMPDIR/cuda/include/nvrtc.h" "$BATS_TEST_TMPDIR/cuda/include/cupti_pcsampling.h"
+	run -2 kmake -s cuda-check CUDA_HOME="$BATS_TEST_TMPDIR/cuda"
+	assert_output --partial "kernelgraph: the CUDA toolkit in CUDA_HOME=$BATS_TEST_TMPDIR/cuda has no CUPTI range profiler (cupti_range_profiler.h); kernelgraph needs CUDA 13 (README.md, \"Set up\")"
 }
 
 @test "make install puts every tool under DESTDIR/PREFIX and uninstall removes them" {
@@ -66,7 +71,7 @@ kmake() {
 	run kmake -n deps-test
 	assert_success
 	install=$(grep 'apt-get install' <<<"$output")
-	for p in gcc jq patch bats bats-assert parallel python3 clang chromium munge slurmctld slurmd cmake python3-venv; do
+	for p in gcc jq patch bats bats-assert parallel python3 clang chromium munge slurmctld slurmd cmake python3-venv curl; do
 		[[ " $install " == *" $p "* ]] || { echo "make deps-test lacks $p" >&2; return 1; }
 	done
 	grep -qx 'make deps-test check DEVELOPER=1' "$KG_ROOT/.ci/run"
@@ -96,6 +101,14 @@ kmake() {
 	[ "$(grep -c "^KG_BIN_DIR=$KG_ROOT/bin .* tests tests/check$" <<<"$output")" -eq 1 ]
 	[ "$(grep -c "^KG_BIN_DIR=$KG_ROOT/build/san/bin .* tests tests/check$" <<<"$output")" -eq 1 ]
 	refute_output --regexp " tests$"
+}
+
+@test "make llm-server fetches only llama-cpp-python as an sdist: its build requirements come as wheels" {
+	# with --no-binary :all:, pip built them from source to read the sdist's metadata: over
+	# 9 minutes on a fresh Debian 12 root, against 5 s
+	grep -q -- '--no-binary llama-cpp-python ' "$KG_ROOT/tests/tools/llm_server_build.sh"
+	run grep -c -- '--no-binary :all:' "$KG_ROOT/tests/tools/llm_server_build.sh"
+	assert_output 0
 }
 
 @test "every tool's --help lists each of its long options" {

@@ -624,6 +624,27 @@ the parent's kernel: run/variants/$base/kernel.cu" = "$(jq -r .build.error <<<"$
 	[ "$(jq -r .build.status <<<"$output")" = ok ]
 }
 
+@test "NVRTC's builtins are opened from beside NVRTC, outside the loader's path; NVRTC's own failure is neither kept nor cached" {
+	# A fresh Debian root has the toolkit only in CUDA_HOME: no ld.so.conf.d line finds its
+	# libraries. Here the loader's cache is hidden (a mount namespace), and NVRTC is a link
+	# in a folder of the test's, with and then without its builtins beside it.
+	[ "$(id -u)" -eq 0 ] && unshare -m true 2>/dev/null || skip "needs root and unshare -m"
+	lib=${CUDA_HOME:-/usr/local/cuda}/lib64
+	mkdir nvrtc
+	ln -s "$(ls "$lib"/libnvrtc.so.[0-9]* | head -n 1)" nvrtc/
+	export KG_NVRTC_LIBRARY=$(ls "$PWD"/nvrtc/libnvrtc.so.*)
+	hidden='mount --bind /dev/null /etc/ld.so.cache && exec kg-build "$@"'
+	new_run run
+	run_tool 0 unshare -m sh -c "$hidden" sh < <(record run "" '{"id":"baseline"}')
+	[ "$(jq -c '.build | [.status, has("dir")]' <<<"$output")" = '["compile_failed",false]' ]
+	jq -r .build.error <<<"$output" | grep -q '^NVRTC_ERROR_BUILTIN_OPERATION_FAILURE$'
+	[ -z "$(ls run/variants)" ]
+	[ ! -d cache/kernelgraph/nvrtc ] || [ -z "$(ls cache/kernelgraph/nvrtc)" ]
+	ln -s "$(ls "$lib"/libnvrtc-builtins.so.[0-9]*.[0-9]* | head -n 1)" nvrtc/
+	run_tool 0 unshare -m sh -c "$hidden" sh < <(record run "" '{"id":"baseline"}')
+	[ "$(jq -c '.build | [.status, .cached]' <<<"$output")" = '["ok",false]' ]
+}
+
 @test "--no-compile: the state a compiled build gets, the variant's kernel.cu and build.json, no cubin, no NVRTC" {
 	new_run a '.KernelGraph.SharedMemory = "block_size_x * 8"'
 	new_run b '.KernelGraph.SharedMemory = "block_size_x * 8"'

@@ -42,7 +42,9 @@ if [ ! -x "$server" ]; then
 	tarball="$dir/llama_cpp_python-$version.tar.gz"
 	if [ ! -s "$tarball" ]; then
 		echo "llm_server_build: downloading the llama-cpp-python $version sdist (llama.cpp's sources) from PyPI" >&2
-		"$venv/bin/python" -m pip download -q --no-deps --no-binary :all: --dest "$dir" "llama-cpp-python==$version" \
+		# --no-binary for this package alone: with :all:, the sdist's build requirements
+		# (scikit-build-core and theirs) are built from source too, for minutes, to read its metadata.
+		"$venv/bin/python" -m pip download -q --no-deps --no-binary llama-cpp-python --dest "$dir" "llama-cpp-python==$version" \
 			>"$dir/download.log" 2>&1 || fail "cannot download llama-cpp-python==$version from PyPI: $(tail -n 3 "$dir/download.log" | tr '\n' ' ')"
 	fi
 	src="$dir/src"

@@ -232,8 +232,10 @@ NORETURN static void compile_child(const struct compile_job *job, int fd)
 	}
 	if (write_output(job->dir, VARIANT_BUILD_LOG, text.buf, text.len) != 0)
 		child_exit(fd, 0, 0, out.compile_ms, NULL, "cannot write build.log");
+	/* NVRTC's own failure is no verdict on the program: neither cached nor kept, so the
+	 * build after the toolkit is fixed compiles it. */
 	if (!out.ok)
-		child_exit(fd, 0, 1, out.compile_ms, NULL, compiler_errors(out.log, out.error));
+		child_exit(fd, 0, !out.own_failure, out.compile_ms, NULL, compiler_errors(out.log, out.error));
 	if (out.ptx && write_output(job->dir, VARIANT_PTX, out.ptx, out.ptx_len) != 0)
 		child_exit(fd, 0, 0, out.compile_ms, NULL, "cannot write kernel.ptx");
 	if (!out.cubin)
