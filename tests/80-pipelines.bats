@@ -447,7 +447,7 @@ fake_stage() {
 		{ sed -n "${n}p" built; sleep 6; sed -n "$((n + 1)),\$p" built; } |
 			kg-iterate -q --from - --bench-only --gpus 0,1 --replay "$TABLE" "$@" "$RUN" >/dev/null &
 		for _ in $(seq 80); do [ -f "$RUN/$state/bench.json" ] && break; sleep 0.05; done
-		[ -f "$RUN/$state/bench.json" ]
+		[ -f "$RUN/$state/bench.json" ] || { wait $!; return 1; }
 		wait $!
 	}
 	measured_soon 1
@@ -455,9 +455,10 @@ fake_stage() {
 	exec {lock}>>out/kernels/.vector_add.lock
 	flock -n "$lock"
 	export KG_RUN_LOCK_FD=$lock
-	kg-iterate --serve-benches benches --gpus 0,1 --replay "$TABLE" "$RUN" &
+	kg-iterate --serve-benches benches --gpus 0,1 --replay "$TABLE" "$RUN" 3>&- &
 	server=$!
-	measured_soon 3 --bench-server benches
+	# the server is stopped whatever the outcome (bats would wait for it)
+	measured_soon 3 --bench-server benches || { touch benches/stop; wait "$server"; false; }
 	touch benches/stop
 	wait "$server"
 }
