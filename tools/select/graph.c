@@ -211,16 +211,20 @@ const char *graph_blob_text(const struct graph *g, struct blob b)
 	return g->blobs + b.off;
 }
 
+/* A text the graph learned this process (cached), else the one stored at b. */
+static const char *text_or_blob(const struct graph *g, const char *cached, struct blob b)
+{
+	return cached ? cached : graph_blob_text(g, b);
+}
+
 const char *graph_node_state(const struct graph *g, size_t node)
 {
-	const char *cached = g->node_cache[node].state;
-	return cached ? cached : graph_blob_text(g, g->nodes[node].state);
+	return text_or_blob(g, g->node_cache[node].state, g->nodes[node].state);
 }
 
 const char *graph_edge_method(const struct graph *g, size_t edge)
 {
-	const char *cached = g->edge_cache[edge].method;
-	return cached ? cached : graph_blob_text(g, g->edges[edge].method);
+	return text_or_blob(g, g->edge_cache[edge].method, g->edges[edge].method);
 }
 
 /* The value stored at b, parsed into *cache on first use; fallback() when there is none. */
@@ -252,14 +256,12 @@ const cJSON *graph_edge_candidate(const struct graph *g, size_t edge)
 
 const char *graph_node_status(const struct graph *g, size_t node)
 {
-	const char *cached = g->node_cache[node].status;
-	return cached ? cached : graph_blob_text(g, g->nodes[node].status);
+	return text_or_blob(g, g->node_cache[node].status, g->nodes[node].status);
 }
 
 const char *graph_node_reason(const struct graph *g, size_t node)
 {
-	const char *cached = g->node_cache[node].reason;
-	return cached ? cached : graph_blob_text(g, g->nodes[node].reason);
+	return text_or_blob(g, g->node_cache[node].reason, g->nodes[node].reason);
 }
 
 void graph_node_set_failure(struct graph *g, size_t node, const char *status, const char *reason)
