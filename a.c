@@ -1,1 +1,0 @@
-void b(void); void a(void) { b(); }

@@ -1,1 +1,0 @@
-void a(void); void b(void) { a(); }
