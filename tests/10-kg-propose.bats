@@ -254,6 +254,37 @@ measure() {
 	[[ "$stderr" == *": 3 candidates (0 dropped, 0 left out by the build budget, 3 by the widening)"* ]]
 }
 
+@test "batch_budget: a batch's picks share the builds left, in order; one past them is not proposed, and its node not marked exhausted" {
+	fresh_run
+	expansion | kg-propose --rules --model-picks 0 | head -2 | measure
+	# kg-select's batch at the budget's end: three picks of one build each, two for the batch
+	kg-select --batch 3 --budget-builds "$(($(kg-select --export "$RUN" | jq .builds) + 2))" "$RUN" >picks.jsonl
+	[ "$(jq -c '[.op, .budget_left, .batch_budget]' picks.jsonl | sort -u)" = '["expand",1,2]' ]
+	[ "$(wc -l <picks.jsonl)" -eq 3 ]
+	{
+		cat picks.jsonl
+		sed -n 1p picks.jsonl | jq -c '. + {op: "evaluate", edge: 0, candidate: {id: "e", method: "m"}} | del(.children)'
+		sed -n 1p picks.jsonl | jq -c '.iter += 1 | .batch_budget = 1' # the next batch has its own
+	} >batch.jsonl
+	run_tool 0 kg-propose --rules --model-picks 0 batch.jsonl
+	assert_stderr_empty
+	[ "${#lines[@]}" -eq 5 ]
+	[ "$(jq -r '.candidate.id // .propose.status // "none"' <<<"$output" | sed 's/-.*-/-/' | tr '\n' ' ')" = \
+		"c2-1 c2-1 over_budget none c3-1 " ]
+	# the evaluation past the budget is passed on without its candidate (nothing to build)
+	[ "$(sed -n 4p <<<"$output" | jq -c '[.op, .edge, has("candidate")]')" = '["evaluate",0,false]' ]
+	# kg-select --update learns nothing from the pick past the budget: its node may be expanded again
+	node=$(sed -n 3p <<<"$output" | jq .node_id)
+	sed -n 3p <<<"$output" | kg-select --update "$RUN" >/dev/null
+	[ "$(kg-select --export "$RUN" | jq ".nodes[$node].exhausted")" = null ]
+	# (as an expansion kg-propose found nothing new for is)
+	sed -n 3p <<<"$output" | jq -c '.propose.status = "empty"' | kg-select --update "$RUN" >/dev/null
+	[ "$(kg-select --export "$RUN" | jq ".nodes[$node].exhausted")" = '"exhausted"' ]
+	# without batch_budget each pick keeps to its own budget_left alone
+	run_tool 0 kg-propose --rules --model-picks 0 <(sed -n 1,3p batch.jsonl | jq -c 'del(.batch_budget)')
+	[ "$(jq -r .candidate.id <<<"$output" | sed 's/-.*-/-/' | tr '\n' ' ')" = "c2-1 c2-1 c2-1 " ]
+}
+
 @test "a configuration move is named by the spec's KernelGraph.Methods, else by the parameter's name and values" {
 	fresh_run
 	jq '.KernelGraph.Methods = {"block_size_x": "change_occupancy"}' "$RUN/spec.json" >spec.json && mv spec.json "$RUN/spec.json"
@@ -579,6 +610,15 @@ measure_by_formula() {
 	# the same seed and run give the same candidates; with them in flight (--pending), the
 	# model believes them at their predicted times and picks others
 	kg-propose --rules pick.jsonl | cmp - first.jsonl
+	# a batch's picks of one kernel see the same measurements: the hyperparameters are fitted
+	# once, and the second pick's model is the one it fits alone (the same predictions and
+	# priors for a configuration both answers hold; the batch sends none twice)
+	run_tool 0 kg-propose -v -v --rules <(cat pick.jsonl incumbent.jsonl)
+	[ "$(grep -c 'the hyperparameters fitted to these 5 points before are used again' <<<"$stderr")" -eq 1 ]
+	[ "$(head -n "$(wc -l <first.jsonl)" <<<"$output")" = "$(cat first.jsonl)" ]
+	tail -n +"$(($(wc -l <first.jsonl) + 1))" <<<"$output" | jq -c '.candidate | [.config, .detail, .prior]' | sort >batched
+	kg-propose --rules incumbent.jsonl | jq -c '.candidate | [.config, .detail, .prior]' | sort | comm -12 - batched >both
+	[ "$(wc -l <both)" -ge 1 ]
 	jq -c 'select(.candidate.proposer == "rules:model")' first.jsonl > flying.jsonl
 	run_tool 0 kg-propose -v --rules --pending flying.jsonl pick.jsonl
 	[[ "$stderr" == *": the model proposes 2 of 11 configurations (4 in flight)"* ]]

@@ -414,9 +414,10 @@ draw_run() {
 	[ "$(jq -c '[.op, .edge]' <<<"$output" | tr -d '\n')" = '["evaluate",0]["evaluate",1]["evaluate",2]' ]
 	kg-select --export "$RUN" >g.json
 	[ "$(jq -c '[.edges[].n]' g.json)" = '[0,0,0]' ] # virtual visits are not kept
-	# under a budget of 2 builds, a batch of 3 is cut to 2 picks of one build each
+	# under a budget of 2 builds, a batch of 3 makes 3 picks of one build each that share the
+	# 2 (kg-propose builds the first two that make one: a pick may find nothing new)
 	run_tool 0 kg-select --batch 3 --budget-builds 2 "$RUN"
-	[ "$(jq -c '[.edge, .budget_left]' <<<"$output" | tr -d '\n')" = '[0,1][1,1]' ]
+	[ "$(jq -c '[.edge, .budget_left, .batch_budget]' <<<"$output" | tr -d '\n')" = '[0,1,2][1,1,2][2,1,2]' ]
 	# 5 left over 3 picks: shares 2, 2, 1
 	run_tool 0 kg-select --batch 3 --budget-builds 5 "$RUN"
 	[ "$(jq -c .budget_left <<<"$output" | tr -d '\n')" = '221' ]
@@ -533,10 +534,10 @@ draw_run() {
 	{ evaluated pick.jsonl S1 2.0; evaluated pick.jsonl S2 1.5; } | kg-select --update "$RUN" >/dev/null
 	kg-select "$RUN" >leaf.jsonl
 	[ "$(jq -c '[.node, .budget_left]' leaf.jsonl)" = '["S1",3]' ]
-	# two of the three builds left are in flight: one is left, for one pick
+	# two of the three builds left are in flight: one is left, shared by the batch's two picks
 	jq -c '. + {candidate: {id: "a"}}, . + {candidate: {id: "b"}}' leaf.jsonl >two.jsonl
 	run_tool 0 kg-select --pending two.jsonl --batch 2 "$RUN"
-	[ "$(jq -c '[.op, .node, .budget_left]' <<<"$output")" = '["expand","S2",1]' ]
+	[ "$(jq -c '[.op, .node, .budget_left, .batch_budget]' <<<"$output" | tr -d '\n')" = '["expand","S2",1,1]["expand","S0",1,1]' ]
 	# an expansion kg-propose has not answered yet holds its whole share
 	run_tool 0 kg-select --pending leaf.jsonl --batch 2 "$RUN"
 	assert_output ""
@@ -986,8 +987,8 @@ damaged_delta() {
 	[ "$(kg-select --export "$RUN" | jq .builds)" = 0 ]
 	run_tool 0 kg-select --batch 3 "$RUN"
 	assert_stderr "kg-select: warning: $RUN/events.jsonl: $(($(stat -c %s "$RUN/events.jsonl") - learned)) bytes of the log are not in the graph (a run stopped between the two): learning them again"
-	# What is left of the budget, shared out; the evaluated edges are not picked again.
-	[ "$(jq -s 'map(.budget_left) | add' <<<"$output")" = 2 ]
+	# What is left of the budget, shared by the batch; the evaluated edges are not picked again.
+	[ "$(jq -c .batch_budget <<<"$output" | sort -u)" = 2 ]
 	[ "$(jq -r 'select(.op == "evaluate") | .candidate.id' <<<"$output" | grep -c -e c-a -e c-b)" = 0 ]
 	[ "$(jq -r 'select(.op == "evaluate") | .candidate.id' <<<"$output")" = c-c ]
 	[ "$(kg-select --export "$RUN" | jq -c '[.builds, [.nodes[].state], .events_len]')" = "$want" ]

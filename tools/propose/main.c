@@ -120,11 +120,15 @@ static void usage(FILE *fp)
 	      "\n"
 	      "A candidate record is the expand record with \"candidate\": {\"id\", \"proposer\", \"method\",\n"
 	      "\"detail\", \"think\", \"patch\", \"source\", \"config\" (complete), \"prior\", \"library\"}. An expansion\n"
-	      "left without candidates is written once with \"propose\": {\"status\": \"error\" or \"empty\", ...}.\n"
+	      "left without candidates is written once with \"propose\": {\"status\": \"error\", \"empty\" or\n"
+	      "\"over_budget\", ...}.\n"
 	      "An expand record's \"budget_left\" (kg-select's share of the build budget) caps its candidates;\n"
 	      "at 6 or fewer, once nothing is expected to gain --min-pred-gain, the model picks the lowest\n"
 	      "predicted times and they go first (the endgame);\n"
 	      "its \"children\" (what the widening allows now) caps the rules' candidates, best prior first.\n"
+	      "\"batch_budget\" (kg-select's, at the budget's end) caps the builds of a batch, the picks of\n"
+	      "one iteration in order: a pick left without one is written with \"propose\": {\"status\":\n"
+	      "\"over_budget\"} (its node is not marked exhausted), an evaluate record without its candidate.\n"
 	      "Every call and answer is kept in RUN/llm/ (calls.jsonl: tokens and estimated cost); the API key\n"
 	      "is never written.\n"
 	      "\n"
@@ -458,9 +462,10 @@ static int method_allowed(const struct regraph_transition *allowed, size_t n, co
 }
 
 /* Writes the candidates of one expand record, or the record with why there are none; every
- * expert failing ranks KG_EXIT_INPUT. */
-static void expand(const struct options *opt, struct stream *s, struct run_info *run, const cJSON *record,
-		   const struct node_info *node)
+ * expert failing ranks KG_EXIT_INPUT. room: the most its batch has left (below). Returns the
+ * candidates written. */
+static size_t expand(const struct options *opt, struct stream *s, struct run_info *run, const cJSON *record,
+		     const struct node_info *node, double room)
 {
 	struct proposal *list = NULL;
 	size_t n = 0, dropped = 0, out = 0, over_budget = 0, over_widening = 0;
@@ -468,6 +473,8 @@ static void expand(const struct options *opt, struct stream *s, struct run_info 
 	 * widening allows now. Rules come back next time with the rest (they are cheap to
 	 * propose again); an LLM's answers are all kept, as asking again costs a call. */
 	double budget_left = json_number(record, "budget_left", NAN);
+	if (room < INFINITY && !(budget_left <= room))
+		budget_left = room;
 	double children = opt->source == FROM_LLM ? NAN : json_number(record, "children", NAN);
 	cJSON *errors = cJSON_CreateArray();
 	if (opt->source == FROM_LLM)
@@ -523,7 +530,8 @@ static void expand(const struct options *opt, struct stream *s, struct run_info 
 	if (out == 0 && !s->broken) {
 		int failed = cJSON_GetArraySize(errors) > 0;
 		cJSON *r = cJSON_Duplicate(record, 1), *why = json_object();
-		json_add_string(why, "status", failed ? "error" : "empty");
+		/* "empty" marks the node exhausted: not when what it had was left out by the budget */
+		json_add_string(why, "status", failed ? "error" : over_budget ? "over_budget" : "empty");
 		json_add_number(why, "dropped", (double)dropped);
 		json_add(why, "errors", errors);
 		errors = NULL;
@@ -539,6 +547,7 @@ static void expand(const struct options *opt, struct stream *s, struct run_info 
 			 run->run.dir, node->state, out, dropped, over_budget, over_widening);
 	}
 	cJSON_Delete(errors);
+	return out;
 }
 
 static enum stream_action keep_pending(struct stream *s, cJSON *record, void *ctx)
@@ -564,9 +573,53 @@ static int read_pending(const char *path, cJSON **records)
 	return s.status;
 }
 
+/* A batch whose picks share the builds left ("batch_budget", kg-select's at the budget's
+ * end): its picks in order, the first to make candidates taking the builds, so that picks
+ * that find nothing new cost no iteration of their own. A batch is the picks of one
+ * iteration ("iter") of one run, which kg-select writes one after the other. */
+struct batch {
+	char *run;
+	double iter;
+	double room; /* builds the batch has left; INFINITY without "batch_budget" */
+};
+
+/* The builds left to record's batch, a new batch started at a new run or iteration. */
+static double batch_room(struct batch *b, const cJSON *record)
+{
+	const char *run = json_string(record, "run");
+	double iter = json_number(record, "iter", NAN), budget = json_number(record, "batch_budget", NAN);
+	if (!run || isnan(budget))
+		return INFINITY;
+	if (!b->run || strcmp(b->run, run) != 0 || b->iter != iter) {
+		free(b->run);
+		b->run = xstrdup(run);
+		b->iter = iter;
+		b->room = budget;
+	}
+	return b->room;
+}
+
+/* A pick its batch has no build left for, written without candidates: an expansion with
+ * "propose": {"status": "over_budget"} (its node is not marked exhausted), an evaluation
+ * without its candidate. Neither is built, and kg-select --update learns nothing from it. */
+static void write_over_budget(struct stream *s, cJSON *record, int expand)
+{
+	if (expand) {
+		cJSON *why = json_object();
+		json_add_string(why, "status", "over_budget");
+		json_add_number(why, "dropped", 0);
+		json_add(why, "errors", cJSON_CreateArray());
+		json_add(record, "propose", why);
+	} else {
+		cJSON_DeleteItemFromObjectCaseSensitive(record, "candidate");
+	}
+	stream_write(s, record);
+}
+
 struct proposer {
 	const struct options *opt;
 	struct runs runs;
+	struct batch batch;
 };
 
 /* Answers an expand record with its candidates; passes every other record, and one that
@@ -575,8 +628,18 @@ static enum stream_action propose_record(struct stream *s, cJSON *record, void *
 {
 	struct proposer *pr = ctx;
 	const char *op = json_string(record, "op"), *dir = json_string(record, "run");
-	if (!op || strcmp(op, "expand") != 0)
+	int expanding = op && strcmp(op, "expand") == 0;
+	double room = batch_room(&pr->batch, record);
+	if (room < 1 && (expanding || cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(record, "candidate")))) {
+		write_over_budget(s, record, expanding);
+		cJSON_Delete(record);
+		return STREAM_TAKEN;
+	}
+	if (!expanding) {
+		if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(record, "candidate")))
+			pr->batch.room -= 1; /* an evaluation: one build */
 		return STREAM_PASS;
+	}
 	struct strbuf why;
 	strbuf_init(&why);
 	struct node_info node = {0};
@@ -599,7 +662,7 @@ static enum stream_action propose_record(struct stream *s, cJSON *record, void *
 	} else if (node_load(run, record, &node, &why) != 0) {
 		stream_error(s, s->in.line, "%s", why.buf);
 	} else {
-		expand(pr->opt, s, run, record, &node);
+		pr->batch.room -= (double)expand(pr->opt, s, run, record, &node, room);
 		cJSON_Delete(record);
 		action = STREAM_TAKEN;
 	}
@@ -623,6 +686,7 @@ static int propose_stream(const struct options *opt)
 	}
 	stream_fail(&s, status);
 	stream_each(&s, propose_record, &pr);
+	free(pr.batch.run);
 	runs_release(&pr.runs);
 	stream_release(&s);
 	return s.status;

@@ -334,6 +334,45 @@ static void choose_launch_coordinates(struct model *m, struct run_info *run)
 		}
 }
 
+/* ---------------------------------------------------------------- fits remembered */
+
+/* The hyperparameters of the fits this process made, by a hash of what each was fitted to:
+ * the picks of a batch on one kernel see the same measurements, and the fit's steps (most of
+ * a pick's time, and a batch has up to 16 picks) are taken once. gp_fit from the fitted theta
+ * with no step factors the same model, bit for bit. */
+#define FITS_REMEMBERED 16
+static struct fit_memo {
+	uint64_t key;
+	int used;
+	double theta[GP_THETA_MAX];
+} fits[FITS_REMEMBERED];
+static size_t fits_next;
+
+/* gp_fit from the prior's mode, or from the theta a fit to the same data ended at. */
+static int fit_remembered(struct gp *gp, const double *x, const double *y, size_t n, size_t d,
+			  const unsigned char *categorical, int iterations)
+{
+	size_t shape[3] = {n, d, (size_t)iterations};
+	uint64_t key = fnv1a64_add(FNV1A64_BASIS, shape, sizeof(shape));
+	key = fnv1a64_words(key, x, n * d * sizeof(*x));
+	key = fnv1a64_words(key, y, n * sizeof(*y));
+	if (categorical)
+		key = fnv1a64_add(key, categorical, d);
+	for (size_t k = 0; k < FITS_REMEMBERED; k++)
+		if (fits[k].used && fits[k].key == key) {
+			log_debug("the hyperparameters fitted to these %zu points before are used again", n);
+			return gp_fit(gp, x, y, n, d, categorical, fits[k].theta, 0);
+		}
+	int rc = gp_fit(gp, x, y, n, d, categorical, NULL, iterations);
+	if (rc == 0) {
+		struct fit_memo *f = &fits[fits_next++ % FITS_REMEMBERED];
+		f->key = key;
+		f->used = 1;
+		memcpy(f->theta, gp->theta, (d + 2) * sizeof(*f->theta));
+	}
+	return rc;
+}
+
 /* ---------------------------------------------------------------- the history */
 
 /* The indices of obs[0..n) with the best half first, then every other one evenly: a source's
@@ -389,7 +428,7 @@ static int source_load(struct model *m, struct run_info *run, const struct node_
 			model_encode(m, obs[i].indices, x + i * m->d);
 			y[i] = isnan(obs[i].y) ? worst : obs[i].y;
 		}
-		src->has_gp = gp_fit(&src->gp, x, y, keep, m->d, m->categorical, NULL, SOURCE_FIT_STEPS) == 0;
+		src->has_gp = fit_remembered(&src->gp, x, y, keep, m->d, m->categorical, SOURCE_FIT_STEPS) == 0;
 		free(x);
 		free(y);
 	}
@@ -529,8 +568,8 @@ static void write_trust(const struct model *m, struct run_info *run, const struc
 static int fit_thinned(struct model *m, const double *x, const double *y, size_t n)
 {
 	if (n <= FIT_MAX)
-		return gp_fit(&m->gp, x, y, n, m->d, m->categorical, NULL, m->settings.iterations);
-	int rc = gp_fit(&m->gp, x, y, FIT_MAX, m->d, m->categorical, NULL, m->settings.iterations);
+		return fit_remembered(&m->gp, x, y, n, m->d, m->categorical, m->settings.iterations);
+	int rc = fit_remembered(&m->gp, x, y, FIT_MAX, m->d, m->categorical, m->settings.iterations);
 	if (rc != 0)
 		return rc;
 	double theta[GP_THETA_MAX];

@@ -578,15 +578,22 @@ int run_select(struct step *step, const struct pick_options *opt)
 		if (filled > batch)
 			batch = filled;
 	}
-	if (left >= 0 && left < batch)
-		batch = (long)left;
 	cJSON **records = xcalloc((size_t)batch, sizeof(*records));
 	size_t n = pick_batch(g, &pk, &pd, batch, records);
 	picks_release(g, &pk);
-	/* The shares go to the picks made, not to the batch asked for. */
+	/* The shares go to the picks made, not to the batch asked for. With fewer builds left
+	 * than picks (the budget's end), each pick may make one and the batch "batch_budget" of
+	 * them, the first picks that make one taking them (kg-propose keeps to it): a batch cut to
+	 * the builds left spent an iteration on each pick that found nothing new, and late in a
+	 * search most of them do. */
+	int shared = left >= 0 && (int64_t)n > left;
 	for (size_t k = 0; k < n; k++) {
-		if (left >= 0)
+		if (shared) {
+			json_add_number(records[k], "budget_left", 1);
+			json_add_number(records[k], "batch_budget", (double)left);
+		} else if (left >= 0) {
 			json_add_number(records[k], "budget_left", (double)(left / (int64_t)n + ((int64_t)k < left % (int64_t)n)));
+		}
 		if (write_record(records[k]))
 			status = KG_EXIT_IO;
 	}
