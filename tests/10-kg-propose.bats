@@ -611,10 +611,11 @@ measure_by_formula() {
 	# model believes them at their predicted times and picks others
 	kg-propose --rules pick.jsonl | cmp - first.jsonl
 	# a batch's picks of one kernel see the same measurements: the hyperparameters are fitted
-	# once, and the second pick's model is the one it fits alone (the same predictions and
+	# and the pool (the whole space) predicted once, and the second pick's model is the one it fits alone (the same predictions and
 	# priors for a configuration both answers hold; the batch sends none twice)
 	run_tool 0 kg-propose -v -v --rules <(cat pick.jsonl incumbent.jsonl)
 	[ "$(grep -c 'the hyperparameters fitted to these 5 points before are used again' <<<"$stderr")" -eq 1 ]
+	[ "$(grep -c "the pool's [0-9]* predictions of the same model are used again" <<<"$stderr")" -eq 1 ]
 	[ "$(head -n "$(wc -l <first.jsonl)" <<<"$output")" = "$(cat first.jsonl)" ]
 	tail -n +"$(($(wc -l <first.jsonl) + 1))" <<<"$output" | jq -c '.candidate | [.config, .detail, .prior]' | sort >batched
 	kg-propose --rules incumbent.jsonl | jq -c '.candidate | [.config, .detail, .prior]' | sort | comm -12 - batched >both

@@ -578,6 +578,25 @@ static int fit_thinned(struct model *m, const double *x, const double *y, size_t
 	return gp_fit(&m->gp, x, y, n, m->d, m->categorical, theta, 0);
 }
 
+/* A hash of what the model's predictions and the pool's membership depend on: the GP's points,
+ * weights and hyperparameters, the best, and the configurations measured (never in the
+ * pool). Sources are left out: a model with history is not keyed (their weights differ from
+ * node to node). */
+static uint64_t pool_key(const struct model *m)
+{
+	double figures[6] = {m->best_z, m->no_best, m->w_run, m->has_gp, m->gp.mean, m->gp.sd};
+	size_t shape[3] = {m->d, m->has_gp ? m->gp.n : 0, m->nmeasured};
+	uint64_t h = fnv1a64_add(FNV1A64_BASIS, shape, sizeof(shape));
+	h = fnv1a64_words(h, figures, sizeof(figures));
+	if (m->has_gp) {
+		h = fnv1a64_words(h, m->gp.theta, (m->d + 2) * sizeof(*m->gp.theta));
+		h = fnv1a64_words(h, m->gp.x, m->gp.n * m->d * sizeof(*m->gp.x));
+		h = fnv1a64_words(h, m->gp.alpha, m->gp.n * sizeof(*m->gp.alpha));
+	}
+	h = fnv1a64_words(h, m->measured, m->nmeasured * m->spec->nparams * sizeof(*m->measured));
+	return h ? h : 1;
+}
+
 struct model *model_fit(struct run_info *run, const struct node_info *node, const struct model_settings *settings,
 			int *waiting)
 {
@@ -692,6 +711,7 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 			 run->run.dir, node->state, m->src[k].path, m->src[k].n, m->src[k].weight, 100 * m->src[k].misordered);
 	if (m->nsrc)
 		write_trust(m, run, node, count);
+	m->pool_key = m->nsrc ? 0 : pool_key(m);
 	free(obs);
 	free(indices);
 	free(log_ms);

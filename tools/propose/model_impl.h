@@ -60,6 +60,8 @@ struct model {
 	int no_best;	  /* the run has no correct measurement: picks by the lowest prediction */
 	double y_node;	  /* ln ms of the node: measured, or else predicted */
 	size_t stalled;	  /* configurations measured since the best was (its row in measured: 0) */
+	uint64_t pool_key; /* all its predictions of a listed space's pool depend on (pool.c keeps
+			      them for the next pick of the same model); 0 with history */
 };
 
 /* One --history file's measurements of the node's space. */

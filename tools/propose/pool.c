@@ -187,6 +187,68 @@ static int endgame(const struct pool *pool)
 	return max_ei * m->gp.sd < log1p(m->settings.min_pred_gain);
 }
 
+/* The pool of a listed space as the last pick of a model filled it: the picks of a batch that
+ * see the same measurements predict the same points (the whole space but what was measured),
+ * so the next pick of the same model (pool_key) copies them rather than predicting each
+ * again (most of a pick's time). */
+static struct listed_pool {
+	uint64_t key;
+	const struct run_info *run;
+	size_t n, gpn; /* points; the GP's, each point's w before any pick */
+	size_t *indices;
+	double *x, *mu, *var0, *var, *var_src, *ei, *w;
+} listed_kept;
+
+static void pool_keep(const struct pool *pool, const struct run_info *run)
+{
+	struct listed_pool *k = &listed_kept;
+	const struct model *m = pool->m;
+	size_t n = pool->n, np = m->spec->nparams, d = m->d, gpn = m->has_gp ? m->gp.n : 0;
+	k->key = m->pool_key;
+	k->run = run;
+	k->n = n;
+	k->gpn = gpn;
+	k->indices = xreallocarray(k->indices, n * np + 1, sizeof(*k->indices));
+	memcpy(k->indices, pool->indices, n * np * sizeof(*k->indices));
+	k->x = xreallocarray(k->x, n * d + 1, sizeof(*k->x));
+	memcpy(k->x, pool->x, n * d * sizeof(*k->x));
+	double **kept[] = {&k->mu, &k->var0, &k->var, &k->var_src, &k->ei};
+	const double *from[] = {pool->mu, pool->var0, pool->var, pool->var_src, pool->ei};
+	for (size_t a = 0; a < ARRAY_SIZE(kept); a++) {
+		*kept[a] = xreallocarray(*kept[a], n + 1, sizeof(**kept[a]));
+		memcpy(*kept[a], from[a], n * sizeof(**kept[a]));
+	}
+	k->w = xreallocarray(k->w, n * gpn + 1, sizeof(*k->w));
+	for (size_t i = 0; i < n; i++)
+		memcpy(k->w + i * gpn, pool->w + i * pool->stride, gpn * sizeof(*k->w));
+}
+
+/* The kept pool into pool, when it is this model's: 1, else 0. */
+static int pool_restore(struct pool *pool, const struct run_info *run)
+{
+	const struct listed_pool *k = &listed_kept;
+	const struct model *m = pool->m;
+	size_t np = m->spec->nparams, d = m->d;
+	if (!m->pool_key || k->key != m->pool_key || k->run != run)
+		return 0;
+	while (pool->cap < k->n)
+		grow(pool, np);
+	pool->n = k->n;
+	memcpy(pool->indices, k->indices, k->n * np * sizeof(*pool->indices));
+	memcpy(pool->x, k->x, k->n * d * sizeof(*pool->x));
+	memcpy(pool->mu, k->mu, k->n * sizeof(*pool->mu));
+	memcpy(pool->var0, k->var0, k->n * sizeof(*pool->var0));
+	memcpy(pool->var, k->var, k->n * sizeof(*pool->var));
+	memcpy(pool->var_src, k->var_src, k->n * sizeof(*pool->var_src));
+	memcpy(pool->ei, k->ei, k->n * sizeof(*pool->ei));
+	for (size_t i = 0; i < k->n; i++) {
+		memcpy(pool->w + i * pool->stride, k->w + i * k->gpn, k->gpn * sizeof(*pool->w));
+		pool->out[i] = 0;
+		pool->slots[slot_of(pool, pool->indices + i * np, np)] = i + 1;
+	}
+	return 1;
+}
+
 static int pool_fill(struct pool *pool, struct run_info *run, uint64_t seed)
 {
 	const struct model *m = pool->m;
@@ -199,8 +261,14 @@ static int pool_fill(struct pool *pool, struct run_info *run, uint64_t seed)
 	const size_t *listed;
 	long nlisted = run_listing(run, &listed);
 	if (nlisted >= 0 && nlisted <= POOL_LISTED) {
+		if (pool_restore(pool, run)) {
+			log_debug("%s: the pool's %zu predictions of the same model are used again", run->run.dir, pool->n);
+			return 0;
+		}
 		for (long i = 0; i < nlisted; i++)
 			pool_add(pool, listed + (size_t)i * np);
+		if (pool->m->pool_key)
+			pool_keep(pool, run);
 		return 0;
 	}
 	uint64_t rng = seed;
