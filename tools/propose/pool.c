@@ -187,21 +187,24 @@ static int endgame(const struct pool *pool)
 	return max_ei * m->gp.sd < log1p(m->settings.min_pred_gain);
 }
 
-/* The pool of a listed space as the last pick of a model filled it: the picks of a batch that
- * see the same measurements predict the same points (the whole space but what was measured),
- * so the next pick of the same model (pool_key) copies them rather than predicting each
- * again (most of a pick's time). */
+/* The pools of listed spaces as the last picks of their models filled them: the picks of a
+ * batch that see the same measurements of a kernel predict the same points (the whole space
+ * but what was measured), so a later pick of the same model (pool_key) copies them rather
+ * than predicting each again (most of a pick's time). A batch's picks go from kernel to
+ * kernel (a search with ready patches has several), so the last few are kept. */
+#define POOLS_KEPT 8
 static struct listed_pool {
 	uint64_t key;
 	const struct run_info *run;
 	size_t n, gpn; /* points; the GP's, each point's w before any pick */
 	size_t *indices;
 	double *x, *mu, *var0, *var, *var_src, *ei, *w;
-} listed_kept;
+} pools_kept[POOLS_KEPT];
+static size_t pools_next;
 
 static void pool_keep(const struct pool *pool, const struct run_info *run)
 {
-	struct listed_pool *k = &listed_kept;
+	struct listed_pool *k = &pools_kept[pools_next++ % POOLS_KEPT];
 	const struct model *m = pool->m;
 	size_t n = pool->n, np = m->spec->nparams, d = m->d, gpn = m->has_gp ? m->gp.n : 0;
 	k->key = m->pool_key;
@@ -223,13 +226,16 @@ static void pool_keep(const struct pool *pool, const struct run_info *run)
 		memcpy(k->w + i * gpn, pool->w + i * pool->stride, gpn * sizeof(*k->w));
 }
 
-/* The kept pool into pool, when it is this model's: 1, else 0. */
+/* The kept pool of this model into pool: 1, else 0. */
 static int pool_restore(struct pool *pool, const struct run_info *run)
 {
-	const struct listed_pool *k = &listed_kept;
 	const struct model *m = pool->m;
+	const struct listed_pool *k = NULL;
 	size_t np = m->spec->nparams, d = m->d;
-	if (!m->pool_key || k->key != m->pool_key || k->run != run)
+	for (size_t j = 0; m->pool_key && j < POOLS_KEPT && !k; j++)
+		if (pools_kept[j].key == m->pool_key && pools_kept[j].run == run)
+			k = &pools_kept[j];
+	if (!k)
 		return 0;
 	while (pool->cap < k->n)
 		grow(pool, np);
