@@ -273,7 +273,7 @@ static int pool_fill(struct pool *pool, struct run_info *run, uint64_t seed)
 		}
 		for (long i = 0; i < nlisted; i++)
 			pool_add(pool, listed + (size_t)i * np);
-		if (pool->m->pool_key)
+		if (pool->m->pool_key && pool->n) /* (an empty one costs nothing to fill again) */
 			pool_keep(pool, run);
 		return 0;
 	}
