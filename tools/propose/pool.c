@@ -374,6 +374,8 @@ static int pick(struct pool *pool, struct run_info *run, const struct node_info 
 	const struct t1_spec *spec = m->spec;
 	const size_t *at = pool->indices + i * spec->nparams;
 	pool->out[i] = 1;
+	if (!kernel_takes(spec, node, NULL, at, NULL))
+		return 0; /* as context_accept would refuse it, before the texts are made */
 	/* never weak: the largest expected improvement is worth its build by the model's own
 	 * measure, near the best as far from it (--min-pred-gain prunes the rules') */
 	double mu_y = m->gp.mean + m->gp.sd * pool->mu[i], sd_y = m->gp.sd * sqrt(pool->var0[i]);

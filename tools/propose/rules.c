@@ -261,6 +261,10 @@ struct random_offer {
 static int offer_random(void *ctx, const size_t *indices)
 {
 	struct random_offer *ro = ctx;
+	/* A draw the node's kernel does not take is refused as context_accept would refuse it,
+	 * before its texts are made: late in a search with ready patches most draws are. */
+	if (!kernel_takes(ro->run->run.spec, ro->node, NULL, indices, NULL))
+		return -1;
 	struct proposal p = {.proposer = xstrdup("rules:random"), .prior = PRIOR_RANDOM,
 			     .config = config_object(ro->run->run.spec, indices)};
 	p.method = xstrdup(move_method(ro->run->run.spec, ro->node->config, p.config));
