@@ -1298,11 +1298,14 @@ static int check_list(const struct t1_spec *s, const struct t1_condition *conds,
 		struct pyexpr_error err;
 		int holds = condition_holds(s, &conds[c], values, scratch, &err);
 		if (holds < 0) {
-			condition_error(why, s, &conds[c], values, &err);
+			if (why)
+				condition_error(why, s, &conds[c], values, &err);
 			rc = 1;
 		} else if (!holds) {
-			strbuf_addf(why, "%s does not hold: \"%s\"", conds[c].field, pyexpr_source(conds[c].expr));
-			describe_inputs(why, s, conds[c].expr, values);
+			if (why) {
+				strbuf_addf(why, "%s does not hold: \"%s\"", conds[c].field, pyexpr_source(conds[c].expr));
+				describe_inputs(why, s, conds[c].expr, values);
+			}
 			rc = 1;
 		}
 	}

@@ -170,7 +170,9 @@ int t1_bind_config(const struct t1_spec *spec, const cJSON *config, struct pyval
 
 /* Checks every condition against values (from t1_bind). Returns 0 when all hold; otherwise
  * 1 with why set to the first condition that does not hold or cannot be evaluated:
- *   ConfigurationSpace.Conditions[0] does not hold: "a * b <= 64" (with a=32, b=4) */
+ *   ConfigurationSpace.Conditions[0] does not hold: "a * b <= 64" (with a=32, b=4)
+ * why may be NULL: a caller that only asks whether (kg-propose's refused draws) is spared
+ * writing the reason. */
 int t1_check_conditions(const struct t1_spec *spec, const struct pyval *values, struct strbuf *why);
 
 /* Checks the kernel conditions that apply to a variant made by applying the KernelGraph.Patches

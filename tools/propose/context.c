@@ -613,11 +613,8 @@ int kernel_takes(const struct t1_spec *spec, const struct node_info *node, const
 	if (library)
 		applied[n++] = library;
 	struct pyval *values = xcalloc(spec->nnames, sizeof(*values));
-	struct strbuf scratch;
-	strbuf_init(&scratch);
 	t1_bind(spec, indices, values);
-	int takes = t1_check_kernel_conditions(spec, applied, n, values, why ? why : &scratch) == 0;
-	strbuf_release(&scratch);
+	int takes = t1_check_kernel_conditions(spec, applied, n, values, why) == 0;
 	free(values);
 	free(applied);
 	return takes;
