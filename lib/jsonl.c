@@ -373,6 +373,11 @@ void json_append(cJSON *array, cJSON *item)
 		xalloc_die();
 }
 
+int json_given(const cJSON *v)
+{
+	return v && !cJSON_IsNull(v) && !cJSON_IsFalse(v);
+}
+
 const char *json_string(const cJSON *obj, const char *key)
 {
 	const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);

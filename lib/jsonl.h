@@ -82,6 +82,9 @@ char *json_text(const cJSON *item);
 const char *json_string(const cJSON *obj, const char *key);
 double json_number(const cJSON *obj, const char *key, double fallback);
 const cJSON *json_object_member(const cJSON *obj, const char *key);
+/* Whether v counts as given the way jq's "a // b" takes a: present, not null, not false
+ * (kg-report's jq and kg-select read the records' optional members alike). */
+int json_given(const cJSON *v);
 
 /* The JSON document in the file at path; NULL when it cannot be read or is not JSON. Reports
  * nothing: for files whose absence or damage the caller treats as "none". */

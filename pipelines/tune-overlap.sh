@@ -85,15 +85,17 @@ ov_done() {
 	finished "$s" "$dir/out.$i"
 }
 
-# ov_drain K: when the search ends before iteration K (measuring already) is learned, lets
-# it be learned and waits for it: nothing it measured is lost.
+# ov_drain FROM TO: when the search ends before iterations FROM to TO (measuring already)
+# are learned, lets each be learned, in order, and waits for it: nothing measured is lost.
 ov_drain() {
-	local i=$1
-	[ -n "${ppid[$i]:-}" ] || return 0
-	: >"$dir/learn.$i"
-	wait "${ppid[$i]}" "${bpid[$i]}"
-	[ -z "$log" ] || cat "$dir/out.$i" >>"$log" || kg_die "$KG_EXIT_IO" "cannot append to $log"
-	unset 'unlogged[$dir/out.$i]'
+	local i
+	for ((i = $1; i <= $2; i++)); do
+		[ -n "${ppid[$i]:-}" ] || continue
+		: >"$dir/learn.$i"
+		wait "${ppid[$i]}" "${bpid[$i]}"
+		[ -z "$log" ] || cat "$dir/out.$i" >>"$log" || kg_die "$KG_EXIT_IO" "cannot append to $log"
+		unset 'unlogged[$dir/out.$i]'
+	done
 }
 
 # ov_settle FROM TO: iterations FROM to TO learned and finished, one after the other; after
@@ -103,7 +105,7 @@ ov_settle() {
 	for ((i = $1 < 1 ? 1 : $1; i <= $2; i++)); do
 		: >"$dir/learn.$i"
 		ov_done "$i" && continue
-		for ((i++; i <= $2; i++)); do ov_drain "$i"; done
+		ov_drain $((i + 1)) "$2"
 		return 1
 	done
 }
@@ -151,7 +153,7 @@ ov_unserve() {
 
 # overlapped OPTION...: overlapped iterations until the spec is over.
 overlapped() {
-	local dir=$work/overlap k=1 next old i depth=3
+	local dir=$work/overlap k=1 next old depth=3
 	local -a fstat=() bstat=() pstat=() bpid=() ppid=()
 	# shellcheck disable=SC2034 # kg-tune's, read by its interrupted trap
 	unlogged=()
@@ -166,7 +168,7 @@ overlapped() {
 		ov_bench "$k" "$@"
 		old=$((k - depth + 1))
 		if [ "$old" -ge 1 ] && [ -n "${ppid[$old]:-}" ] && ! ov_done "$old"; then
-			for ((i = old + 1; i <= k; i++)); do ov_drain "$i"; done
+			ov_drain $((old + 1)) "$k"
 			break
 		fi
 		next=$((k + 1))
@@ -183,7 +185,7 @@ overlapped() {
 		fi
 		ov_build "$next" "$@"
 		if [ -z "${ppid[$k]:-}" ] && ! ov_done "$k"; then # iteration k, with nothing to measure, failed
-			for ((i = old + 1; i < k; i++)); do ov_drain "$i"; done
+			ov_drain $((old + 1)) $((k - 1))
 			break
 		fi
 		k=$next

@@ -287,15 +287,20 @@ EOF
 	assert_stderr "kg-select: ev.jsonl:1: edge 0 was evaluated already: a record is never evaluated twice"
 }
 
-@test "transpositions: a state reached again links to its node; the rank rule turns a revert into a fresh node" {
+# revisits: S1 and S2 from the root, then from S1 S3 (new) and S0 again (the root's state:
+# an ancestor); pick2.jsonl is a pick of S2, for S3 again (a transposition).
+revisits() {
 	start
 	kg-select "$RUN" >pick0.jsonl
 	{ evaluated pick0.jsonl S1 2.0; evaluated pick0.jsonl S2 1.5; } | kg-select --update "$RUN" >/dev/null
-	# From S1: S3 (new), and S0 again (the root's state: an ancestor).
 	jq -c '.node = "S1" | .node_id = 1 | .path_edges = [0]' pick0.jsonl >pick1.jsonl
 	{ evaluated pick1.jsonl S3 3.0; evaluated pick1.jsonl S0 1.0; } | kg-select --update "$RUN" >/dev/null
-	# From S2: S3 again, a transposition.
 	jq -c '.node = "S2" | .node_id = 2 | .path_edges = [1]' pick0.jsonl >pick2.jsonl
+}
+
+@test "transpositions: a state reached again links to its node; the rank rule turns a revert into a fresh node" {
+	revisits
+	# From S2: S3 again, a transposition.
 	run_tool 0 kg-select --update "$RUN" < <(evaluated pick2.jsonl S3 3.0)
 	[ "$(jq -c '.update | [.child, .child_id, .transposition]' <<<"$output")" = '["S3",3,true]' ]
 	[ "$(tail -1 "$RUN/trace.md")" = '| 5 | 1 | [S2](variants/S2/) | the same configuration | `tile` | 0.333 | 3.00x [3.00, 3.10] | [S3](variants/S3/) (reached before another way) |' ]
@@ -313,12 +318,7 @@ EOF
 # three failures from the root: one that compiled wrong (a state), one that is incorrect, an
 # invalid configuration (no state: a node "failed:EDGE" of its own).
 draw_run() {
-	start
-	kg-select "$RUN" >pick0.jsonl
-	{ evaluated pick0.jsonl S1 2.0; evaluated pick0.jsonl S2 1.5; } | kg-select --update "$RUN" >/dev/null
-	jq -c '.node = "S1" | .node_id = 1 | .path_edges = [0]' pick0.jsonl >pick1.jsonl
-	{ evaluated pick1.jsonl S3 3.0; evaluated pick1.jsonl S0 1.0; } | kg-select --update "$RUN" >/dev/null
-	jq -c '.node = "S2" | .node_id = 2 | .path_edges = [1]' pick0.jsonl >pick2.jsonl
+	revisits
 	evaluated pick2.jsonl S3 3.0 | kg-select --update "$RUN" >/dev/null
 	{
 		evaluated pick0.jsonl S5 1 1 ptx compile_failed | jq -c '.build.error = "kernel.cu(3): error: no wgmma here"'

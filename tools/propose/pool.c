@@ -242,11 +242,10 @@ static int pool_restore(struct pool *pool, const struct run_info *run)
 	pool->n = k->n;
 	memcpy(pool->indices, k->indices, k->n * np * sizeof(*pool->indices));
 	memcpy(pool->x, k->x, k->n * d * sizeof(*pool->x));
-	memcpy(pool->mu, k->mu, k->n * sizeof(*pool->mu));
-	memcpy(pool->var0, k->var0, k->n * sizeof(*pool->var0));
-	memcpy(pool->var, k->var, k->n * sizeof(*pool->var));
-	memcpy(pool->var_src, k->var_src, k->n * sizeof(*pool->var_src));
-	memcpy(pool->ei, k->ei, k->n * sizeof(*pool->ei));
+	double *to[] = {pool->mu, pool->var0, pool->var, pool->var_src, pool->ei};
+	const double *kept[] = {k->mu, k->var0, k->var, k->var_src, k->ei};
+	for (size_t a = 0; a < ARRAY_SIZE(to); a++)
+		memcpy(to[a], kept[a], k->n * sizeof(*to[a]));
 	for (size_t i = 0; i < k->n; i++) {
 		memcpy(pool->w + i * pool->stride, k->w + i * k->gpn, k->gpn * sizeof(*pool->w));
 		pool->out[i] = 0;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "draw.h"
+#include "jsonl.h"
 #include "log.h"
 #include "mcgs.h"
 #include "parse.h"
@@ -65,7 +66,7 @@ static const cJSON *member(const cJSON *o, const char *path1, const char *path2)
 /* jq's "a // b": a unless it is missing, null or false. */
 static const cJSON *either(const cJSON *a, const cJSON *b)
 {
-	return a && !cJSON_IsNull(a) && !cJSON_IsFalse(a) ? a : b;
+	return json_given(a) ? a : b;
 }
 
 /* A number as jq 1.6 prints it: the shortest digits that read back as d, in plain notation

@@ -524,7 +524,7 @@ static long fill_batch(const struct graph *g, long fill)
 			picks[npicks++] = json_text(key);
 			cJSON_Delete(key);
 			const cJSON *candidate = cJSON_GetObjectItemCaseSensitive(rec, "candidate");
-			candidates += candidate && !cJSON_IsNull(candidate) && !cJSON_IsFalse(candidate);
+			candidates += json_given(candidate);
 		}
 		cJSON_Delete(rec);
 	}

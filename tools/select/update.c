@@ -302,12 +302,6 @@ static size_t child_of(struct graph *g, size_t parent, size_t e, const char *sta
 	return child;
 }
 
-/* A JSON value jq's "a // b" takes: present, not null, not false. */
-static int given(const cJSON *v)
-{
-	return v && !cJSON_IsNull(v) && !cJSON_IsFalse(v);
-}
-
 /* Keeps with a failed node the status of the stage that failed, as kg-report named it
  * (bench.status, else build.status, else "failed": jq's //), and trace.md's reason, so
  * that kg-select --draw shows it without the log. */
@@ -316,7 +310,7 @@ static void keep_failure(struct graph *g, size_t node, const cJSON *record)
 	const cJSON *bench = cJSON_GetObjectItemCaseSensitive(record, "bench");
 	const cJSON *build = cJSON_GetObjectItemCaseSensitive(record, "build");
 	const cJSON *status = cJSON_GetObjectItemCaseSensitive(bench, "status");
-	if (!given(status))
+	if (!json_given(status))
 		status = cJSON_GetObjectItemCaseSensitive(build, "status");
 	char *reason = trace_failure_reason(record);
 	graph_node_set_failure(g, node, cJSON_IsString(status) ? status->valuestring : "failed", reason);
