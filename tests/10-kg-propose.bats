@@ -801,10 +801,11 @@ measure_times() {
 	jq -c '.node = "f00d"' pick.jsonl > bad-node.jsonl
 	jq -c 'del(.node)' pick.jsonl > no-node.jsonl
 	jq -c '.config = {block_size_x: 100}' pick.jsonl > bad-config.jsonl
-	cat no-run.jsonl bad-run.jsonl bad-node.jsonl no-node.jsonl bad-config.jsonl > in.jsonl
+	jq -c '.batch_budget = -1' pick.jsonl > bad-budget.jsonl
+	cat no-run.jsonl bad-run.jsonl bad-node.jsonl no-node.jsonl bad-config.jsonl bad-budget.jsonl > in.jsonl
 	echo 'not json' >> in.jsonl
 	run_tool 1 kg-propose --rules in.jsonl
-	[ "$output" = "$(head -5 in.jsonl)" ]
+	[ "$output" = "$(head -6 in.jsonl)" ]
 	assert_stderr "$(printf '%s\n' \
 		"kg-propose: in.jsonl:1: run: missing (an expand record names its run directory)" \
 		"kg-propose: cannot read 'elsewhere/spec.json': No such file or directory" \
@@ -812,7 +813,8 @@ measure_times() {
 		"kg-propose: in.jsonl:3: node: f00d has no variant (cannot read $RUN/variants/f00d/kernel.cu: No such file or directory)" \
 		"kg-propose: in.jsonl:4: node: missing (an expand record names the node to expand, as kg-select writes it)" \
 		"kg-propose: in.jsonl:5: config: the node's configuration is not one of the space: block_size_x=100 (from the candidate) is not one of the Values of ConfigurationSpace.TuningParameters[0]" \
-		"kg-propose: in.jsonl:6: invalid JSON at column 1")"
+		"kg-propose: in.jsonl:6: batch_budget: not a number of builds (a whole number, 0 or more)" \
+		"kg-propose: in.jsonl:7: invalid JSON at column 1")"
 	run_tool 2 kg-propose missing.jsonl
 	assert_stderr "kg-propose: cannot open 'missing.jsonl': No such file or directory"
 }

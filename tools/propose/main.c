@@ -629,6 +629,11 @@ static enum stream_action propose_record(struct stream *s, cJSON *record, void *
 	struct proposer *pr = ctx;
 	const char *op = json_string(record, "op"), *dir = json_string(record, "run");
 	int expanding = op && strcmp(op, "expand") == 0;
+	const cJSON *budget = cJSON_GetObjectItemCaseSensitive(record, "batch_budget");
+	if (budget && !(cJSON_IsNumber(budget) && budget->valuedouble >= 0 && floor(budget->valuedouble) == budget->valuedouble)) {
+		stream_error(s, s->in.line, "batch_budget: not a number of builds (a whole number, 0 or more)");
+		return STREAM_PASS;
+	}
 	double room = batch_room(&pr->batch, record);
 	if (room < 1 && (expanding || cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(record, "candidate")))) {
 		write_over_budget(s, record, expanding);
