@@ -384,6 +384,25 @@ fake_stage() {
 	done
 }
 
+@test "kg-iterate on two GPUs: a slow GPU is not dealt a queue; the records go to the GPUs as they free up" {
+	kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null
+	for batch in 1 8 8 8; do kg-iterate -q --batch "$batch" --replay "$TABLE" "$RUN" >/dev/null; done
+	kg-iterate -q --batch 16 --front-only --replay "$TABLE" "$RUN" >front
+	n=$(jq -s 'map(select(.candidate)) | length' front)
+	[ "$n" -ge 12 ]
+	# GPU 0 takes 1 s a record, GPU 1 0.05 s; each logs what it was dealt
+	fake_stage kg-bench "d=0 prev=; for a; do [ \"\$prev\" != --device ] || d=\$a; prev=\$a; done
+t=0.05; [ \$d != 0 ] || t=1
+while IFS= read -r l; do sleep \$t; printf '%s\\n' \"\$l\"; done | tee -a got.\$d | exec '$KG_BIN_DIR/kg-bench' \"\$@\""
+	run_tool 0 fake/kg-iterate -q --gpus 0,1 --from front --replay "$TABLE" "$RUN"
+	[ "$(jq -s 'map(select(.update.child != null)) | length' <<<"$output")" -eq "$n" ]
+	# dealt by count as they were built (at once: the front was read from a file), each GPU
+	# had half; now GPU 0 holds two at most (the one it measures and the next), and GPU 1
+	# takes the rest as it frees up
+	[ "$(jq -s length got.0)" -le 5 ]
+	[ "$(jq -s length got.1)" -ge $((n - 5)) ]
+}
+
 @test "kg-iterate in parts (--front-only, then --from; or --build-only, then --bench-only) is kg-iterate whole" {
 	mkdir whole parts
 	(cd whole && kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null)
