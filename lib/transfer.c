@@ -37,15 +37,18 @@ void transfer_calibrate(const double *y, const double *h, size_t n, double *a, d
 
 double transfer_misordered(const double *y, const double *h, size_t n)
 {
+	/* A pair counts by how far apart y has it: swapping two near-equal times (a flag worth a
+	 * percent) is no evidence against a source that orders the large differences right. */
 	double wrong = 0;
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = 0; j < i; j++) {
 			if (y[i] == y[j])
 				continue;
+			double d = fabs(y[i] - y[j]);
 			if (h[i] == h[j])
-				wrong += 0.5;
+				wrong += 0.5 * d;
 			else if ((h[i] < h[j]) != (y[i] < y[j]))
-				wrong += 1;
+				wrong += d;
 		}
 	return wrong;
 }
@@ -80,8 +83,13 @@ void transfer_weights(const double *y, size_t n, const double *const *h, size_t 
 		      const double *loo_var, const double *bound, size_t samples, uint64_t seed, double *w,
 		      double *misordered)
 {
-	double pairs = (double)n * (double)(n - (n > 0)) / 2, *src_loss = xcalloc(nsrc + 1, sizeof(*src_loss));
+	/* every pair's weight: what a ranker that reverses y misorders */
+	double *reversed = xcalloc(n + 1, sizeof(*reversed));
+	for (size_t i = 0; i < n; i++)
+		reversed[i] = -y[i];
+	double pairs = transfer_misordered(y, reversed, n), *src_loss = xcalloc(nsrc + 1, sizeof(*src_loss));
 	double *run_loss = xcalloc(samples + 1, sizeof(*run_loss)), *draw = xcalloc(n + 1, sizeof(*draw));
+	free(reversed);
 	uint64_t rng = seed;
 	for (size_t s = 0; s < nsrc; s++) {
 		src_loss[s] = transfer_misordered(y, h[s], n);

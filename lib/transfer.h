@@ -30,8 +30,8 @@
  * 3 points, or h constant: b = 1 and a the mean of y - h (a shift), *resid_var NAN. */
 void transfer_calibrate(const double *y, const double *h, size_t n, double *a, double *b, double *resid_var);
 
-/* The pairs of the n points that h orders otherwise than y (a tie of h against a difference
- * of y counts half; ties of y count nothing). */
+/* The pairs of the n points that h orders otherwise than y, each by |y_i - y_j| (a tie of h
+ * against a difference of y counts half; ties of y count nothing). */
 double transfer_misordered(const double *y, const double *h, size_t n);
 
 /* How far a and b order the n points alike: Kendall's tau, (concordant - discordant) / pairs,
@@ -39,16 +39,15 @@ double transfer_misordered(const double *y, const double *h, size_t n);
 double transfer_agreement(const double *a, const double *b, size_t n);
 
 /* The weights of nsrc sources (h[s]: source s's values at the n points) and, in w[nsrc], of
- * the run's own model, summing to 1: the share of `samples` draws in which each ranks the
- * points with the fewest misordered pairs (ties shared). The run model's draws come from its
- * leave-one-out predictions loo_mu, loo_var (both NULL: a ranker that knows nothing);
- * seed makes them reproducible. With the run's model (loo_mu) and bound (not NULL), a
+ * the run's own model, summing to 1: the share of `samples` draws in which each misorders
+ * the least (ties shared). The run model's draws come from its leave-one-out predictions
+ * loo_mu, loo_var (both NULL: a ranker that knows nothing); seed makes them reproducible. With the run's model (loo_mu) and bound (not NULL), a
  * source's weight is at most the larger of bound[s] (what vouches for it apart from the run:
  * its agreement with the other sources) and the evidence that it ranks the points better than
  * chance, its Kendall tau on them shrunk by tau's variance under independence,
  * max(tau - v0 / tau, 0) with v0 = 2 (2n + 5) / (9 n (n - 1)); what it loses goes to the run's
- * model. misordered[s] (s < nsrc) gets each source's misordered fraction of the pairs,
- * misordered[nsrc] the run model's median one (0 when n < 2). */
+ * model. misordered[s] (s < nsrc) gets each source's misordered share of the pairs' whole
+ * weight, misordered[nsrc] the run model's median one (0 when no two points differ). */
 void transfer_weights(const double *y, size_t n, const double *const *h, size_t nsrc, const double *loo_mu,
 		      const double *loo_var, const double *bound, size_t samples, uint64_t seed, double *w,
 		      double *misordered);

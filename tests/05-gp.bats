@@ -43,12 +43,13 @@ close() {
 }
 
 @test "history: a source is calibrated onto the run by a line, and weighed by the pairs it ranks right" {
-	# a source in the run's order, one reversed, one partly right; against a ranker that knows nothing
+	# a source in the run's order, one reversed, one partly right; against a ranker that knows
+	# nothing. A misordered pair counts by how far apart the run has it (of 35 here, all pairs).
 	run_tool 0 "$LIBTEST" transfer 1,2,3,4,5,6 2,4,6,8,10,12 6,5,4,3,2,1 3,1,2,6,5,4
 	assert_output "$(printf '%s\n' \
-		"source 1: y = 0 + 0.5 h, residual variance 2.91667e-06, misordered 0 of 15 pairs" \
-		"source 2: y = 3.5 + 0 h, residual variance 4.375, misordered 15 of 15 pairs" \
-		"source 3: y = 1.4 + 0.6 h, residual variance 2.8, misordered 5 of 15 pairs" \
+		"source 1: y = 0 + 0.5 h, residual variance 2.91667e-06, misordered 0 of 35" \
+		"source 2: y = 3.5 + 0 h, residual variance 4.375, misordered 35 of 35" \
+		"source 3: y = 1.4 + 0.6 h, residual variance 2.8, misordered 7 of 35" \
 		"weights 0.999 0.000 0.000 0.001")"
 	# the reversed source alone: worse than chance in 95 % of the draws, it gets nothing
 	run_tool 0 "$LIBTEST" transfer 1,2,3,4,5,6 6,5,4,3,2,1
@@ -56,11 +57,22 @@ close() {
 	# two points: a shift only; a source that misorders the one pair does worse than chance
 	# does in 3 draws of 4, and gets nothing
 	run_tool 0 "$LIBTEST" transfer 1,2 5,1
-	assert_output "$(printf '%s\n' "source 1: y = -1.5 + 1 h, residual variance nan, misordered 1 of 1 pairs" "weights 0.000 1.000")"
+	assert_output "$(printf '%s\n' "source 1: y = -1.5 + 1 h, residual variance nan, misordered 1 of 1" "weights 0.000 1.000")"
 	# ten points, a source with 6 of 45 pairs wrong: far better than chance, it gets it all
 	run_tool 0 "$LIBTEST" transfer 1,2,3,4,5,6,7,8,9,10 3,1,2,6,5,4,7,9,8,10
 	assert_line --index 1 "weights 1.000 0.001"
 	# no pair to rank (equal times): no one knows more than chance
 	run_tool 0 "$LIBTEST" transfer 1,1,1 1,2,3
 	assert_line --index 1 "weights 0.500 0.500"
+}
+
+@test "history: swaps of near-equal times cost a source little" {
+	# two swaps of times 1 % apart against one swap of 5 and 9: counted by pairs, the first
+	# source misordered more and got nothing; counted by how far apart they are, it ranks
+	# the run better than the second does and gets the weight
+	run_tool 0 "$LIBTEST" transfer 1,1.01,1.02,1.03,5,9 1.01,1,1.03,1.02,5,9 1,1.01,1.02,1.03,9,5
+	assert_output "$(printf '%s\n' \
+		"source 1: y = 1.07961e-05 + 0.999996 h, residual variance 9.99998e-05, misordered 0.02 of 51.98" \
+		"source 2: y = 0.863689 + 0.71306 h, residual variance 6.85224, misordered 4 of 51.98" \
+		"weights 0.991 0.000 0.009")"
 }

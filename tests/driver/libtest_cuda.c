@@ -250,22 +250,25 @@ static size_t number_list(const char *text, double *v, size_t max)
 
 /* kg-libtest transfer Y H1 [H2...]: lib/transfer.c on the run's values Y and the sources'
  * values H1... (comma-separated lists of one length): each source's calibration and misordered
- * pairs, and the weights of the sources and of a ranker that knows nothing (seed 1, 1000
- * draws). */
+ * pairs (by their weight, of the whole weight), and the weights of the sources and of a ranker
+ * that knows nothing (seed 1, 1000 draws). */
 int cmd_transfer(int argc, char **argv)
 {
 	enum { MAX = 64 };
 	double y[MAX], h[8][MAX], w[9], wrong[9];
 	const double *hs[8];
 	size_t n = number_list(argv[0], y, MAX), nsrc = 0;
+	double reversed[MAX]; /* misorders every pair: the whole weight */
+	for (size_t i = 0; i < n; i++)
+		reversed[i] = -y[i];
 	for (int k = 1; k < argc && nsrc < 8; k++, nsrc++) {
 		if (number_list(argv[k], h[nsrc], MAX) != n)
 			log_die(KG_EXIT_USAGE, "source %d has not %zu values", k, n);
 		hs[nsrc] = h[nsrc];
 		double a, b, resid;
 		transfer_calibrate(y, h[nsrc], n, &a, &b, &resid);
-		printf("source %zu: y = %.6g + %.6g h, residual variance %.6g, misordered %g of %zu pairs\n", nsrc + 1, a, b,
-		       resid, transfer_misordered(y, h[nsrc], n), n * (n - 1) / 2);
+		printf("source %zu: y = %.6g + %.6g h, residual variance %.6g, misordered %g of %g\n", nsrc + 1, a, b, resid,
+		       transfer_misordered(y, h[nsrc], n), transfer_misordered(y, reversed, n));
 	}
 	transfer_weights(y, n, hs, nsrc, NULL, NULL, NULL, 1000, 1, w, wrong);
 	printf("weights");

@@ -707,7 +707,7 @@ struct model *model_fit(struct run_info *run, const struct node_info *node, cons
 		 run->run.dir, node->state, fitted, ncorrect, m->has_gp ? "" : "; too few for a model of the run's own",
 		 m->nparam_coords - m->nalignments, m->nalignments, m->d - m->nparam_coords, ncorrect ? exp(obs[0].y) : NAN);
 	for (size_t k = 0; k < m->nsrc; k++)
-		log_info("%s: node %s: history %s: %zu configurations, weight %.3f (%.0f %% of the run's pairs misordered)",
+		log_info("%s: node %s: history %s: %zu configurations, weight %.3f (%.0f %% of the run's order misordered)",
 			 run->run.dir, node->state, m->src[k].path, m->src[k].n, m->src[k].weight, 100 * m->src[k].misordered);
 	if (m->nsrc)
 		write_trust(m, run, node, count);

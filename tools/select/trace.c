@@ -687,7 +687,7 @@ static void add_history(struct strbuf *sb, const struct graph *g)
 			    json_number(doc, "observations", 0));
 		cJSON_ArrayForEach(e, sources) {
 			const char *file = json_string(e, "file");
-			strbuf_addf(sb, "%s`%s` (%.0f configurations) at %.2f, %.0f %% of the run's pairs misordered",
+			strbuf_addf(sb, "%s`%s` (%.0f configurations) at %.2f, %.0f %% of the run's order misordered",
 				    e == sources->child ? " " : "; ", file ? file : "?", json_number(e, "configurations", 0),
 				    json_number(e, "weight", 0), 100 * json_number(e, "misordered", 0));
 		}
