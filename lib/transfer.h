@@ -41,13 +41,14 @@ double transfer_agreement(const double *a, const double *b, size_t n);
 /* The weights of nsrc sources (h[s]: source s's values at the n points) and, in w[nsrc], of
  * the run's own model, summing to 1: the share of `samples` draws in which each misorders
  * the least (ties shared). The run model's draws come from its leave-one-out predictions
- * loo_mu, loo_var (both NULL: a ranker that knows nothing); seed makes them reproducible. With the run's model (loo_mu) and bound (not NULL), a
- * source's weight is at most the larger of bound[s] (what vouches for it apart from the run:
- * its agreement with the other sources) and the evidence that it ranks the points better than
- * chance, its Kendall tau on them shrunk by tau's variance under independence,
- * max(tau - v0 / tau, 0) with v0 = 2 (2n + 5) / (9 n (n - 1)); what it loses goes to the run's
- * model. misordered[s] (s < nsrc) gets each source's misordered share of the pairs' whole
- * weight, misordered[nsrc] the run model's median one (0 when no two points differ). */
+ * loo_mu, loo_var (both NULL: a ranker that knows nothing); seed makes them reproducible.
+ * With the run's model (loo_mu) and bound (not NULL), a source's weight is at most the
+ * larger of bound[s] (what vouches for it apart from the run: its agreement with the other
+ * sources) and the evidence that it ranks the points better than chance, its Kendall tau on
+ * them shrunk by tau's variance under independence, max(tau - v0 / tau, 0) with
+ * v0 = 2 (2n + 5) / (9 n (n - 1)); what it loses goes to the run's model. misordered[s]
+ * (s < nsrc) gets each source's misordered share of the pairs' whole weight,
+ * misordered[nsrc] the run model's median one (0 when no two points differ). */
 void transfer_weights(const double *y, size_t n, const double *const *h, size_t nsrc, const double *loo_mu,
 		      const double *loo_var, const double *bound, size_t samples, uint64_t seed, double *w,
 		      double *misordered);
