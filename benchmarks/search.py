@@ -241,6 +241,11 @@ def check_converter(space):
     """The round trip: Kernel Tuner's brute force over the converted cache must evaluate every
     valid configuration kg-propose lists (so both search the same space), find each one's time as
     the table gives it, and so find the table's optimum."""
+    try:
+        import kernel_tuner  # noqa: F401
+    except ImportError:
+        sys.exit("search: %s: preparing a space needs Kernel Tuner (its cache's round trip): prepare it "
+                 "with benchmarks/search.sh, and keep --work" % space["name"])
     names = list(space["params"])
     results = tune_kt(space, "brute_force", None)
     seen = {key_of(r, names): r for r in results}
@@ -534,7 +539,13 @@ def main():
     ap.add_argument("--json", help="write every result here (default WORK/search.json)")
     opt = ap.parse_args()
 
-    import kernel_tuner
+    strategies = [s for s in opt.strategies.split(",") if s]
+    # kg-tune alone (--strategies '') needs no Kernel Tuner once the spaces are prepared (a
+    # machine without it: a GPU host, to spread the kg-tune runs over its cores).
+    kt_version = None
+    if strategies:
+        import kernel_tuner
+        kt_version = kernel_tuner.__version__
     known = {s[0]: s for s in SPACES}
     names = [n for n in opt.spaces.split(",") if n]
     for n in names:
@@ -545,7 +556,6 @@ def main():
     for m in modes:
         if m not in HISTORY_MODES:
             sys.exit("search: unknown history mode '%s' (known: %s)" % (m, ", ".join(HISTORY_MODES)))
-    strategies = [s for s in opt.strategies.split(",") if s]
     seeds = list(range(1, opt.seeds + 1))
     kg_opts = ["--jobs", str(opt.kg_jobs)] + opt.kg_tune_opts.split()
     kg_label = "kg-tune" + (" " + opt.kg_tune_opts.strip() if opt.kg_tune_opts.strip() else "")
@@ -594,7 +604,7 @@ def main():
                 if opt.kt_max_budget is not None and b > opt.kt_max_budget:
                     continue
                 for st in strategies:
-                    path = os.path.join(space["folder"], "kt-%s-%s" % (kernel_tuner.__version__, st),
+                    path = os.path.join(space["folder"], "kt-%s-%s" % (kt_version, st),
                                         "b%d-s%d.json" % (b, seed))
                     tasks.append((sf, st, b, seed, path, None))
     todo = [t for t in tasks if not os.path.exists(t[4])]
@@ -614,9 +624,9 @@ def main():
                 print("search: %d/%d runs (%.0f s)" % (done, len(tasks), time.perf_counter() - t0), file=sys.stderr)
 
     summary, runs = [], []
-    report = ["%s: bin/kg-tune --no-llm %s (compile cache %s); Kernel Tuner %s in simulation mode; seeds 1..%d.\n" % (
-        kg_label, " ".join(kg_opts), "fresh per run" if opt.fresh_cache else "shared", kernel_tuner.__version__,
-        opt.seeds)]
+    report = ["%s: bin/kg-tune --no-llm %s (compile cache %s); %s; seeds 1..%d.\n" % (
+        kg_label, " ".join(kg_opts), "fresh per run" if opt.fresh_cache else "shared",
+        "Kernel Tuner %s in simulation mode" % kt_version if kt_version else "no Kernel Tuner strategy", opt.seeds)]
     for space in spaces:
         if space.get("skipped"):
             report.append("### %s: skipped, %s\n" % (space["name"], space["skipped"]))
@@ -637,7 +647,7 @@ def main():
         report.append(table(space, rows, budgets, len(seeds)))
     print("\n".join(report))
 
-    doc = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kernel_tuner": kernel_tuner.__version__,
+    doc = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kernel_tuner": kt_version,
            "kg_tune": {"options": kg_opts, "label": kg_label, "bin_digest": bin_digest(),
                        "compile_cache": "fresh per run" if opt.fresh_cache else "shared"},
            "budgets": budgets, "seeds": seeds, "strategies": strategies, "within": WITHIN,
