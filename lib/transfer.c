@@ -53,6 +53,15 @@ double transfer_misordered(const double *y, const double *h, size_t n)
 	return wrong;
 }
 
+double transfer_pair_weight(const double *y, size_t n)
+{
+	double whole = 0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < i; j++)
+			whole += fabs(y[i] - y[j]);
+	return whole;
+}
+
 /* A standard normal draw (Box-Muller; one of the pair is thrown away, so that each draw
  * takes two uniforms whatever came before). */
 static double normal_draw(uint64_t *rng)
@@ -83,13 +92,8 @@ void transfer_weights(const double *y, size_t n, const double *const *h, size_t 
 		      const double *loo_var, const double *bound, size_t samples, uint64_t seed, double *w,
 		      double *misordered)
 {
-	/* every pair's weight: what a ranker that reverses y misorders */
-	double *reversed = xcalloc(n + 1, sizeof(*reversed));
-	for (size_t i = 0; i < n; i++)
-		reversed[i] = -y[i];
-	double pairs = transfer_misordered(y, reversed, n), *src_loss = xcalloc(nsrc + 1, sizeof(*src_loss));
+	double pairs = transfer_pair_weight(y, n), *src_loss = xcalloc(nsrc + 1, sizeof(*src_loss));
 	double *run_loss = xcalloc(samples + 1, sizeof(*run_loss)), *draw = xcalloc(n + 1, sizeof(*draw));
-	free(reversed);
 	uint64_t rng = seed;
 	for (size_t s = 0; s < nsrc; s++) {
 		src_loss[s] = transfer_misordered(y, h[s], n);

@@ -34,6 +34,9 @@ void transfer_calibrate(const double *y, const double *h, size_t n, double *a, d
  * against a difference of y counts half; ties of y count nothing). */
 double transfer_misordered(const double *y, const double *h, size_t n);
 
+/* The pairs' whole weight, the sum of |y_i - y_j|: what a source that reverses y misorders. */
+double transfer_pair_weight(const double *y, size_t n);
+
 /* How far a and b order the n points alike: Kendall's tau, (concordant - discordant) / pairs,
  * a tie of either counting nothing (0 when n < 2). */
 double transfer_agreement(const double *a, const double *b, size_t n);

@@ -258,9 +258,6 @@ int cmd_transfer(int argc, char **argv)
 	double y[MAX], h[8][MAX], w[9], wrong[9];
 	const double *hs[8];
 	size_t n = number_list(argv[0], y, MAX), nsrc = 0;
-	double reversed[MAX]; /* misorders every pair: the whole weight */
-	for (size_t i = 0; i < n; i++)
-		reversed[i] = -y[i];
 	for (int k = 1; k < argc && nsrc < 8; k++, nsrc++) {
 		if (number_list(argv[k], h[nsrc], MAX) != n)
 			log_die(KG_EXIT_USAGE, "source %d has not %zu values", k, n);
@@ -268,7 +265,7 @@ int cmd_transfer(int argc, char **argv)
 		double a, b, resid;
 		transfer_calibrate(y, h[nsrc], n, &a, &b, &resid);
 		printf("source %zu: y = %.6g + %.6g h, residual variance %.6g, misordered %g of %g\n", nsrc + 1, a, b, resid,
-		       transfer_misordered(y, h[nsrc], n), transfer_misordered(y, reversed, n));
+		       transfer_misordered(y, h[nsrc], n), transfer_pair_weight(y, n));
 	}
 	transfer_weights(y, n, hs, nsrc, NULL, NULL, NULL, 1000, 1, w, wrong);
 	printf("weights");
