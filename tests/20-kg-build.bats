@@ -780,6 +780,24 @@ t4_on() {
 	assert_stderr "$(printf '%s\n' "kg-build: --device: '-1': out of range" "Try 'kg-build --help' for more information.")"
 }
 
+@test "with a GPU, a run without a baseline is built for it; a replayed run never asks the driver" {
+	# the driver is a fake one: a GPU of compute capability 8.6, its cuInit calls logged
+	cc -shared -fPIC -o libcuda.so.1 "$FIXTURES/build/fake_libcuda.c"
+	export LD_LIBRARY_PATH="$PWD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" FAKE_CUDA_LOG=$PWD/cuda.log
+	new_run run
+	record run "" '{"id":"baseline"}' >input.jsonl
+	run_tool 0 kg-build -v --no-compile input.jsonl
+	assert_stderr "kg-build: run: building for sm_86 (the GPU)"
+	[ "$(cat cuda.log)" = "cuInit 0" ]
+	# on a host of several GPUs cuInit costs each build seconds; a replay's builds pay none
+	rm cuda.log
+	t4_on 'Imaginary GPU 9000' >run/replay.table
+	run_tool 0 kg-build -v input.jsonl
+	assert_stderr "$(printf '%s\n' "kg-build: run: the run's replay.table was measured on 'Imaginary GPU 9000', a GPU kg-build does not know: building for sm_90 (the default; a replayed run does not ask the GPU; --arch or KernelGraph.Arch to choose)" \
+		"kg-build: run: building for sm_90 (the default; a replayed run does not ask the GPU)")"
+	[ ! -e cuda.log ]
+}
+
 @test "a replayed run is built as its table's variants were, else for the GPU it was measured on, unless --arch or the spec say otherwise" {
 	new_run run
 	record run "" '{"id":"baseline"}' >input.jsonl
@@ -815,16 +833,16 @@ t4_on() {
 	jq '.KernelGraph = {"Arch": "sm_90a"}' "$FIXTURES/build/spec.json" >run/spec.json
 	run_tool 0 kg-build -v input.jsonl
 	assert_stderr "kg-build: run: building for sm_90a (KernelGraph.Arch)"
-	# a table of an unknown GPU, or of none, leaves the choice as without a table (no GPU here)
+	# a table of an unknown GPU, or of none, leaves the default: a replay never asks the GPU
 	cp "$FIXTURES/build/spec.json" run/spec.json
 	t4_on 'Imaginary GPU 9000' >run/replay.table
 	run_tool 0 kg-build -v input.jsonl
-	assert_stderr "$(printf '%s\n' "kg-build: run: the run's replay.table was measured on 'Imaginary GPU 9000', a GPU kg-build does not know: building for sm_90 (the default; no GPU found; --arch or KernelGraph.Arch to choose)" \
-		"kg-build: run: building for sm_90 (the default; no GPU found)")"
+	assert_stderr "$(printf '%s\n' "kg-build: run: the run's replay.table was measured on 'Imaginary GPU 9000', a GPU kg-build does not know: building for sm_90 (the default; a replayed run does not ask the GPU; --arch or KernelGraph.Arch to choose)" \
+		"kg-build: run: building for sm_90 (the default; a replayed run does not ask the GPU)")"
 	t4_on '' >run/replay.table
 	run_tool 0 kg-build -v input.jsonl
-	assert_stderr "$(printf '%s\n' "kg-build: run: the run's replay.table names no GPU: building for sm_90 (the default; no GPU found; --arch or KernelGraph.Arch to choose)" \
-		"kg-build: run: building for sm_90 (the default; no GPU found)")"
+	assert_stderr "$(printf '%s\n' "kg-build: run: the run's replay.table names no GPU: building for sm_90 (the default; a replayed run does not ask the GPU; --arch or KernelGraph.Arch to choose)" \
+		"kg-build: run: building for sm_90 (the default; a replayed run does not ask the GPU)")"
 	[ "$(jq -r .build.arch <<<"$output")" = sm_90 ]
 	# a table that cannot be read builds nothing of the run
 	echo '{"results": 1}' >run/replay.table

@@ -104,7 +104,10 @@ static const char *baseline_arch_of(struct run *run)
  * its baseline was built for, else GPU device's, else the default. The baseline's comes
  * before the GPU's: a run's variants are built for one architecture, the one kg-init chose
  * for the GPU it measured on, and asking the driver (cuInit) costs every kg-build of a
- * search 0.3 s to seconds on a host of several GPUs. compute_XX in a spec becomes sm_XX, since a cubin is needed. The choice
+ * search 0.3 s to seconds on a host of several GPUs. A replayed run never asks the driver:
+ * its answers are the table's wherever it runs, and so are its states (and the driver's
+ * cuInit cost every build, having no baseline.json to read the choice from). compute_XX in
+ * a spec becomes sm_XX, since a cubin is needed. The choice
  * does not depend on check_nvrtc (whether NVRTC is asked if it supports the architecture), so
  * that a build that is not compiled hashes the state a compiled one would. */
 static int choose_arch(struct build_run *run, const char *arch_option, const char *spec_arch, const char *spec_field,
@@ -115,7 +118,8 @@ static int choose_arch(struct build_run *run, const char *arch_option, const cha
 	int device_given = 0; /* table_arch is its GPU's, not what its variants were built for */
 	const char *source;
 	char *unknown = NULL; /* why the table gave no architecture */
-	if (!arch_option && !spec_arch && run_replayed(run->run.dir)) {
+	int replayed = run_replayed(run->run.dir);
+	if (!arch_option && !spec_arch && replayed) {
 		/* The table's measurements stand for this run's, so its variants are built (and
 		 * hashed, and offered ready patches) as the search that measured them built them:
 		 * for the architecture its records name, else for the GPU it ran on (an H100's
@@ -157,12 +161,12 @@ static int choose_arch(struct build_run *run, const char *arch_option, const cha
 	} else if ((baseline_arch = baseline_arch_of(&run->run))) {
 		snprintf(run->arch, sizeof(run->arch), "%s", baseline_arch);
 		source = "the run's baseline";
-	} else if (gpu_arch(gpu_device, gpu) == 0) {
+	} else if (!replayed && gpu_arch(gpu_device, gpu) == 0) {
 		snprintf(run->arch, sizeof(run->arch), "%s", gpu);
 		source = "the GPU";
 	} else {
 		snprintf(run->arch, sizeof(run->arch), "%s", RUN_DEFAULT_ARCH);
-		source = "the default; no GPU found";
+		source = replayed ? "the default; a replayed run does not ask the GPU" : "the default; no GPU found";
 	}
 	if (unknown) /* said with -v, as the choice is; every kg-build of the search would say it */
 		log_info("%s: %s: building for %s (%s; --arch or KernelGraph.Arch to choose)", run->run.dir, unknown,
