@@ -198,20 +198,26 @@ static int by_latest_desc(const void *a, const void *b)
 
 /* The distinct configurations of the n measurements:
  * *obs gets one entry per configuration (correct if any measurement of it was), sorted best
- * first. Returns how many. */
+ * first. Returns how many. Found by hash: a history table of 11,130 configurations compared
+ * pairwise was three quarters of a kg-propose call. */
 static size_t distinct_observations(size_t nparams, const size_t *indices, const double *log_ms, size_t n,
 				    struct observation **obs)
 {
-	size_t count = 0, *correct = xcalloc(n + 1, sizeof(*correct));
+	size_t count = 0, *correct = xcalloc(n + 1, sizeof(*correct)), nslots = 16;
+	while (nslots < 2 * n)
+		nslots *= 2;
+	/* slots: 1 + the first measurement of a configuration; entry: that measurement's in *obs */
+	size_t *slots = xcalloc(nslots, sizeof(*slots)), *entry = xcalloc(n + 1, sizeof(*entry));
 	*obs = xcalloc(n + 1, sizeof(**obs));
 	for (size_t i = 0; i < n; i++) {
 		const size_t *at = indices + i * nparams;
-		size_t j;
-		for (j = 0; j < count; j++)
-			if (memcmp((*obs)[j].indices, at, nparams * sizeof(*at)) == 0)
-				break;
-		if (j == count)
+		size_t s = model_indices_slot(slots, nslots, indices, nparams, at);
+		if (!slots[s]) {
+			slots[s] = i + 1;
+			entry[i] = count;
 			(*obs)[count++] = (struct observation){.indices = at, .y = NAN, .first = i};
+		}
+		size_t j = entry[slots[s] - 1];
 		(*obs)[j].latest = i;
 		if (!isnan(log_ms[i])) {
 			(*obs)[j].y = correct[j] ? ((*obs)[j].y * (double)correct[j] + log_ms[i]) / (double)(correct[j] + 1)
@@ -220,6 +226,8 @@ static size_t distinct_observations(size_t nparams, const size_t *indices, const
 		}
 	}
 	free(correct);
+	free(slots);
+	free(entry);
 	qsort(*obs, count, sizeof(**obs), by_y);
 	return count;
 }
