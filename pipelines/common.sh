@@ -141,12 +141,26 @@ kg_work_dir() {
 	mkdir -p "$dir" && kg_no_link "$dir/.work.lock" && exec {fd}>>"$dir/.work.lock" && flock "$fd" ||
 		kg_die "$KG_EXIT_IO" "cannot lock $dir/.work.lock"
 	for old in "$dir"/.work-kg-*; do
-		[ ! -d "$old" ] || ! flock -n "$old/lock" true 2>/dev/null || rm -rf "$old"
+		[ ! -d "$old" ] || ! kg_work_dir_dead "$old" || rm -rf "$old"
 	done
 	work=$(mktemp -d "$dir/.work-$KG_SELF.XXXXXX") && exec {KG_WORK_FD}>>"$work/lock" && flock "$KG_WORK_FD" ||
 		kg_die "$KG_EXIT_IO" "cannot make a work directory in $dir"
 	exec {fd}>&-
 	trap 'rm -rf "$work"' EXIT
+}
+
+# kg_work_dir_dead DIR: whether no one holds DIR's lock. Its lock file is opened, never made:
+# flock(1) would make it again in a folder its owner is removing (the lock gone, the rest not
+# yet), whose removal then failed with "Directory not empty". With no lock file the folder
+# is on its way out, or was left half removed: dead either way.
+kg_work_dir_dead() {
+	local fd s
+	[ -e "$1/lock" ] || return 0
+	{ exec {fd}<"$1/lock"; } 2>/dev/null || return 0
+	flock -n "$fd"
+	s=$?
+	exec {fd}<&-
+	return "$s"
 }
 
 # kg_is_run DIR: DIR holds a search graph (kg-init finished there).

@@ -121,17 +121,22 @@ ov_over() {
 	return 1
 }
 
-# ov_serve OPTION...: starts the kg-bench of each GPU that measures every iteration
-# (kg-iterate --serve-benches $dir/benches), kept in $server; ov_served waits until it is
-# ready, and returns its status when it ended first. The first iteration is picked and
-# compiled while the GPUs' contexts are made.
-ov_serve() {
-	kg-iterate --serve-benches "$dir/benches" "$@" "$run" &
+# ov_start OPTION...: makes the folder of the overlapped iterations ($work/overlap) and starts
+# in it the kg-bench of each GPU that measures every iteration (kg-iterate --serve-benches
+# overlap/benches), kept in $server, unless they run already: for a new run kg-tune starts
+# them before kg-init, so that they open their GPUs while the baseline is built and measured
+# (2 s on a host of four H200s, which the first iteration waited for). ov_served waits until
+# they are ready, and returns their status when they ended first.
+ov_start() {
+	[ -z "${server:-}" ] || return 0
+	# (benches/ made here: ov_unserve's stop may come before kg-iterate has started)
+	rm -rf "$work/overlap" && mkdir -p "$work/overlap/benches" || kg_die "$KG_EXIT_IO" "cannot make $work/overlap"
+	kg-iterate --serve-benches "$work/overlap/benches" "$@" "$run" &
 	server=$!
 }
 
 ov_served() {
-	until [ -e "$dir/benches/ready" ]; do
+	until [ -e "$work/overlap/benches/ready" ]; do
 		kill -0 "$server" 2>/dev/null || { wait "$server"; local s=$?; server=; return "$s"; }
 		sleep 0.01
 	done
@@ -142,10 +147,10 @@ ov_served() {
 ov_unserve() {
 	local f
 	[ -n "${server:-}" ] || return 0
-	: >"$dir/benches/stop"
+	: >"$work/overlap/benches/stop"
 	wait "$server"
 	server=
-	for f in "$dir"/benches/status.*; do
+	for f in "$work"/overlap/benches/status.*; do
 		[ ! -s "$f" ] || [ "$(cat "$f")" -eq 0 ] ||
 			kg_error "$run: kg-bench of the GPU number ${f##*.} in --gpus ended with status $(cat "$f") (its errors are said above)"
 	done
@@ -157,8 +162,7 @@ overlapped() {
 	local -a fstat=() bstat=() pstat=() bpid=() ppid=()
 	# shellcheck disable=SC2034 # kg-tune's, read by its interrupted trap
 	unlogged=()
-	rm -rf "$dir" && mkdir -p "$dir" || kg_die "$KG_EXIT_IO" "cannot make $dir"
-	ov_serve "$@"
+	ov_start "$@"
 	ov_front 1 "$@"
 	ov_over 1 || { ov_unserve; return 0; }
 	ov_build 1 "$@"

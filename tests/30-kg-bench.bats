@@ -39,6 +39,37 @@ built() {
 	assert_output ""
 }
 
+@test "the worker shows the driver its GPU alone: the --device-th of CUDA_VISIBLE_DEVICES, or --device itself" {
+	# the driver is a fake one (tests/fixtures/build): four GPUs, each cuInit logged with the
+	# CUDA_VISIBLE_DEVICES it saw, and no context. cuInit readies every GPU shown: 1.16 s for
+	# four H200s against 0.33 s for one, in every worker started.
+	cc -shared -fPIC -o libcuda.so.1 "$FIXTURES/build/fake_libcuda.c"
+	export LD_LIBRARY_PATH="$PWD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" FAKE_CUDA_LOG=$PWD/cuda.log FAKE_CUDA_GPUS=4
+	unset CUDA_VISIBLE_DEVICES
+	run_tool 3 kg-bench --calibrate --device 2
+	assert_stderr "kg-bench: cuDevicePrimaryCtxRetain: CUDA_ERROR_NOT_SUPPORTED: operation not supported"
+	CUDA_VISIBLE_DEVICES=3,1 run_tool 3 kg-bench --calibrate --device 1
+	assert_stderr "kg-bench: cuDevicePrimaryCtxRetain: CUDA_ERROR_NOT_SUPPORTED: operation not supported"
+	[ "$(cat cuda.log)" = "$(printf 'cuInit 0 CUDA_VISIBLE_DEVICES=%s\n' 2 1)" ]
+	# no such entry: the list as it is, and the driver's count says what is wrong
+	rm cuda.log
+	CUDA_VISIBLE_DEVICES=3 run_tool 3 kg-bench --calibrate --device 1
+	assert_stderr "kg-bench: --device 1: there are 1 GPUs (0 to 0)"
+	run_tool 3 kg-bench --calibrate --device 7
+	assert_stderr "kg-bench: no GPU: the CUDA driver sees no device; give --replay FILE to answer from recorded measurements (--device 7, shown to the driver alone as CUDA_VISIBLE_DEVICES=7)"
+	[ "$(cat cuda.log)" = "$(printf 'cuInit 0 CUDA_VISIBLE_DEVICES=%s\n' 3 7)" ]
+	# the context is made under the GPU's lock (kg-tune's kg-benches start while kg-init
+	# times the baseline): a worker waiting for it is waited for, alive, and then says why it
+	# has no GPU (with the fake, no context) rather than being taken for dead
+	lock=$("$LIBTEST" gpu-lock-path 0000:03:00.0) # the fake's GPU 2
+	flock "$lock" sleep 1 &
+	sleep 0.2
+	jq -cn '{run: "run", candidate: {id: "c"}, build: {status: "ok"}}' >built.jsonl
+	run_tool 3 kg-bench --device 2 built.jsonl
+	wait
+	assert_stderr "kg-bench: cuDevicePrimaryCtxRetain: CUDA_ERROR_NOT_SUPPORTED: operation not supported"
+}
+
 @test "a run made on a table (RUN/replay.table) is answered from it with no option; --replay overrides it" {
 	mkdir run
 	cp "$REPLAY" run/replay.table

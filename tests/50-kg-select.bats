@@ -555,22 +555,37 @@ draw_run() {
 	[ "$(jq -c '[.op, .reason, .builds]' <<<"$output")" = '["stop","budget",5]' ]
 }
 
-@test "--pending: with nothing to pick, exit 0 while candidates are in flight, stop (exhausted) when none are" {
+@test "--pending: with nothing else to pick the nodes in flight are expanded again, nothing while only edges are, stop (exhausted) when none is" {
 	start
 	kg-select "$RUN" >root.jsonl
 	jq -c '. + {candidate: {id: "a", config: {x: 2}}}' root.jsonl >candidate.jsonl
 	iter=$(kg-select --export "$RUN" | jq .iter)
-	run_tool 0 kg-select --pending candidate.jsonl --batch 4 "$RUN"
-	assert_output ""
-	[ "$(kg-select --export "$RUN" | jq .iter)" = "$iter" ] # not an iteration
-	# an expansion that kg-propose failed on comes back: its node may be expanded again
+	# the root's expansion in flight is all there is (a search's start): the root is expanded
+	# again, and kg-propose proposes around what is in flight
+	run_tool 0 kg-select -v --pending candidate.jsonl --batch 4 "$RUN"
+	[ "$(jq -c '[.op, .node, .iter]' <<<"$output")" = "[\"expand\",\"S0\",$((iter + 1))]" ]
+	grep -Fx "kg-select: $RUN: nothing else to pick: nodes in flight expanded again: 1" <<<"$stderr"
+	# so is one that kg-propose failed on and is not learned yet
 	jq -c '. + {propose: {status: "error"}}' root.jsonl >error.jsonl
-	run_tool 0 kg-select --pending error.jsonl "$RUN"
-	assert_output ""
+	run_tool 0 kg-select -q --pending error.jsonl "$RUN"
+	[ "$(jq -c '[.op, .node]' <<<"$output")" = '["expand","S0"]' ]
 	# an expansion kg-propose found nothing for opens nothing: the search is exhausted
 	jq -c '. + {propose: {status: "empty"}}' root.jsonl >empty.jsonl
 	run_tool 5 kg-select --pending empty.jsonl "$RUN"
 	[ "$(jq -c '[.op, .reason]' <<<"$output")" = '["stop","exhausted"]' ]
+	# only an edge's evaluation in flight, its node exhausted: nothing to pick, nothing
+	# written, not an iteration
+	rm -rf "$RUN" && mkdir -p "$RUN" && start
+	kg-select "$RUN" >root.jsonl
+	{ jq -c '{node, node_id, path_edges, candidate: {id: "r", method: "m"}}' root.jsonl
+	  jq -c '. + {propose: {status: "empty"}}' root.jsonl; } | kg-select --update "$RUN" >/dev/null
+	kg-select "$RUN" >edge.jsonl
+	[ "$(jq -c '[.op, .edge]' edge.jsonl)" = '["evaluate",0]' ]
+	iter=$(kg-select --export "$RUN" | jq .iter)
+	run_tool 0 kg-select -v --pending edge.jsonl --batch 4 "$RUN"
+	assert_output ""
+	grep -Fx "kg-select: $RUN: nothing to pick while 1 pending records are in flight" <<<"$stderr"
+	[ "$(kg-select --export "$RUN" | jq .iter)" = "$iter" ]
 	# a budget split among the picks made: a batch of 3 that finds one pick gives it all
 	rm -rf "$RUN" && mkdir -p "$RUN" && start --budget-builds 6
 	run_tool 0 kg-select --batch 3 "$RUN"

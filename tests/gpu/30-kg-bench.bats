@@ -112,7 +112,9 @@ gpu_lock() {
 
 @test "one record at a time on a GPU: a record waits for the GPU's lock, alive, and is measured once it has it" {
 	lock=$(gpu_lock)
-	flock "$lock" sleep 3 &
+	# held 5 s: the record's build and its worker's start take up to 1.5 s of them (a host of
+	# four H200s), and it must still wait over 2 s
+	flock "$lock" sleep 5 &
 	sleep 0.5
 	# the watchdog (2 s) does not fire while the record waits: the worker says it is alive
 	run_tool 0 kg-bench --budget 0.1 --watchdog 2 < <(candidate waits saxpy.cu '{"items_per_thread":2}' | timeout 120 kg-build)

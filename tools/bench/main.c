@@ -323,7 +323,10 @@ static int start_worker(struct worker *w, const struct bench_settings *settings)
 	if (!w->pid && spawn_worker(w, settings) != 0)
 		return -1;
 	int timed_out;
-	cJSON *ready = read_reply(w, 120, &timed_out);
+	cJSON *ready;
+	/* a worker waiting for the GPU's lock to make its context says it is alive meanwhile */
+	while ((ready = read_reply(w, 120, &timed_out)) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ready, "progress")))
+		cJSON_Delete(ready);
 	const cJSON *ok = cJSON_GetObjectItemCaseSensitive(ready, "ready");
 	const cJSON *device = cJSON_GetObjectItemCaseSensitive(ready, "device");
 	const cJSON *error = cJSON_GetObjectItemCaseSensitive(ready, "error");

@@ -278,8 +278,9 @@ NORETURN void worker_main(int in_fd, int out_fd, const struct bench_settings *cf
 		{
 			const cJSON *run = cJSON_GetObjectItemCaseSensitive(request, "run");
 			const cJSON *build = cJSON_GetObjectItemCaseSensitive(request, "build");
-			double wait_ms = 0;
+			double wait_ms = gpu.open_wait_ms; /* the first record's includes its worker's */
 			char started[40];
+			gpu.open_wait_ms = 0;
 			if (gpu_lock_take(cfg, &wait_ms, &f) == 0) {
 				utc_now(started, sizeof(started), 1);
 				double t0 = monotonic_ms();

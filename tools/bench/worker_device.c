@@ -13,6 +13,7 @@
 #include "fileio.h"
 #include "jsonl.h"
 #include "log.h"
+#include "visible.h"
 #include "worker_shared.h"
 #include "xalloc.h"
 
@@ -65,21 +66,44 @@ void progress(void)
 		_exit(1); /* the parent is gone */
 }
 
+/* The worker's context on its GPU: its stream, the L2 flush buffer, the check results, the
+ * timing events and the harness's module. */
+static int open_context(const struct bench_settings *settings, struct failure *f)
+{
+	if (check_cuda(f, cu.cuDevicePrimaryCtxRetain(&gpu.ctx, gpu.dev), "cuDevicePrimaryCtxRetain") ||
+	    check_cuda(f, cu.cuCtxSetCurrent(gpu.ctx), "cuCtxSetCurrent") ||
+	    check_cuda(f, cu.cuStreamCreate(&gpu.stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate") ||
+	    check_cuda(f, cu.cuMemAlloc(&gpu.flush, gpu.flush_bytes), "cuMemAlloc (L2 flush buffer)") ||
+	    check_cuda(f, cu.cuMemAlloc(&gpu.results, RESULTS * sizeof(struct harness_result)), "cuMemAlloc (results)") ||
+	    check_cuda(f, cu.cuEventCreate(&gpu.mark[0], CU_EVENT_DEFAULT), "cuEventCreate") ||
+	    check_cuda(f, cu.cuEventCreate(&gpu.mark[1], CU_EVENT_DEFAULT), "cuEventCreate"))
+		return -1;
+	struct strbuf why;
+	strbuf_init(&why);
+	if (harness_load(&gpu.harness, settings->cache_dir, &why) != 0)
+		fail_with(f, "error", "%s", why.buf);
+	strbuf_release(&why);
+	return f->failed ? -1 : 0;
+}
+
 int open_device(const struct bench_settings *settings, struct strbuf *why)
 {
-	if (cuda_open(why))
+	char shown[256];
+	int ordinal = visible_only(settings->device, shown, sizeof(shown)); /* a quicker cuInit */
+	if (cuda_open(why)) {
+		if (ordinal != settings->device)
+			strbuf_addf(why, " (--device %d, shown to the driver alone as CUDA_VISIBLE_DEVICES=%s)",
+				    settings->device, shown);
 		return -1;
+	}
 	int count = 0, l2 = 0;
 	struct failure f = {0};
 	cu.cuDeviceGetCount(&count);
-	if (settings->device < 0 || settings->device >= count) {
+	if (ordinal < 0 || ordinal >= count) {
 		strbuf_addf(why, "--device %d: there are %d GPUs (0 to %d)", settings->device, count, count - 1);
 		return -1;
 	}
-	if (check_cuda(&f, cu.cuDeviceGet(&gpu.dev, settings->device), "cuDeviceGet") ||
-	    check_cuda(&f, cu.cuDevicePrimaryCtxRetain(&gpu.ctx, gpu.dev), "cuDevicePrimaryCtxRetain") ||
-	    check_cuda(&f, cu.cuCtxSetCurrent(gpu.ctx), "cuCtxSetCurrent") ||
-	    check_cuda(&f, cu.cuStreamCreate(&gpu.stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate") ||
+	if (check_cuda(&f, cu.cuDeviceGet(&gpu.dev, ordinal), "cuDeviceGet") ||
 	    check_cuda(&f, cu.cuDeviceGetName(gpu.name, sizeof(gpu.name), gpu.dev), "cuDeviceGetName") ||
 	    check_cuda(&f, cu.cuDeviceGetPCIBusId(gpu.pci_bus_id, sizeof(gpu.pci_bus_id), gpu.dev), "cuDeviceGetPCIBusId") ||
 	    check_cuda(&f, cu.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, gpu.dev), "cuDeviceGetAttribute") ||
@@ -95,17 +119,20 @@ int open_device(const struct bench_settings *settings, struct strbuf *why)
 	gpu.tensor_maps = asked != CUDA_SUCCESS || major >= 9;
 	gpu.l2_bytes = (size_t)l2;
 	gpu.flush_bytes = 2 * gpu.l2_bytes;
-	if (check_cuda(&f, cu.cuMemAlloc(&gpu.flush, gpu.flush_bytes), "cuMemAlloc (L2 flush buffer)") ||
-	    check_cuda(&f, cu.cuMemAlloc(&gpu.results, RESULTS * sizeof(struct harness_result)), "cuMemAlloc (results)") ||
-	    check_cuda(&f, cu.cuEventCreate(&gpu.mark[0], CU_EVENT_DEFAULT), "cuEventCreate") ||
-	    check_cuda(&f, cu.cuEventCreate(&gpu.mark[1], CU_EVENT_DEFAULT), "cuEventCreate")) {
-		strbuf_addstr(why, f.what);
-		return -1;
-	}
 	gpu.host_results = xcalloc(RESULTS, sizeof(*gpu.host_results));
 	gpu.cache_dir = settings->cache_dir;
 	gpu.rng = (uint64_t)monotonic_ms() * 1000003u ^ (uint64_t)getpid() << 32;
-	return harness_load(&gpu.harness, settings->cache_dir, why);
+	/* The context is made under the GPU's lock: kg-tune starts its GPUs' kg-benches while
+	 * kg-init times the baseline on the first of them, and no kg-bench's measurement is to
+	 * share its GPU with a context being made. A lock not had within --gpu-wait is not a
+	 * failure here: each record waits for it again, and says who holds it. */
+	struct failure unlocked = {0};
+	gpu_lock_take(settings, &gpu.open_wait_ms, &unlocked);
+	int opened = open_context(settings, &f) == 0;
+	gpu_lock_release();
+	if (!opened)
+		strbuf_addstr(why, f.what);
+	return opened ? 0 : -1;
 }
 
 /* ---------------------------------------------------------------- the GPU's lock */

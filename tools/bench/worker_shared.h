@@ -68,6 +68,7 @@ struct worker_device {
 	uint64_t rng;		/* which timed launches are verified: nothing a kernel can see */
 	const char *cache_dir;	/* where compiled device code is kept */
 	int spoiled;		/* a CUDA error the answer does not report (the metrics replay): end after it */
+	double open_wait_ms;	/* waited for the GPU's lock to make the context: the first record's wait */
 };
 
 extern struct worker_device gpu;

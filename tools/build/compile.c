@@ -21,6 +21,7 @@
 #include "nvrtc_dl.h"
 #include "process.h"
 #include "run.h"
+#include "visible.h"
 
 /* ---------------------------------------------------------------- the GPU */
 
@@ -35,6 +36,8 @@ static void arch_of_capability(int major, int minor, char arch[16])
 
 int gpu_arch(int device, char arch[16])
 {
+	char shown[256];
+	device = visible_only(device, shown, sizeof(shown)); /* a quicker cuInit */
 	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
 	if (!h)
 		return -1;

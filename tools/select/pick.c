@@ -491,6 +491,23 @@ static size_t pick_batch(struct graph *g, struct picks *pk, const struct pending
 	return n;
 }
 
+/* When the picks in flight leave nothing else, the nodes they expand may be expanded again:
+ * kg-propose proposes around their records in flight (--pending), so the GPUs get more to
+ * measure rather than wait for them. At a search's start the root's initial design is all
+ * there is, and the iterations picked around it found nothing: the GPUs measured it, then
+ * waited for the next pick and its first compile. Edges in flight stay picked. */
+static size_t pick_again(struct graph *g, struct picks *pk, const struct pending *pd, long max, cJSON **records)
+{
+	free(pk->expanded);
+	free(pk->blocked);
+	pk->expanded = pk->blocked = NULL;
+	pk->nexpanded = pk->nblocked = 0;
+	size_t n = pick_batch(g, pk, pd, max, records);
+	if (n)
+		log_info("%s: nothing else to pick: nodes in flight expanded again: %zu", g->run, n);
+	return n;
+}
+
 /* --fill: the most picks it asks for, and the log records it learns from. */
 #define FILL_MAX_BATCH 16
 #define FILL_WINDOW 200
@@ -580,6 +597,8 @@ int run_select(struct step *step, const struct pick_options *opt)
 	}
 	cJSON **records = xcalloc((size_t)batch, sizeof(*records));
 	size_t n = pick_batch(g, &pk, &pd, batch, records);
+	if (n == 0 && pd.open > 0)
+		n = pick_again(g, &pk, &pd, batch, records);
 	picks_release(g, &pk);
 	/* The shares go to the picks made, not to the batch asked for. With fewer builds left
 	 * than picks (the budget's end), each pick may make one and the batch "batch_budget" of
