@@ -398,7 +398,7 @@ fake_stage() {
 	[ "$(cat init.log)" = "the GPUs' kg-benches started" ]
 	[ "$(evaluated "$RUN" | wc -l)" -eq 8 ]
 	rm -rf out served init.log
-	FAIL=1 run_tool 1 fake/kg-tune --no-llm --replay "$TABLE" --overlap --gpus 0,1 --outdir out "$VECTOR_ADD"
+	FAIL=1 run_tool 1 fake/kg-tune --no-llm --replay "$TABLE" --overlap --gpus 0,1 --outdir "$PWD/out" "$VECTOR_ADD"
 	[ "$(cat init.log)" = "the GPUs' kg-benches started" ]
 	[[ $output == *"init failed (1)"* ]]
 	run ! pgrep -f -- "--serve-benches $PWD/out"
