@@ -85,6 +85,15 @@ ncu_against() {
 	[ "$(jq -c '.bench.metrics.values | [.theoretical_occupancy_pct, .occupancy_limiter]' copy.jsonl)" = '[100,null]' ]
 }
 
+@test "--metrics on a GPU other than the first: CUPTI is asked of the GPU the worker was shown alone" {
+	[ "$(kg-bench --devices | wc -l)" -ge 2 ] || skip "one GPU"
+	# each worker shows the driver its own GPU alone, which is then CUDA's device 0
+	new_run copy1 "$METRICS/copy.json" "$METRICS/copy.cu"
+	jq -cn '{run: "copy1", candidate: {id: "baseline"}}' | timeout 120 kg-build |
+		timeout 300 kg-bench --device 1 --metrics --budget 0.2 >copy1.jsonl
+	jq -e '.bench | .status == "ok" and .device_id == 1 and .gpu == 1 and .metrics.status == "ok"' copy1.jsonl
+}
+
 @test "a copy runs at the DRAM roof, FMA chains at the SM's" {
 	jq -c '.bench | [.gbps, .metrics.values.dram_throughput_pct, .metrics.values.sm_throughput_pct]' copy.jsonl >&3
 	jq -c '.bench.metrics.values | [.sm_throughput_pct, .fma_pipe_pct, .dram_throughput_pct, .stalls.math_pipe_throttle]' compute.jsonl >&3

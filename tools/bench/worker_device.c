@@ -103,6 +103,7 @@ int open_device(const struct bench_settings *settings, struct strbuf *why)
 		strbuf_addf(why, "--device %d: there are %d GPUs (0 to %d)", settings->device, count, count - 1);
 		return -1;
 	}
+	gpu.ordinal = ordinal;
 	if (check_cuda(&f, cu.cuDeviceGet(&gpu.dev, ordinal), "cuDeviceGet") ||
 	    check_cuda(&f, cu.cuDeviceGetName(gpu.name, sizeof(gpu.name), gpu.dev), "cuDeviceGetName") ||
 	    check_cuda(&f, cu.cuDeviceGetPCIBusId(gpu.pci_bus_id, sizeof(gpu.pci_bus_id), gpu.dev), "cuDeviceGetPCIBusId") ||

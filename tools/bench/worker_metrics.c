@@ -113,7 +113,7 @@ void add_metrics(const struct wrun *r, const struct kernel *kn, const cJSON *bui
 		 cJSON *bench)
 {
 	struct metrics_pass pass = {.r = r, .kn = kn, .cfg = cfg};
-	struct metrics_target t = {.ctx = gpu.ctx, .dev = gpu.dev, .ordinal = cfg->device, .device = gpu.name,
+	struct metrics_target t = {.ctx = gpu.ctx, .dev = gpu.dev, .ordinal = gpu.ordinal, .device = gpu.name,
 				   .function = kn->function, .dynamic_smem = kn->smem};
 	struct metrics_replay replay = {.prepare = metrics_prepare, .launch = metrics_launch, .arg = &pass};
 	memcpy(t.block, kn->block, sizeof(t.block));

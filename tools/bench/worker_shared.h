@@ -49,6 +49,7 @@ enum { RESULTS = 16384 };
 /* The one device the worker holds, opened by open_device. */
 struct worker_device {
 	CUdevice dev;
+	int ordinal;		/* dev's CUDA ordinal in this process: 0 when shown alone (lib/visible.h) */
 	CUcontext ctx;
 	CUstream stream;
 	char name[256];
