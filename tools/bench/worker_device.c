@@ -67,23 +67,21 @@ void progress(void)
 }
 
 /* The worker's context on its GPU: its stream, the L2 flush buffer, the check results, the
- * timing events and the harness's module. */
-static int open_context(const struct bench_settings *settings, struct failure *f)
+ * timing events and the harness's module. 0, or -1 with why set. */
+static int open_context(const struct bench_settings *settings, struct strbuf *why)
 {
-	if (check_cuda(f, cu.cuDevicePrimaryCtxRetain(&gpu.ctx, gpu.dev), "cuDevicePrimaryCtxRetain") ||
-	    check_cuda(f, cu.cuCtxSetCurrent(gpu.ctx), "cuCtxSetCurrent") ||
-	    check_cuda(f, cu.cuStreamCreate(&gpu.stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate") ||
-	    check_cuda(f, cu.cuMemAlloc(&gpu.flush, gpu.flush_bytes), "cuMemAlloc (L2 flush buffer)") ||
-	    check_cuda(f, cu.cuMemAlloc(&gpu.results, RESULTS * sizeof(struct harness_result)), "cuMemAlloc (results)") ||
-	    check_cuda(f, cu.cuEventCreate(&gpu.mark[0], CU_EVENT_DEFAULT), "cuEventCreate") ||
-	    check_cuda(f, cu.cuEventCreate(&gpu.mark[1], CU_EVENT_DEFAULT), "cuEventCreate"))
+	struct failure f = {0};
+	if (check_cuda(&f, cu.cuDevicePrimaryCtxRetain(&gpu.ctx, gpu.dev), "cuDevicePrimaryCtxRetain") ||
+	    check_cuda(&f, cu.cuCtxSetCurrent(gpu.ctx), "cuCtxSetCurrent") ||
+	    check_cuda(&f, cu.cuStreamCreate(&gpu.stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate") ||
+	    check_cuda(&f, cu.cuMemAlloc(&gpu.flush, gpu.flush_bytes), "cuMemAlloc (L2 flush buffer)") ||
+	    check_cuda(&f, cu.cuMemAlloc(&gpu.results, RESULTS * sizeof(struct harness_result)), "cuMemAlloc (results)") ||
+	    check_cuda(&f, cu.cuEventCreate(&gpu.mark[0], CU_EVENT_DEFAULT), "cuEventCreate") ||
+	    check_cuda(&f, cu.cuEventCreate(&gpu.mark[1], CU_EVENT_DEFAULT), "cuEventCreate")) {
+		strbuf_addstr(why, f.what);
 		return -1;
-	struct strbuf why;
-	strbuf_init(&why);
-	if (harness_load(&gpu.harness, settings->cache_dir, &why) != 0)
-		fail_with(f, "error", "%s", why.buf);
-	strbuf_release(&why);
-	return f->failed ? -1 : 0;
+	}
+	return harness_load(&gpu.harness, settings->cache_dir, why);
 }
 
 int open_device(const struct bench_settings *settings, struct strbuf *why)
@@ -129,11 +127,9 @@ int open_device(const struct bench_settings *settings, struct strbuf *why)
 	 * failure here: each record waits for it again, and says who holds it. */
 	struct failure unlocked = {0};
 	gpu_lock_take(settings, &gpu.open_wait_ms, &unlocked);
-	int opened = open_context(settings, &f) == 0;
+	int rc = open_context(settings, why);
 	gpu_lock_release();
-	if (!opened)
-		strbuf_addstr(why, f.what);
-	return opened ? 0 : -1;
+	return rc;
 }
 
 /* ---------------------------------------------------------------- the GPU's lock */
