@@ -235,8 +235,10 @@ struct worker {
 };
 
 
-/* Reads one line from the worker, waiting at most timeout_s. Returns the parsed line, or
- * NULL on timeout (*timed_out set) or when the worker closed its end. */
+/* Reads the worker's next answer, waiting at most timeout_s for a line; a progress line
+ * ({"progress": true}: the worker is alive, waiting for the GPU's lock or a long kernel)
+ * restarts the wait. Returns the parsed line, or NULL on timeout (*timed_out set) or when the
+ * worker closed its end. */
 static cJSON *read_reply(struct worker *w, double timeout_s, int *timed_out)
 {
 	double deadline = monotonic_ms() / 1e3 + timeout_s;
@@ -248,7 +250,11 @@ static cJSON *read_reply(struct worker *w, double timeout_s, int *timed_out)
 			cJSON *json = cJSON_ParseWithLength(w->unread.buf, len - 1);
 			memmove(w->unread.buf, w->unread.buf + len, w->unread.len - len + 1);
 			w->unread.len -= len;
-			return json ? json : cJSON_CreateObject();
+			if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(json, "progress")))
+				return json ? json : cJSON_CreateObject();
+			cJSON_Delete(json);
+			deadline = monotonic_ms() / 1e3 + timeout_s;
+			continue;
 		}
 		double left = deadline - monotonic_ms() / 1e3;
 		if (left <= 0) {
@@ -323,10 +329,7 @@ static int start_worker(struct worker *w, const struct bench_settings *settings)
 	if (!w->pid && spawn_worker(w, settings) != 0)
 		return -1;
 	int timed_out;
-	cJSON *ready;
-	/* a worker waiting for the GPU's lock to make its context says it is alive meanwhile */
-	while ((ready = read_reply(w, 120, &timed_out)) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ready, "progress")))
-		cJSON_Delete(ready);
+	cJSON *ready = read_reply(w, 120, &timed_out);
 	const cJSON *ok = cJSON_GetObjectItemCaseSensitive(ready, "ready");
 	const cJSON *device = cJSON_GetObjectItemCaseSensitive(ready, "device");
 	const cJSON *error = cJSON_GetObjectItemCaseSensitive(ready, "error");
@@ -418,7 +421,7 @@ static cJSON *bench_on_gpu(struct worker *w, const struct options *opt, const ch
 		}
 		cJSON *b = cJSON_DetachItemFromObjectCaseSensitive(reply, "bench");
 		cJSON_Delete(reply);
-		bench = b; /* NULL for a progress line: wait on */
+		bench = b; /* NULL for a line without one: wait on */
 	}
 	const cJSON *status = cJSON_GetObjectItemCaseSensitive(bench, "status");
 	if (cJSON_IsString(status) && (strcmp(status->valuestring, "crashed") == 0 || strcmp(status->valuestring, "error") == 0)) {
