@@ -17,8 +17,12 @@
 #
 # A pick waits for the compiles and measurements of the iterations before it, so with one
 # iteration in flight (depth 2) the GPUs idle while it is picked and its first compile ends;
-# with two (depth 3) they measure the one before. Each iteration is learned in order and each
-# pick sees the same learned iterations whatever the GPUs take: a seed gives one search.
+# with two (depth 3) one GPU measures the one before. N GPUs measure an iteration N times as
+# fast while its pick and its slowest compile take as long: two iterations in flight per GPU
+# (depth 2N + 1) keep them fed (the matmul on two H200s: 1.23x one GPU's candidates per
+# minute at depth 3, 1.38x at 5; BENCHMARKS.md). Each iteration is learned in order and each
+# pick sees the same learned iterations whatever the GPUs take: a seed and a number of GPUs
+# give one search.
 # At most one kg-select --update and depth kg-builds run at once. Iteration K's records are
 # $dir/front.K (picked), built.K (growing while it compiles) and out.K (finished), and
 # $dir/learn.K lets it be learned; fstat[K], bstat[K] and pstat[K] are the statuses of its
@@ -158,7 +162,9 @@ ov_unserve() {
 
 # overlapped OPTION...: overlapped iterations until the spec is over.
 overlapped() {
-	local dir=$work/overlap k=1 next old depth=3
+	local dir=$work/overlap k=1 next old depth gpu_list
+	IFS=, read -ra gpu_list <<<"${gpus:-0}"
+	depth=$((2 * ${#gpu_list[@]} + 1))
 	local -a fstat=() bstat=() pstat=() bpid=() ppid=()
 	# shellcheck disable=SC2034 # kg-tune's, read by its interrupted trap
 	unlogged=()

@@ -532,6 +532,28 @@ while IFS= read -r l; do sleep \$t; printf '%s\\n' \"\$l\"; done | tee -a got.\$
 	[ "$(jq -c 'select(.update.child != null) | .iter' <<<"$output" | sort -u)" = 2 ]
 }
 
+@test "kg-tune --gpus: the GPUs listed are checked (there, once each, one model), and kg-init's kg-build gets their compute capability" {
+	# kg-bench --devices lists what $DEVICES holds; kg-init says what it was given, and stops
+	fake_stage kg-bench "printf '%s\\n' \"\$DEVICES\""
+	fake_stage kg-init "echo \"\$*\" >'$BATS_TEST_TMPDIR/init-args'; exit 3"
+	ln -s "$KG_BIN_DIR/kg-tune" fake/
+	h200='"name": "NVIDIA H200", "capability": "9.0"'
+	export DEVICES="{\"device\": 0, $h200}
+{\"device\": 1, $h200}
+{\"device\": 2, \"name\": \"NVIDIA A100-SXM4-80GB\", \"capability\": \"8.0\"}"
+	run_tool 3 fake/kg-tune -q --no-llm --gpus 1,0 --outdir out "$VECTOR_ADD"
+	[ "$(cat init-args)" = "-q --device 1 --build-opt --capability 9.0 --seed 0 --select-opt --budget-builds 100   $VECTOR_ADD out" ]
+	run_tool 2 fake/kg-tune --no-llm --gpus 0,2 --outdir out "$VECTOR_ADD"
+	assert_stderr "kg-tune: --gpus 0,2: GPUs of different models (NVIDIA A100-SXM4-80GB: 2; NVIDIA H200: 0): tune each model as a run of its own"
+	run_tool 2 fake/kg-tune --no-llm --gpus 0,0 --outdir out "$VECTOR_ADD"
+	assert_stderr "kg-tune: --gpus: '0,0' names a GPU twice"
+	run_tool 2 fake/kg-tune --no-llm --gpus 0,3 --outdir out "$VECTOR_ADD"
+	assert_stderr "kg-tune: --gpus: there is no GPU 3 (CUDA sees 3)"
+	# one GPU is not listed: kg-init's kg-build asks the driver
+	run_tool 3 fake/kg-tune -q --no-llm --gpus 2 --outdir out "$VECTOR_ADD"
+	[ "$(cat init-args)" = "-q --device 2 --seed 0 --select-opt --budget-builds 100   $VECTOR_ADD out" ]
+}
+
 @test "kg-tune --ncu-every N hands every kg-bench --metrics-every N: kg-init's and each iteration's" {
 	fake_stage kg-bench "echo \"\$*\" >>'$BATS_TEST_TMPDIR/bench-args'; exec '$KG_BIN_DIR/kg-bench' \"\$@\""
 	ln -s "$KG_BIN_DIR/kg-tune" "$KG_BIN_DIR/kg-init" fake/

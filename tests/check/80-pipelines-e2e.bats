@@ -20,7 +20,7 @@ load ../pipelines_helper
 	done
 }
 
-@test "kg-tune overlaps iterations on N GPUs (simulated by a replay): each GPU's kg-bench measures its share, learned in build order; the same seed gives the same search" {
+@test "kg-tune overlaps iterations on N GPUs (simulated by a replay): each GPU's kg-bench measures its share, learned in build order, 2N iterations in flight; the same seed gives the same search" {
 	# kg-bench, logging the records each GPU got
 	mkdir fake
 	ln -s "$KG_BIN_DIR/kg-tune" "$KG_BIN_DIR/kg-init" "$KG_BIN_DIR/kg-iterate" fake/
@@ -34,11 +34,17 @@ load ../pipelines_helper
 			--batch 4 --outdir out "$VECTOR_ADD")
 		[ "$(evaluated "$d/$RUN" | wc -l)" -eq 23 ]
 	done
-	same_search a b
-	# which GPU measures what changes nothing: with the same batch, one GPU searches the same
-	mkdir c
-	(cd c && kg-tune -q --overlap --no-llm --gpus 0 --replay "$TABLE" --budget-builds 23 --seed 5 --jobs 4 --batch 4 --outdir out "$VECTOR_ADD")
-	same_search a c
+	same_search a b # which GPU measured what changed nothing
+	# N GPUs keep two iterations in flight each: iteration K is learned once K+2N is picked (on
+	# four, a's budget ends before K+8 is)
+	for g in 0 0,1; do
+		mkdir "c$g"
+		(cd "c$g" && kg-tune -q --overlap --no-llm --gpus "$g" --replay "$TABLE" --budget-builds 23 --seed 5 --jobs 4 --batch 4 \
+			--outdir out "$VECTOR_ADD")
+	done
+	ahead() { jq -s '[.[] | select(.update.child != null and (.update.root | not)) | .update.learned_iter - .iter] | max' "$1"; }
+	[ "$(ahead "c0/$RUN/events.jsonl")" -eq 2 ]
+	[ "$(ahead "c0,1/$RUN/events.jsonl")" -eq 4 ]
 	# every GPU measured candidates (of b's search), none twice; iterations were learned after the next was picked
 	for d in 0 1 2 3; do [ "$(jq -s 'map(select(.build.status == "ok")) | length' "got.$d")" -gt 0 ]; done
 	[ "$(cat got.* | jq -r 'select(.build.status == "ok") | .candidate.id' | sort | uniq -d)" = "" ]
