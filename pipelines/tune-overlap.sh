@@ -17,30 +17,70 @@
 #
 # A pick waits for the compiles and measurements of the iterations before it, so with one
 # iteration in flight (depth 2) the GPUs idle while it is picked and its first compile ends;
-# with two (depth 3) one GPU measures the one before. N GPUs measure an iteration N times as
-# fast while its pick and its slowest compile take as long: two iterations in flight per GPU
-# (depth 2N + 1) keep them fed (the matmul on two H200s: 1.23x one GPU's candidates per
-# minute at depth 3, 1.38x at 5; BENCHMARKS.md). Each iteration is learned in order and each
-# pick sees the same learned iterations whatever the GPUs take: a seed and a number of GPUs
-# give one search.
+# with two (depth 3) they measure the one before. Each iteration is learned in order, and
+# with a depth that does not change each pick sees the same learned iterations whatever the
+# GPUs take: a seed gives one search. Depth 3 is enough where measuring an iteration takes
+# longer than picking it and its slowest compile; N GPUs measure it N times as fast, so where
+# compiles outlast measuring the depth grows, up to 2N + 1 (ov_depth; on two H200s the
+# compile-bound matmul's GPUs gave 1.23x one GPU's candidates per minute at depth 3, 1.38x at
+# 5: BENCHMARKS.md). Where measuring outlasts them, a deeper pipeline only makes picks on
+# staler results: at 5 on two GPUs the kernel-time-bound matmul's candidates took 0.41 s to
+# measure, against 0.34 to 0.38 s at 3. A search starts at 3 until an iteration is learned
+# (started at 2N + 1, its initial design, random draws while the model waits for it, grew,
+# and was slower to measure, for no gain). A replay has no times to go by: its depth stays
+# 3, and its search on N GPUs is that on one (with the same --batch).
 # At most one kg-select --update and depth kg-builds run at once. Iteration K's records are
 # $dir/front.K (picked), built.K (growing while it compiles) and out.K (finished), and
 # $dir/learn.K lets it be learned; fstat[K], bstat[K] and pstat[K] are the statuses of its
-# parts, bpid[K] its build's process and ppid[K] its measurement's. The ov_ functions work
-# on overlapped's locals.
+# parts, bpid[K] its build's process and ppid[K] its measurement's, pick_ms[K] its pick's
+# time; iterations up to $settled are learned and finished, up to $released may be learned.
+# The ov_ functions work on overlapped's locals.
 
 # ov_front K OPTION...: picks iteration K around the records of the iterations in flight
-# (K-depth+1 to K-1), gathered in $dir/pending.K.
+# (those after $settled), gathered in $dir/pending.K.
 ov_front() {
-	local i=$1 j p=()
+	local i=$1 j p=() t0=${EPOCHREALTIME//[!0-9]/}
 	shift
 	: >"$dir/pending.$i" || kg_die "$KG_EXIT_IO" "cannot write $dir/pending.$i"
-	for ((j = i - depth + 1; j < i; j++)); do
-		[ "$j" -lt 1 ] || cat "$dir/front.$j" >>"$dir/pending.$i" || kg_die "$KG_EXIT_IO" "cannot write $dir/pending.$i"
+	for ((j = settled + 1; j < i; j++)); do
+		cat "$dir/front.$j" >>"$dir/pending.$i" || kg_die "$KG_EXIT_IO" "cannot write $dir/pending.$i"
 	done
 	[ "$i" -eq 1 ] || p=(--pending "$dir/pending.$i")
 	kg-iterate --front-only "${p[@]}" "$@" "$run" >"$dir/front.$i"
 	fstat[i]=$?
+	pick_ms[i]=$(((${EPOCHREALTIME//[!0-9]/} - t0) / 1000))
+}
+
+# ov_depth: the depth for the iterations learned so far: 1 + F, F the iterations in flight
+# whose measuring on the GPUs lasts as long as picking and compiling one, ceil(N x latency /
+# GPU time), over those of the last OV_WINDOW iterations learned that measured on a GPU (latency:
+# the pick and the slowest compile; GPU time: bench.wall_ms summed); at least 2, as on one
+# GPU, at most 2N. Without those figures (a replay, no iteration learned yet), 3.
+OV_WINDOW=8
+ov_depth() {
+	local j latency=0 busy=0 f
+	for ((j = settled; j >= 1 && j > settled - OV_WINDOW; j--)); do
+		[ -n "${busy_ms[$j]:-}" ] || continue
+		latency=$((latency + lat_ms[j])) busy=$((busy + busy_ms[j]))
+	done
+	depth=3
+	[ "$busy" -gt 0 ] || return 0
+	f=$(((ngpus * latency + busy - 1) / busy))
+	[ "$f" -le $((2 * ngpus)) ] || f=$((2 * ngpus))
+	[ "$f" -ge 2 ] || f=2
+	depth=$((f + 1))
+}
+
+# ov_learned K: iteration K learned and finished (ov_done); its figures for ov_depth, when
+# it measured anything on a GPU. Returns ov_done's status.
+ov_learned() {
+	local i=$1 compile wall
+	ov_done "$i" || return
+	[ -s "$dir/out.$i" ] || return 0
+	read -r compile wall < <(jq -rs '[(map(.build.compile_ms // 0) | max // 0), (map(.bench.wall_ms // 0) | add // 0)]
+		| map(round) | @tsv' "$dir/out.$i" 2>/dev/null)
+	[ "${wall:-0}" -gt 0 ] || return 0
+	lat_ms[i]=$((pick_ms[i] + compile)) busy_ms[i]=$wall
 }
 
 # ov_build K OPTION...: compiles iteration K in the background.
@@ -162,10 +202,10 @@ ov_unserve() {
 
 # overlapped OPTION...: overlapped iterations until the spec is over.
 overlapped() {
-	local dir=$work/overlap k=1 next old depth gpu_list
+	local dir=$work/overlap k=1 next j depth=3 settled=0 released=0 ngpus gpu_list
 	IFS=, read -ra gpu_list <<<"${gpus:-0}"
-	depth=$((2 * ${#gpu_list[@]} + 1))
-	local -a fstat=() bstat=() pstat=() bpid=() ppid=()
+	ngpus=${#gpu_list[@]}
+	local -a fstat=() bstat=() pstat=() bpid=() ppid=() pick_ms=() lat_ms=() busy_ms=()
 	# shellcheck disable=SC2034 # kg-tune's, read by its interrupted trap
 	unlogged=()
 	ov_start "$@"
@@ -174,19 +214,30 @@ overlapped() {
 	ov_build 1 "$@"
 	ov_served || { finished "$?" /dev/null; wait; return 0; }
 	while :; do
-		# Iteration k is picked and compiling; iterations old+1 to k-1 may be in flight.
+		# Iteration k is picked and compiling; iterations settled+1 to k-1 may be in flight.
 		ov_bench "$k" "$@"
-		old=$((k - depth + 1))
-		if [ "$old" -ge 1 ] && [ -n "${ppid[$old]:-}" ] && ! ov_done "$old"; then
-			ov_drain $((old + 1)) "$k"
-			break
-		fi
+		ov_depth
+		# the iterations released, and more when the pipeline got shallower, learned first:
+		# the pick sees them all (an evaluation both pending and learned is an error)
+		while [ "$settled" -lt "$released" ] || [ "$settled" -lt $((k - depth + 1)) ]; do
+			j=$((settled + 1))
+			[ "$released" -ge "$j" ] || { : >"$dir/learn.$j"; released=$j; }
+			if [ -n "${ppid[$j]:-}" ] && ! ov_learned "$j"; then
+				ov_drain $((j + 1)) "$k"
+				break 2
+			fi
+			settled=$j
+		done
 		next=$((k + 1))
 		ov_front "$next" "$@"
-		[ "$((old + 1))" -lt 1 ] || : >"$dir/learn.$((old + 1))" # the oldest in flight may be learned now
+		# those the pick after next sees may be learned now, while next compiles
+		for ((j = released + 1; j <= next + 1 - depth; j++)); do
+			: >"$dir/learn.$j"
+			released=$j
+		done
 		case ${fstat[$next]} in
 		"$KG_EXIT_STOP" | "$KG_EXIT_ENV" | "$KG_EXIT_USAGE")
-			ov_settle $((old + 1)) "$k" && ov_over "$next"
+			ov_settle $((settled + 1)) "$k" && ov_over "$next"
 			break ;;
 		esac
 		if [ "${fstat[$next]}" -eq 0 ] && [ ! -s "$dir/front.$next" ] && [ ! -s "$dir/pending.$next" ]; then
@@ -195,7 +246,7 @@ overlapped() {
 		fi
 		ov_build "$next" "$@"
 		if [ -z "${ppid[$k]:-}" ] && ! ov_done "$k"; then # iteration k, with nothing to measure, failed
-			ov_drain $((old + 1)) $((k - 1))
+			ov_drain $((settled + 1)) $((k - 1))
 			break
 		fi
 		k=$next

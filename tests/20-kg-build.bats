@@ -780,7 +780,7 @@ t4_on() {
 	assert_stderr "$(printf '%s\n' "kg-build: --device: '-1': out of range" "Try 'kg-build --help' for more information.")"
 }
 
-@test "with a GPU, a run without a baseline is built for it; a replayed run, or one told --capability, never asks the driver" {
+@test "with a GPU, a run without a baseline is built for it; a replayed run never asks the driver" {
 	# the driver is a fake one: a GPU of compute capability 8.6, its cuInit calls logged
 	cc -shared -fPIC -o libcuda.so.1 "$FIXTURES/build/fake_libcuda.c"
 	export LD_LIBRARY_PATH="$PWD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" FAKE_CUDA_LOG=$PWD/cuda.log
@@ -789,18 +789,8 @@ t4_on() {
 	run_tool 0 kg-build -v --no-compile input.jsonl
 	assert_stderr "kg-build: run: building for sm_86 (the GPU)"
 	[ "$(cat cuda.log)" = "cuInit 0 CUDA_VISIBLE_DEVICES=0" ] # the GPU alone: a quicker cuInit
-	# on a host of several GPUs cuInit costs each build seconds; a replay's builds pay none,
-	# nor a build told the GPU's compute capability (kg-tune's kg-init, the GPUs listed)
+	# on a host of several GPUs cuInit costs each build seconds; a replay's builds pay none
 	rm cuda.log
-	run_tool 0 kg-build -v --no-compile --capability 9.0 input.jsonl
-	assert_stderr "kg-build: run: building for sm_90a (the GPU's --capability)"
-	run_tool 0 kg-build -v --no-compile --device 1 --capability 12.0 input.jsonl
-	assert_stderr "kg-build: run: building for sm_120 (the GPU's --capability)"
-	[ ! -e cuda.log ]
-	for bad in 9 9.10 x.0 -9.0 ' 9.0' 9.0x ''; do
-		run_tool 2 kg-build --capability "$bad" input.jsonl
-		assert_stderr "$(printf '%s\n' "kg-build: --capability: '$bad' is not a compute capability like 9.0" "Try 'kg-build --help' for more information.")"
-	done
 	t4_on 'Imaginary GPU 9000' >run/replay.table
 	run_tool 0 kg-build -v input.jsonl
 	assert_stderr "$(printf '%s\n' "kg-build: run: the run's replay.table was measured on 'Imaginary GPU 9000', a GPU kg-build does not know: building for sm_90 (the default; a replayed run does not ask the GPU; --arch or KernelGraph.Arch to choose)" \

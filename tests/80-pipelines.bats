@@ -532,7 +532,7 @@ while IFS= read -r l; do sleep \$t; printf '%s\\n' \"\$l\"; done | tee -a got.\$
 	[ "$(jq -c 'select(.update.child != null) | .iter' <<<"$output" | sort -u)" = 2 ]
 }
 
-@test "kg-tune --gpus: the GPUs listed are checked (there, once each, one model), and kg-init's kg-build gets their compute capability" {
+@test "kg-tune --gpus: the GPUs listed are checked (there, once each, one model); kg-init measures the baseline on the first" {
 	# kg-bench --devices lists what $DEVICES holds; kg-init says what it was given, and stops
 	fake_stage kg-bench "printf '%s\\n' \"\$DEVICES\""
 	fake_stage kg-init "echo \"\$*\" >'$BATS_TEST_TMPDIR/init-args'; exit 3"
@@ -542,15 +542,16 @@ while IFS= read -r l; do sleep \$t; printf '%s\\n' \"\$l\"; done | tee -a got.\$
 {\"device\": 1, $h200}
 {\"device\": 2, \"name\": \"NVIDIA A100-SXM4-80GB\", \"capability\": \"8.0\"}"
 	run_tool 3 fake/kg-tune -q --no-llm --gpus 1,0 --outdir out "$VECTOR_ADD"
-	[ "$(cat init-args)" = "-q --device 1 --build-opt --capability 9.0 --seed 0 --select-opt --budget-builds 100   $VECTOR_ADD out" ]
+	[ "$(cat init-args)" = "-q --device 1 --seed 0 --select-opt --budget-builds 100   $VECTOR_ADD out" ]
 	run_tool 2 fake/kg-tune --no-llm --gpus 0,2 --outdir out "$VECTOR_ADD"
 	assert_stderr "kg-tune: --gpus 0,2: GPUs of different models (NVIDIA A100-SXM4-80GB: 2; NVIDIA H200: 0): tune each model as a run of its own"
 	run_tool 2 fake/kg-tune --no-llm --gpus 0,0 --outdir out "$VECTOR_ADD"
 	assert_stderr "kg-tune: --gpus: '0,0' names a GPU twice"
 	run_tool 2 fake/kg-tune --no-llm --gpus 0,3 --outdir out "$VECTOR_ADD"
 	assert_stderr "kg-tune: --gpus: there is no GPU 3 (CUDA sees 3)"
-	# one GPU is not listed: kg-init's kg-build asks the driver
-	run_tool 3 fake/kg-tune -q --no-llm --gpus 2 --outdir out "$VECTOR_ADD"
+	# one GPU: nothing to pool, nothing listed
+	rm init-args
+	DEVICES='not JSON' run_tool 3 fake/kg-tune -q --no-llm --gpus 2 --outdir out "$VECTOR_ADD"
 	[ "$(cat init-args)" = "-q --device 2 --seed 0 --select-opt --budget-builds 100   $VECTOR_ADD out" ]
 }
 

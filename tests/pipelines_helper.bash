@@ -20,6 +20,14 @@ evaluated() {
 	jq -r 'select(.update.child != null and (.update.root | not)) | .build.state' "$1/events.jsonl"
 }
 
+# ahead EVENTS [FROM]: how many iterations were picked, at most, after one was picked and
+# before it was learned (overlapped iterations: the depth less one), over iterations FROM
+# (1) on.
+ahead() {
+	jq -s --argjson from "${2:-1}" '[.[] | select(.update.child != null and (.update.root | not) and .iter >= $from)
+		| .update.learned_iter - .iter] | max' "$1"
+}
+
 # same_search DIR1 DIR2: the two runs logged the same records and made the same graph
 # (compile times, cache hits and timestamps aside).
 same_search() {

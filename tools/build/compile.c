@@ -34,14 +34,8 @@ static void arch_of_capability(int major, int minor, char arch[16])
 	snprintf(arch, 16, "sm_%d%d%s", major, minor, major == 9 && minor == 0 ? "a" : "");
 }
 
-int gpu_arch(int device, int capability, char arch[16])
+int gpu_arch(int device, char arch[16])
 {
-	if (capability >= 0) {
-		/* cuInit waits for the other processes' that open GPUs at a search's start (the
-		 * GPUs' kg-benches): 0.2 s more of kg-init on a host of two H200s */
-		arch_of_capability(capability / 10, capability % 10, arch);
-		return 0;
-	}
 	char shown[256];
 	device = visible_only(device, shown, sizeof(shown)); /* a quicker cuInit */
 	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);

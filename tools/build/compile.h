@@ -10,11 +10,9 @@
 #include "nvrtc_dl.h"
 #include "xalloc.h"
 
-/* The architecture of visible GPU number device (a CUDA ordinal) as "sm_90": that of
- * compute capability capability / 10 . capability % 10 when capability is not negative (what
- * kg-bench --devices listed: the driver is not asked), else through the CUDA driver when one
- * is installed. Returns 0, or -1 when there is no driver or no such GPU. */
-int gpu_arch(int device, int capability, char arch[16]);
+/* The architecture of visible GPU number device (a CUDA ordinal) as "sm_90", through the CUDA
+ * driver when one is installed. Returns 0, or -1 when there is no driver or no such GPU. */
+int gpu_arch(int device, char arch[16]);
 /* The architecture gpu_arch gives on the GPU a device name names ("NVIDIA H100 80GB HBM3",
  * "Tesla T4", "NVIDIA GeForce RTX 4090": as the CUDA driver and T4 tables name them), for a
  * run on measurements recorded on it. Returns 0, or -1 for a name of no model it knows. */

@@ -2,7 +2,6 @@
  * checked against the T1 space, source materialized with GNU patch, state hashed, NVRTC run. */
 #include "common.h"
 
-#include <ctype.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +35,6 @@ struct options {
 	const char *run_dir;   /* --run: for records without "run" */
 	const char *arch;      /* --arch */
 	int device;	       /* --device: the GPU whose architecture to build for */
-	int capability;	       /* --capability: its compute capability, major * 10 + minor; -1 */
 	const char *cache_dir; /* --cache-dir */
 	int no_cache;	       /* --no-cache */
 	int no_compile;	       /* --no-compile 1, --compile 0; -1: as the run says (a run made with
@@ -66,9 +64,6 @@ static void usage(FILE *fp)
 	      "                       " RUN_DEFAULT_ARCH ")\n"
 	      "  -d, --device N       the GPU (CUDA ordinal) whose architecture a run without a\n"
 	      "                       baseline is built for (default 0; kg-init's, as kg-bench's)\n"
-	      "      --capability X.Y --device's compute capability, as kg-bench --devices lists\n"
-	      "                       it: its architecture without asking the driver (kg-tune\n"
-	      "                       gives it to kg-init once it has listed the GPUs)\n"
 	      "  -j, --jobs N         compile up to N records at once (default 1)\n"
 	      "  -t, --timeout SEC    kill a compile that runs longer (default 600)\n"
 	      "      --cache-dir DIR  the compile cache (default $XDG_CACHE_HOME/kernelgraph)\n"
@@ -103,24 +98,13 @@ static void usage(FILE *fp)
 	      fp);
 }
 
-/* --capability's "9.0" as 90; a usage error when it is not MAJOR.MINOR. */
-static int parse_capability(const char *text)
-{
-	int major, minor, end = 0;
-	if (sscanf(text, "%2d.%1d%n", &major, &minor, &end) != 2 || text[end] != '\0' || major < 1 || minor < 0 ||
-	    !isdigit((unsigned char)text[0]))
-		cli_usage_error("--capability: '%s' is not a compute capability like 9.0", text);
-	return major * 10 + minor;
-}
-
 static void parse_options(int argc, char **argv, struct options *opt)
 {
-	enum { OPT_AS_READY = 256, OPT_CACHE_DIR, OPT_CAPABILITY, OPT_COMPILE, OPT_NO_CACHE, OPT_NO_COMPILE };
+	enum { OPT_AS_READY = 256, OPT_CACHE_DIR, OPT_COMPILE, OPT_NO_CACHE, OPT_NO_COMPILE };
 	static const struct option longopts[] = {
 		{"arch", required_argument, NULL, 'a'},
 		{"as-ready", no_argument, NULL, OPT_AS_READY},
 		{"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
-		{"capability", required_argument, NULL, OPT_CAPABILITY},
 		{"device", required_argument, NULL, 'd'},
 		{"compile", no_argument, NULL, OPT_COMPILE},
 		{"help", no_argument, NULL, 'h'},
@@ -142,7 +126,6 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	opt->jobs = 1;
 	opt->timeout_s = 600;
 	opt->no_compile = -1;
-	opt->capability = -1;
 	while ((c = getopt_long(argc, argv, ":a:d:hj:qr:t:vV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'a':
@@ -152,7 +135,6 @@ static void parse_options(int argc, char **argv, struct options *opt)
 			break;
 		case OPT_AS_READY: opt->as_ready = 1; break;
 		case OPT_CACHE_DIR: opt->cache_dir = optarg; break;
-		case OPT_CAPABILITY: opt->capability = parse_capability(optarg); break;
 		case 'd':
 			if ((why = parse_int64(optarg, 0, 1023, &device)))
 				cli_usage_error("--device: '%s': %s", optarg, why);
@@ -219,7 +201,7 @@ static struct build_run *find_run(struct builder *b, const char *dir)
 			return run;
 	int no_compile = b->opt->no_compile >= 0 ? b->opt->no_compile : run_replayed(dir);
 	int nvrtc = !no_compile && need_nvrtc(b) == 0;
-	struct build_run *run = build_run_load(dir, b->opt->arch, b->opt->device, b->opt->capability, nvrtc);
+	struct build_run *run = build_run_load(dir, b->opt->arch, b->opt->device, nvrtc);
 	run->no_compile = no_compile;
 	if (!no_compile && !nvrtc && !run->error)
 		run->error = xstrdup("NVRTC cannot be loaded (said above): nothing of this run can be compiled");

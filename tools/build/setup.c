@@ -101,8 +101,7 @@ static const char *baseline_arch_of(struct run *run)
 
 /* The architecture: --arch, else the spec's, else (a run made with kg-init --replay) the one
  * its table's variants were built for, or that of the GPU it was measured on, else the one
- * its baseline was built for, else GPU device's (of compute capability capability when it is
- * not negative), else the default. The baseline's comes
+ * its baseline was built for, else GPU device's, else the default. The baseline's comes
  * before the GPU's: a run's variants are built for one architecture, the one kg-init chose
  * for the GPU it measured on, and asking the driver (cuInit) costs every kg-build of a
  * search 0.3 s to seconds on a host of several GPUs. A replayed run never asks the driver:
@@ -112,7 +111,7 @@ static const char *baseline_arch_of(struct run *run)
  * does not depend on check_nvrtc (whether NVRTC is asked if it supports the architecture), so
  * that a build that is not compiled hashes the state a compiled one would. */
 static int choose_arch(struct build_run *run, const char *arch_option, const char *spec_arch, const char *spec_field,
-		       int gpu_device, int capability, int check_nvrtc)
+		       int gpu_device, int check_nvrtc)
 {
 	char gpu[16], table_arch[16] = "";
 	const char *baseline_arch = NULL;
@@ -162,9 +161,9 @@ static int choose_arch(struct build_run *run, const char *arch_option, const cha
 	} else if ((baseline_arch = baseline_arch_of(&run->run))) {
 		snprintf(run->arch, sizeof(run->arch), "%s", baseline_arch);
 		source = "the run's baseline";
-	} else if (!replayed && gpu_arch(gpu_device, capability, gpu) == 0) {
+	} else if (!replayed && gpu_arch(gpu_device, gpu) == 0) {
 		snprintf(run->arch, sizeof(run->arch), "%s", gpu);
-		source = capability >= 0 ? "the GPU's --capability" : "the GPU";
+		source = "the GPU";
 	} else {
 		snprintf(run->arch, sizeof(run->arch), "%s", RUN_DEFAULT_ARCH);
 		source = replayed ? "the default; a replayed run does not ask the GPU" : "the default; no GPU found";
@@ -192,8 +191,7 @@ static int choose_arch(struct build_run *run, const char *arch_option, const cha
 	return 0;
 }
 
-static int setup_compiler_options(struct build_run *run, const char *arch_option, int device, int capability,
-				  int check_nvrtc)
+static int setup_compiler_options(struct build_run *run, const char *arch_option, int device, int check_nvrtc)
 {
 	const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(run->run.spec->json, "KernelSpecification");
 	const cJSON *list = cJSON_GetObjectItemCaseSensitive(kernel, "CompilerOptions");
@@ -226,7 +224,7 @@ static int setup_compiler_options(struct build_run *run, const char *arch_option
 		}
 		run->base_options[run->nbase_options++] = xstrdup(items[k++]);
 	}
-	int rc = choose_arch(run, arch_option, spec_arch, spec_field, device, capability, check_nvrtc);
+	int rc = choose_arch(run, arch_option, spec_arch, spec_field, device, check_nvrtc);
 	free(items);
 	return rc;
 }
@@ -251,8 +249,7 @@ static void remove_stale_temporaries(const char *variants)
 	closedir(d);
 }
 
-struct build_run *build_run_load(const char *dir, const char *arch_option, int device, int capability,
-				 int check_nvrtc)
+struct build_run *build_run_load(const char *dir, const char *arch_option, int device, int check_nvrtc)
 {
 	struct build_run *run = xcalloc(1, sizeof(*run));
 	char *spec_path = run_path(dir, RUN_SPEC);
@@ -289,7 +286,7 @@ struct build_run *build_run_load(const char *dir, const char *arch_option, int d
 	strbuf_init(&ps);
 	pyval_repr(&ps, &run->run.spec->problem_size);
 	run->problem_size = strbuf_detach(&ps);
-	if (setup_compiler_options(run, arch_option, device, capability, check_nvrtc))
+	if (setup_compiler_options(run, arch_option, device, check_nvrtc))
 		goto done;
 	char *variants = run_path(dir, RUN_VARIANTS);
 	if (dir_create_nofollow(variants, 1) != 0)

@@ -33,12 +33,10 @@ struct build_run {
  * (KernelGraph.Arch, or an architecture option in CompilerOptions), else for a replayed run
  * the table's (replay_target: what its variants were built for, else its GPU's through
  * device_arch), else the run's baseline's (what kg-init built it for), else that of GPU
- * device (a CUDA ordinal; of compute capability capability, major * 10 + minor, when it is not
- * negative: gpu_arch), else RUN_DEFAULT_ARCH; with check_nvrtc, one NVRTC cannot
+ * device (a CUDA ordinal), else RUN_DEFAULT_ARCH; with check_nvrtc, one NVRTC cannot
  * generate code for is an error (NVRTC must be open). Never fails: a run that cannot be used
  * has error set. Also creates dir/variants and removes what killed builds left there. */
-struct build_run *build_run_load(const char *dir, const char *arch_option, int device, int capability,
-				 int check_nvrtc);
+struct build_run *build_run_load(const char *dir, const char *arch_option, int device, int check_nvrtc);
 /* Frees run and every run linked after it. */
 void build_run_free_all(struct build_run *run);
 
