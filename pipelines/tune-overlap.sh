@@ -72,13 +72,14 @@ ov_depth() {
 }
 
 # ov_learned K: iteration K learned and finished (ov_done); its figures for ov_depth, when
-# it measured anything on a GPU. Returns ov_done's status.
+# it measured anything on a GPU (a build from the compile cache, or reused, compiled nothing:
+# its compile_ms is the first compile's). Returns ov_done's status.
 ov_learned() {
 	local i=$1 compile wall
 	ov_done "$i" || return
 	[ -s "$dir/out.$i" ] || return 0
-	read -r compile wall < <(jq -rs '[(map(.build.compile_ms // 0) | max // 0), (map(.bench.wall_ms // 0) | add // 0)]
-		| map(round) | @tsv' "$dir/out.$i" 2>/dev/null)
+	read -r compile wall < <(jq -rs '[(map(select(.build.cached != true and .build.reused != true) | .build.compile_ms // 0)
+		| max // 0), (map(.bench.wall_ms // 0) | add // 0)] | map(round) | @tsv' "$dir/out.$i" 2>/dev/null)
 	[ "${wall:-0}" -gt 0 ] || return 0
 	lat_ms[i]=$((pick_ms[i] + compile)) busy_ms[i]=$wall
 }

@@ -67,15 +67,16 @@ load ../pipelines_helper
 	# slowest compile) / the GPUs' time of an iteration), at least 2, at most 2 x GPUs
 	mkdir fake
 	ln -s "$KG_BIN_DIR/kg-tune" "$KG_BIN_DIR/kg-init" "$KG_BIN_DIR/kg-iterate" fake/
-	printf '#!/bin/bash\n"%s/kg-build" "$@" | jq -c --unbuffered '"'"'if .build then .build.compile_ms = 400 else . end'"'"'\nexit "${PIPESTATUS[0]}"\n' \
+	# (CACHED=1: builds from the compile cache, which compiled nothing, however long the first)
+	printf '#!/bin/bash\n"%s/kg-build" "$@" | jq -c --unbuffered --argjson c "${CACHED:-0}" '"'"'if .build then .build.compile_ms = (if $c == 1 then 1e7 else 400 end) | .build.cached = ($c == 1) else . end'"'"'\nexit "${PIPESTATUS[0]}"\n' \
 		"$KG_BIN_DIR" >fake/kg-build
 	printf '#!/bin/bash\n"%s/kg-bench" "$@" | jq -c --unbuffered --argjson w "$WALL" '"'"'if .bench then .bench.wall_ms = $w else . end'"'"'\nexit "${PIPESTATUS[0]}"\n' \
 		"$KG_BIN_DIR" >fake/kg-bench
 	chmod +x fake/kg-build fake/kg-bench
-	for case in "0 5 2" "0,1 5 4" "0,1 100000 2" "0,1,2 1 6"; do
-		read -r gpus wall want <<<"$case"
+	for case in "0 5 2" "0,1 5 4" "0,1 100000 2" "0,1,2 1 6" "0,1 2000 2 1"; do
+		read -r gpus wall want cached <<<"$case"
 		rm -rf out
-		WALL=$wall run_tool 0 fake/kg-tune -q --overlap --no-llm --gpus "$gpus" --replay "$TABLE" --budget-builds 60 --seed 5 --jobs 4 \
+		CACHED=$cached WALL=$wall run_tool 0 fake/kg-tune -q --overlap --no-llm --gpus "$gpus" --replay "$TABLE" --budget-builds 60 --seed 5 --jobs 4 \
 			--batch 2 --outdir out "$VECTOR_ADD"
 		[ "$(evaluated "$RUN" | wc -l)" -eq 60 ]
 		[ "$(ahead "$RUN/events.jsonl" 8)" -eq "$want" ] # (from the depth the first iterations learned gave)
