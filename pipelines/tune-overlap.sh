@@ -53,9 +53,9 @@ ov_front() {
 
 # ov_depth: the depth for the iterations learned so far: 1 + F, F the iterations in flight
 # whose measuring on the GPUs lasts as long as picking and compiling one, ceil(N x latency /
-# GPU time), over those of the last OV_WINDOW iterations learned that measured on a GPU (latency:
-# the pick and the slowest compile; GPU time: bench.wall_ms summed); at least 2, as on one
-# GPU, at most 2N. Without those figures (a replay, no iteration learned yet), 3.
+# GPU time), over those of the last OV_WINDOW iterations learned that measured on a GPU
+# (latency: the pick and the slowest compile; GPU time: bench.wall_ms summed); at least 2,
+# as on one GPU, at most 2N. Without those figures (a replay, none learned yet), 3.
 OV_WINDOW=8
 ov_depth() {
 	local j latency=0 busy=0 f
