@@ -155,7 +155,6 @@ kg_work_dir() {
 # is on its way out, or was left half removed: dead either way.
 kg_work_dir_dead() {
 	local fd s
-	[ -e "$1/lock" ] || return 0
 	{ exec {fd}<"$1/lock"; } 2>/dev/null || return 0
 	flock -n "$fd"
 	s=$?

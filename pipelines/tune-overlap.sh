@@ -73,11 +73,12 @@ ov_depth() {
 
 # ov_learned K: iteration K learned and finished (ov_done); its figures for ov_depth, when
 # it measured anything on a GPU (a build from the compile cache, or reused, compiled nothing:
-# its compile_ms is the first compile's). Returns ov_done's status.
+# its compile_ms is the first compile's), and only with several GPUs: one's depth is 3
+# whatever they say. Returns ov_done's status.
 ov_learned() {
 	local i=$1 compile wall
 	ov_done "$i" || return
-	[ -s "$dir/out.$i" ] || return 0
+	[ "$ngpus" -gt 1 ] && [ -s "$dir/out.$i" ] || return 0
 	read -r compile wall < <(jq -rs '[(map(select(.build.cached != true and .build.reused != true) | .build.compile_ms // 0)
 		| max // 0), (map(.bench.wall_ms // 0) | add // 0)] | map(round) | @tsv' "$dir/out.$i" 2>/dev/null)
 	[ "${wall:-0}" -gt 0 ] || return 0
