@@ -162,6 +162,38 @@ kg_work_dir_dead() {
 	return "$s"
 }
 
+# The bench server (kg-iterate --serve-benches DIR; kg-tune keeps one for its GPUs): the
+# kg-bench of the Gth GPU of its --gpus reads DIR/queue.G as it grows and appends its answer
+# to each line to DIR/measured.G, in order; DIR/status.G is its exit status once it ended.
+# A dealer appends to the queues under flock DIR/deal.lock (its lines are a block there, and
+# its answers in measured.G). DIR/stop ends the queues: what they hold is measured first.
+# While the server lives, DIR/alive is locked (flock) and DIR/ready exists.
+
+# kg_served_answers DIR G FROM N: lines FROM+1 to FROM+N of DIR/measured.G, once the GPU's
+# kg-bench has written them. Returns 0; or, when it ended before, the status it ended with
+# (1 for 0), after the answers it wrote: nothing measured is lost. A server that died
+# without saying (its lock free, looked at once a second rather than at every poll) is
+# said, and ended with 3.
+kg_served_answers() {
+	local dir=$1 g=$2 from=$3 n=$4 polls=0 s=0
+	while [ "$(wc -l <"$dir/measured.$g")" -lt $((from + n)) ]; do
+		polls=$((polls + 1))
+		if [ ! -e "$dir/status.$g" ] && [ $((polls % 50)) -eq 0 ] && flock -n "$dir/alive" true 2>/dev/null; then
+			kg_error "the kg-benches of $dir ended before measuring what they were dealt"
+			echo "$KG_EXIT_ENV" >"$dir/status.$g"
+		fi
+		if [ -e "$dir/status.$g" ]; then
+			[ "$(wc -l <"$dir/measured.$g")" -lt $((from + n)) ] || break
+			s=$(cat "$dir/status.$g")
+			[ "$s" -ne 0 ] || s=$KG_EXIT_INPUT
+			break
+		fi
+		sleep 0.02
+	done
+	sed -n "$((from + 1)),$((from + n))p" "$dir/measured.$g"
+	return "$s"
+}
+
 # kg_is_run DIR: DIR holds a search graph (kg-init finished there).
 kg_is_run() {
 	[ -f "$1/graph.bin" ] || [ -f "$1/graph.json" ]

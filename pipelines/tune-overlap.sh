@@ -170,9 +170,11 @@ ov_over() {
 # ov_start OPTION...: makes the folder of the overlapped iterations ($work/overlap) and starts
 # in it the kg-bench of each GPU that measures every iteration (kg-iterate --serve-benches
 # overlap/benches), kept in $server, unless they run already: for a new run kg-tune starts
-# them before kg-init, so that they open their GPUs while the baseline is built and measured
-# (2 s on a host of four H200s, which the first iteration waited for). ov_served waits until
-# they are ready, and returns their status when they ended first.
+# them before kg-init, so that they open their GPUs while the baseline is built (2 s on a
+# host of four H200s, which the first iteration waited for), and kg-init measures it with the
+# first GPU's (--bench-server): a kg-bench of its own opened the GPU a second time, and
+# waited for the server's context, made under the GPU's lock. ov_served waits until they
+# are ready, and returns their status when they ended first.
 ov_start() {
 	[ -z "${server:-}" ] || return 0
 	# (benches/ made here: ov_unserve's stop may come before kg-iterate has started)

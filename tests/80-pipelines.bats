@@ -523,6 +523,38 @@ while IFS= read -r l; do sleep \$t; printf '%s\\n' \"\$l\"; done | tee -a got.\$
 	[ "$(picks)" -eq 1 ]
 }
 
+@test "kg-init --bench-server DIR: the baseline measured by the kg-bench of the server's first GPU, none of its own; a server that is not there, or ended, is said" {
+	run_tool 2 kg-init -q --bench-server nowhere --replay "$TABLE" "$VECTOR_ADD" out
+	assert_stderr "kg-init: --bench-server nowhere: no bench server there (kg-iterate --serve-benches DIR keeps one)
+Try 'kg-init --help' for more information."
+	# each kg-bench says it started
+	fake_stage kg-bench "echo \"\$*\" >>'$BATS_TEST_TMPDIR/started'; exec '$KG_BIN_DIR/kg-bench' \"\$@\""
+	ln -s "$KG_BIN_DIR/kg-init" fake/
+	mkdir -p out/kernels
+	exec {lock}>>out/kernels/.vector_add.lock
+	flock -n "$lock"
+	export KG_RUN_LOCK_FD=$lock
+	fake/kg-iterate --serve-benches benches --gpus 0,1 --replay "$TABLE" "$RUN" 3>&- &
+	server=$!
+	for _ in $(seq 100); do [ -e benches/ready ] && [ "$(wc -l <started)" -eq 2 ] && break; sleep 0.05; done
+	run_tool 0 fake/kg-init -q --bench-server benches --replay "$TABLE" "$VECTOR_ADD" out
+	touch benches/stop
+	wait "$server"
+	assert_output "$RUN"
+	[ "$(grep -o -- '--device [0-9]' started | sort | tr '\n' ' ')" = "--device 0 --device 1 " ]
+	# its record, from the first GPU's queue, is the root
+	[ "$(jq -r .candidate.id benches/queue.0)" = baseline ]
+	[ ! -s benches/queue.1 ]
+	[ "$(jq -r .bench.status benches/measured.0)" = ok ]
+	[ "$(jq -r 'select(.update.root) | .bench.median_ms' "$RUN/events.jsonl")" = "$(jq -r .bench.median_ms benches/measured.0)" ]
+	# the server ended, its first GPU's kg-bench with status 3: kg-init fails with it
+	rm -rf out
+	echo 3 >benches/status.0
+	run_tool 3 kg-init -q --bench-server benches --replay "$TABLE" "$VECTOR_ADD" out
+	assert_stderr ""
+	[ ! -e "$RUN" ]
+}
+
 @test "kg-iterate --gpus 0,1: a batch of two picks, split between two kg-bench, every record updated once" {
 	kg-init -q --replay "$TABLE" "$VECTOR_ADD" out >/dev/null
 	run_tool 0 kg-iterate -q --replay "$TABLE" "$RUN"
@@ -542,7 +574,7 @@ while IFS= read -r l; do sleep \$t; printf '%s\\n' \"\$l\"; done | tee -a got.\$
 {\"device\": 1, $h200}
 {\"device\": 2, \"name\": \"NVIDIA A100-SXM4-80GB\", \"capability\": \"8.0\"}"
 	run_tool 3 fake/kg-tune -q --no-llm --gpus 1,0 --outdir out "$VECTOR_ADD"
-	[ "$(cat init-args)" = "-q --device 1 --seed 0 --select-opt --budget-builds 100   $VECTOR_ADD out" ]
+	[ "$(sed 's|out/.work-kg-tune[^/]*/|WORK/|' init-args)" = "-q --device 1 --bench-server WORK/overlap/benches --seed 0 --select-opt --budget-builds 100   $VECTOR_ADD out" ]
 	run_tool 2 fake/kg-tune --no-llm --gpus 0,2 --outdir out "$VECTOR_ADD"
 	assert_stderr "kg-tune: --gpus 0,2: GPUs of different models (NVIDIA A100-SXM4-80GB: 2; NVIDIA H200: 0): tune each model as a run of its own"
 	run_tool 2 fake/kg-tune --no-llm --gpus 0,0 --outdir out "$VECTOR_ADD"
@@ -551,7 +583,7 @@ while IFS= read -r l; do sleep \$t; printf '%s\\n' \"\$l\"; done | tee -a got.\$
 	assert_stderr "kg-tune: --gpus: there is no GPU 3 (CUDA sees 3)"
 	# one GPU: nothing to pool, nothing listed
 	rm init-args
-	DEVICES='not JSON' run_tool 3 fake/kg-tune -q --no-llm --gpus 2 --outdir out "$VECTOR_ADD"
+	DEVICES='not JSON' run_tool 3 fake/kg-tune -q --no-llm --gpus 2 --no-overlap --outdir out "$VECTOR_ADD"
 	[ "$(cat init-args)" = "-q --device 2 --seed 0 --select-opt --budget-builds 100   $VECTOR_ADD out" ]
 }
 
