@@ -12,7 +12,9 @@
 # Columns: per_min, kg-tune's candidates per minute of the run; busy, per GPU, the sum of its
 # records' bench.wall_ms over the time from kg-init's end (the baseline's record) to the
 # run's end; compile s, NVRTC's time summed over the builds that compiled (not from a
-# cache), which --jobs cores share.
+# cache), which --jobs cores share; x by GPU time, the GPUs' bench.wall_ms summed over N x
+# kg-tune's time (candidates / per_min), over one GPU's: the ratio had the runs measured
+# equally slow candidates (a search on N GPUs picks otherwise, and may measure slower ones).
 set -euo pipefail
 budget=${BUDGET:-120}
 counts=${COUNTS:-1 2 4 8}
@@ -36,10 +38,10 @@ if [ ${#specs[@]} -eq 0 ]; then
 	specs=(examples/matmul/matmul.json "$work/mm8192/matmul_8192.json")
 fi
 
-printf '| spec | GPUs | builds | wall s | per_min | x one GPU | busy per GPU %% | compile s |\n'
-printf '|---|---|---|---|---|---|---|---|\n'
+printf '| spec | GPUs | builds | wall s | per_min | x one GPU | x by GPU time | busy per GPU %% | compile s |\n'
+printf '|---|---|---|---|---|---|---|---|---|\n'
 for spec in "${specs[@]}"; do
-	name=$(basename "$spec" .json) one=''
+	name=$(basename "$spec" .json) one='' one_share=''
 	for n in $counts; do
 		[ "$n" -le "$have" ] || continue
 		gpus=$(seq -s, 0 $((n - 1)))
@@ -51,16 +53,21 @@ for spec in "${specs[@]}"; do
 		t1=$(now)
 		events=$(echo "$dir/out/kernels/"*/events.jsonl)
 		per_min=$(awk 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "per_min") c = i } NR == 2 { print $c }' "$dir.summary")
-		[ -n "$one" ] || one=$per_min
+		# the GPUs' share of kg-tune's time measuring: bench time / (N x candidates / per_min)
+		gpu_share=$(jq -s --argjson n "$n" --argjson per_min "$per_min" '
+			map(select(.build.baseline != true and .update.child != null)) as $c |
+			([$c[].bench.wall_ms // 0] | add // 0) / 1000 / ($n * ($c | length) * 60 / $per_min)' "$events")
+		[ -n "$one" ] || one=$per_min one_share=$gpu_share
 		jq -rs --arg t1 "$t1" --argjson n "$n" --arg wall "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" \
-			--arg name "$name" --arg per_min "$per_min" --arg one "$one" '
+			--arg name "$name" --arg per_min "$per_min" --arg one "$one" \
+			--argjson share "$gpu_share" --argjson one_share "$one_share" '
 			def secs: (.[0:19] + "Z" | fromdate) + (.[20:23] | tonumber) / 1000;
 			(map(select(.build.baseline == true))[0].t | secs) as $init |
 			(($t1 | tonumber) - $init) as $span |
 			map(select(.build.baseline != true and .update.child != null)) as $c |
 			[range($n) as $g | [$c[] | select(.bench.gpu == $g) | .bench.wall_ms // 0] | add // 0
 			 | . / 1000 / $span * 100 | round] as $busy |
-			"| \($name) | \($n) | \($c | length) | \($wall) | \($per_min) | \(($per_min | tonumber) / ($one | tonumber) * 100 | round / 100) | \($busy | map(tostring) | join(" / ")) | \([$c[].build | select(.cached != true and .reused != true) | .compile_ms // 0] | add / 1000 * 10 | round / 10) |"
+			"| \($name) | \($n) | \($c | length) | \($wall) | \($per_min) | \(($per_min | tonumber) / ($one | tonumber) * 100 | round / 100) | \($n * $share / $one_share * 100 | round / 100) | \($busy | map(tostring) | join(" / ")) | \([$c[].build | select(.cached != true and .reused != true) | .compile_ms // 0] | add / 1000 * 10 | round / 10) |"
 		' "$events"
 		[ -z "${OUT:-}" ] || cp "$events" "$OUT/$name-$n.events.jsonl"
 		[ -z "${OUT:-}" ] || cp "$dir.summary" "$OUT/$name-$n.summary"
