@@ -586,8 +586,8 @@ Try 'kg-init --help' for more information."
 	assert_stderr "kg-tune: --gpus: there is no GPU 3 (CUDA sees 3)"
 	# one GPU: nothing to pool, nothing listed
 	rm init-args
-	DEVICES='not JSON' run_tool 3 fake/kg-tune -q --no-llm --gpus 2 --no-overlap --outdir out "$VECTOR_ADD"
-	[ "$(cat init-args)" = "-q --device 2 --seed 0 --select-opt --budget-builds 100   $VECTOR_ADD out" ]
+	DEVICES='not JSON' run_tool 3 fake/kg-tune -q --no-llm --gpus 2 --outdir out "$VECTOR_ADD"
+	[ "$(sed 's|out/.work-kg-tune[^/]*/|WORK/|' init-args)" = "-q --device 2 --bench-server WORK/overlap/benches --seed 0 --select-opt --budget-builds 100   $VECTOR_ADD out" ]
 }
 
 @test "kg-tune --ncu-every N hands every kg-bench --metrics-every N: kg-init's and each iteration's" {
