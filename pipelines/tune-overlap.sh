@@ -71,17 +71,12 @@ ov_depth() {
 	depth=$((f + 1))
 }
 
-# ov_learned K: iteration K learned and finished (ov_done); its figures for ov_depth, when
-# it measured anything on a GPU (a build from the compile cache, or reused, compiled nothing:
-# its compile_ms is the first compile's), and only with several GPUs: one's depth is 3
-# whatever they say. Returns ov_done's status.
+# ov_learned K: iteration K learned and finished (ov_done); its figures for ov_depth (ov_bench
+# wrote them), when it measured anything on a GPU. Returns ov_done's status.
 ov_learned() {
 	local i=$1 compile wall
 	ov_done "$i" || return
-	[ "$ngpus" -gt 1 ] && [ -s "$dir/out.$i" ] || return 0
-	read -r compile wall < <(jq -rs '[(map(select(.build.cached != true and .build.reused != true) | .build.compile_ms // 0)
-		| max // 0), (map(.bench.wall_ms // 0) | add // 0)] | map(round) | @tsv' "$dir/out.$i" 2>/dev/null)
-	[ "${wall:-0}" -gt 0 ] || return 0
+	[ -s "$dir/figures.$i" ] && read -r compile wall <"$dir/figures.$i" && [ "$wall" -gt 0 ] || return 0
 	lat_ms[i]=$((pick_ms[i] + compile)) busy_ms[i]=$wall
 }
 
@@ -97,7 +92,10 @@ ov_build() {
 
 # ov_bench K OPTION...: measures iteration K's builds as kg-build writes them, in the
 # background, and learns them once iteration K+1 is picked ($dir/learn.K exists); the
-# status is kg-iterate's.
+# status is kg-iterate's. Then, with several GPUs (one's depth is 3 whatever they say), its
+# figures for ov_depth go to $dir/figures.K, reckoned here rather than on the next pick's
+# path: its slowest compile (a build from the compile cache, or reused, compiled nothing:
+# its compile_ms is the first compile's) and its measuring time.
 ov_bench() {
 	local i=$1
 	shift
@@ -107,7 +105,10 @@ ov_bench() {
 	(
 		tail -c +1 -f --pid="${bpid[$i]}" -s 0.02 "$dir/built.$i" 2>/dev/null |
 			kg-iterate --from - --bench-only --bench-server "$dir/benches" --update-after "$dir/learn.$i" "$@" "$run" >"$dir/out.$i"
-		exit "${PIPESTATUS[1]}"
+		s=${PIPESTATUS[1]}
+		[ "$ngpus" -eq 1 ] || jq -rs '[(map(select(.build.cached != true and .build.reused != true) | .build.compile_ms // 0)
+			| max // 0), (map(.bench.wall_ms // 0) | add // 0)] | map(round) | @tsv' "$dir/out.$i" >"$dir/figures.$i" 2>/dev/null
+		exit "$s"
 	) &
 	ppid[i]=$!
 }

@@ -313,12 +313,12 @@ int worker_calibrate(const struct bench_settings *cfg)
 {
 	struct strbuf why;
 	strbuf_init(&why);
-	int opened = open_device(cfg, &why) == 0;
-	if (!opened)
+	if (open_device(cfg, &why) != 0) {
 		log_error("%s", why.buf);
-	strbuf_release(&why);
-	if (!opened)
+		strbuf_release(&why);
 		return KG_EXIT_ENV;
+	}
+	strbuf_release(&why);
 	struct failure f = {0};
 	double wait_ms = 0;
 	if (gpu_lock_take(cfg, &wait_ms, &f) != 0) { /* released when the process ends */
