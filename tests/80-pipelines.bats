@@ -556,6 +556,11 @@ Try 'kg-init --help' for more information."
 	run_tool 3 kg-init -q --bench-server benches --replay "$TABLE" "$VECTOR_ADD" out
 	assert_stderr ""
 	[ ! -e "$RUN" ]
+	# the server died without a word (its lock free, no status): said, and 3
+	rm benches/status.0
+	run_tool 3 kg-init -q --bench-server benches --replay "$TABLE" "$VECTOR_ADD" out
+	assert_stderr "kg-init: the kg-benches of benches ended before measuring what they were dealt"
+	[ ! -e "$RUN" ]
 }
 
 @test "kg-iterate --gpus 0,1: a batch of two picks, split between two kg-bench, every record updated once" {
