@@ -14,7 +14,10 @@
 # run's end; compile s, NVRTC's time summed over the builds that compiled (not from a
 # cache), which --jobs cores share; x by GPU time, the GPUs' bench.wall_ms summed over N x
 # kg-tune's time (candidates / per_min), over one GPU's: the ratio had the runs measured
-# equally slow candidates (a search on N GPUs picks otherwise, and may measure slower ones).
+# equally slow candidates (a search on N GPUs picks otherwise, and may measure slower ones);
+# x measuring, the candidates per minute from the first candidate's kg-bench start to the
+# last one's end, over one GPU's: the rate once measuring, without the fixed costs of a run's
+# start (kg-init, the first compiles) and end (the GPUs' kg-benches closing).
 set -euo pipefail
 budget=${BUDGET:-120}
 counts=${COUNTS:-1 2 4 8}
@@ -25,6 +28,8 @@ have=$("$bin/kg-bench" --devices | wc -l) || die "kg-bench --devices: no GPU"
 work=$(mktemp -d "${TMPDIR:-/tmp}/multi-gpu.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 now() { date +%s.%N; }
+# (jq: an event's time, "2026-11-28T17:54:26.124Z", in seconds)
+secs='def secs: (.[0:19] + "Z" | fromdate) + (.[20:23] | tonumber) / 1000;'
 
 specs=("$@")
 if [ ${#specs[@]} -eq 0 ]; then
@@ -38,10 +43,10 @@ if [ ${#specs[@]} -eq 0 ]; then
 	specs=(examples/matmul/matmul.json "$work/mm8192/matmul_8192.json")
 fi
 
-printf '| spec | GPUs | builds | wall s | per_min | x one GPU | x by GPU time | busy per GPU %% | compile s |\n'
-printf '|---|---|---|---|---|---|---|---|---|\n'
+printf '| spec | GPUs | builds | wall s | per_min | x one GPU | x by GPU time | x measuring | busy per GPU %% | compile s |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|\n'
 for spec in "${specs[@]}"; do
-	name=$(basename "$spec" .json) one='' one_share=''
+	name=$(basename "$spec" .json) one='' one_share='' one_steady=''
 	for n in $counts; do
 		[ "$n" -le "$have" ] || continue
 		gpus=$(seq -s, 0 $((n - 1)))
@@ -57,17 +62,22 @@ for spec in "${specs[@]}"; do
 		gpu_share=$(jq -s --argjson n "$n" --argjson per_min "$per_min" '
 			map(select(.build.baseline != true and .update.child != null)) as $c |
 			([$c[].bench.wall_ms // 0] | add // 0) / 1000 / ($n * ($c | length) * 60 / $per_min)' "$events")
-		[ -n "$one" ] || one=$per_min one_share=$gpu_share
+		# candidates per minute while the GPUs measure: from the first candidate's start to the
+		# last one's end, leaving out kg-init, the first compiles and the GPUs' closing
+		steady=$(jq -s "$secs"' map(select(.build.baseline != true and .update.child != null) | .bench
+			| select(.started) | (.started | secs) as $s | [$s, $s + .wall_ms / 1000])
+			| length * 60 / ((map(.[1]) | max) - (map(.[0]) | min))' "$events")
+		[ -n "$one" ] || one=$per_min one_share=$gpu_share one_steady=$steady
 		jq -rs --arg t1 "$t1" --argjson n "$n" --arg wall "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" \
 			--arg name "$name" --arg per_min "$per_min" --arg one "$one" \
-			--argjson share "$gpu_share" --argjson one_share "$one_share" '
-			def secs: (.[0:19] + "Z" | fromdate) + (.[20:23] | tonumber) / 1000;
+			--argjson share "$gpu_share" --argjson one_share "$one_share" \
+			--argjson steady "$steady" --argjson one_steady "$one_steady" "$secs"'
 			(map(select(.build.baseline == true))[0].t | secs) as $init |
 			(($t1 | tonumber) - $init) as $span |
 			map(select(.build.baseline != true and .update.child != null)) as $c |
 			[range($n) as $g | [$c[] | select(.bench.gpu == $g) | .bench.wall_ms // 0] | add // 0
 			 | . / 1000 / $span * 100 | round] as $busy |
-			"| \($name) | \($n) | \($c | length) | \($wall) | \($per_min) | \(($per_min | tonumber) / ($one | tonumber) * 100 | round / 100) | \($n * $share / $one_share * 100 | round / 100) | \($busy | map(tostring) | join(" / ")) | \([$c[].build | select(.cached != true and .reused != true) | .compile_ms // 0] | add / 1000 * 10 | round / 10) |"
+			"| \($name) | \($n) | \($c | length) | \($wall) | \($per_min) | \(($per_min | tonumber) / ($one | tonumber) * 100 | round / 100) | \($n * $share / $one_share * 100 | round / 100) | \($steady / $one_steady * 100 | round / 100) | \($busy | map(tostring) | join(" / ")) | \([$c[].build | select(.cached != true and .reused != true) | .compile_ms // 0] | add / 1000 * 10 | round / 10) |"
 		' "$events"
 		[ -z "${OUT:-}" ] || cp "$events" "$OUT/$name-$n.events.jsonl"
 		[ -z "${OUT:-}" ] || cp "$dir.summary" "$OUT/$name-$n.summary"
