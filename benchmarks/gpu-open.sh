@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# gpu-open.sh (GPU): how long a kg-bench takes to open its GPU, alone and four at once (as
-# kg-tune's GPUs' kg-benches start), with kg-bench's harness compiled or cached.
-# Usage, from the repository root after `make`, on a GPU machine (four GPUs for "four"):
+# gpu-open.sh (GPU): how long a kg-bench takes to open its GPU, alone and on every GPU at once
+# (as kg-tune's GPUs' kg-benches start), with kg-bench's harness compiled or cached.
+# Usage, from the repository root after `make`, on a GPU machine:
 #   benchmarks/gpu-open.sh SPEC
 # kg-init makes a run of SPEC on GPU 0; then, twice, each trial starts kg-bench on its GPUs at
 # once, each given the run's baseline record at once (on a copy of the run of its own), and
 # prints for each GPU when its measurement started after the launch (its GPU opened, its
-# context made, the run readied), its wall_ms and setup_ms. Trials: four-cold (GPUs 0 to 3,
-# an empty cache: each compiles kg-bench's harness), four-warm (the harness cached, as any
-# use after a machine's first finds it), one-cold and one-warm (GPU 0 alone).
+# context made, the run readied), its wall_ms and setup_ms. Trials: all-cold (every GPU
+# kg-bench --devices lists, an empty cache: each compiles kg-bench's harness), all-warm (the
+# harness cached, as any use after a machine's first finds it), one-cold and one-warm (GPU 0
+# alone).
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: benchmarks/gpu-open.sh SPEC" >&2; exit 2; }
 die() { echo "gpu-open: $*" >&2; exit 1; }
 [ -x bin/kg-init ] || die "no bin/kg-init: run make first"
+devices=$(bin/kg-bench --devices) || die "kg-bench --devices: no GPU"
+mapfile -t gpus < <(jq -r .device <<<"$devices")
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-open.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 export XDG_CACHE_HOME=$work/warm
@@ -45,8 +48,8 @@ trial() {
 
 printf '| trial | GPU | started, ms after the launch | wall_ms | setup_ms |\n|---|---|---|---|---|\n'
 for k in 1 2; do
-	trial "four-cold" "$work/cold4.$k" 0 1 2 3
-	trial "four-warm" "$work/warm" 0 1 2 3
+	trial "all-cold" "$work/coldall.$k" "${gpus[@]}"
+	trial "all-warm" "$work/warm" "${gpus[@]}"
 	trial "one-cold" "$work/cold1.$k" 0
 	trial "one-warm" "$work/warm" 0
 done
