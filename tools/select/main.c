@@ -90,8 +90,10 @@ static void usage(FILE *fp)
 	      "  -e, --export                write the graph as one JSON document (graph.json's\n"
 	      "                              form, version 1) and change nothing\n"
 	      "      --builds                print the number of candidates the run has evaluated,\n"
-	      "                              as its graph counts them, and change nothing (what the\n"
-	      "                              scripts count a run's builds by; 0 without a graph)\n"
+	      "                              as its graph counts them and those its log holds past\n"
+	      "                              the graph (a kill between the two), and change nothing\n"
+	      "                              (what the scripts count a run's builds by; 0 without a\n"
+	      "                              graph)\n"
 	      "      --summary               append a closing summary to RUN/trace.md (what was\n"
 	      "                              tried by method and proposer, what failed and why, how\n"
 	      "                              the best moved, the best variant); kg-tune does at the end\n"
@@ -423,7 +425,7 @@ int main(int argc, char **argv)
 			if (opt.dry_run)
 				update_report_dry_run(&g);
 		} else if (opt.builds) {
-			status = printf("%ld\n", exists ? g.builds : 0L) < 0 ? KG_EXIT_IO : KG_EXIT_OK;
+			status = printf("%ld\n", exists ? run_builds(&g) : 0L) < 0 ? KG_EXIT_IO : KG_EXIT_OK;
 		} else if (!exists) {
 			log_error("%s: no graph yet: make the root with kg-select --update and the benched baseline (kg-init does this)",
 				  opt.run);

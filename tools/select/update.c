@@ -680,6 +680,22 @@ int number_from_log(struct graph *g)
 	return ret;
 }
 
+long run_builds(const struct graph *g)
+{
+	long builds = g->builds;
+	if (events_size(g->run) <= g->events_len)
+		return builds;
+	struct events_reader r;
+	cJSON *record;
+	if (events_open(&r, g->run, g->events_len, 0) == EVENTS_OPENED)
+		while ((record = events_next(&r))) {
+			builds += event_kind(record) == EVENT_EVALUATED;
+			cJSON_Delete(record);
+		}
+	events_reader_release(&r);
+	return builds;
+}
+
 /* Before a pick: learns what the log holds beyond the graph (catch_up_with_log). Returns
  * KG_EXIT_OK, or KG_EXIT_IO when the graph could not be saved. */
 int catch_up_before_pick(struct step *step)

@@ -23,6 +23,10 @@ void update_report_dry_run(const struct graph *g);
  * kill between appending to the log and saving the graph leaves. Returns KG_EXIT_OK, or
  * KG_EXIT_IO when the graph could not be saved. */
 int catch_up_before_pick(struct step *step);
+/* The candidates the run has evaluated: the graph's builds, and the evaluated records
+ * RUN/events.jsonl holds past what the graph learned (a kill between the two), which the
+ * next step learns again; read only, the graph left as it is (kg-select --builds). */
+long run_builds(const struct graph *g);
 /* Gives a graph learned before graphs kept build numbers (graph_unnumbered: a graph.bin of
  * version 4, a graph.json written before) the numbers, transpositions and failures it lacks
  * from RUN/events.jsonl's evaluated records, in memory (kg-select --draw's older graphs; the
