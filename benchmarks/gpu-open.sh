@@ -40,8 +40,8 @@ trial() {
 		wait "$g" || die "a kg-bench failed in $name"
 	done
 	for g in "$@"; do
-		jq -r --arg t0 "$t0" --arg name "$name" --arg g "$g" '.bench |
-			"| \($name) | \($g) | \(((.started[0:19] + "Z" | fromdate) + (.started[20:23] | tonumber) / 1000 - ($t0 | tonumber)) * 1000 | round) | \(.wall_ms | round) | \(.setup_ms | round) |"' \
+		jq -L "${0%/*}" -r --arg t0 "$t0" --arg name "$name" --arg g "$g" 'include "events"; .bench |
+			"| \($name) | \($g) | \(((.started | secs) - ($t0 | tonumber)) * 1000 | round) | \(.wall_ms | round) | \(.setup_ms | round) |"' \
 			"$work/out.$g"
 	done
 }

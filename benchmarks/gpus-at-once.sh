@@ -15,7 +15,8 @@ set -euo pipefail
 spec=$1 builds=${BUILDS:-60} hogs=${HOGS:-$(($(nproc) * 3 / 4))}
 die() { echo "gpus-at-once: $*" >&2; exit 1; }
 [ -x bin/kg-tune ] || die "no bin/kg-tune: run make first"
-ngpus=$(bin/kg-bench --devices | wc -l) || die "kg-bench --devices: no GPU"
+devices=$(bin/kg-bench --devices) || die "kg-bench --devices: no GPU"
+mapfile -t gpus < <(jq -r .device <<<"$devices")
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpus-at-once.XXXXXX")
 busy=()
 trap 'kill "${busy[@]}" 2>/dev/null || :; rm -rf "$work"' EXIT
@@ -57,8 +58,7 @@ spin() {
 
 printf '| phase | GPUs | candidates | wall_ms | time_ms | samples | cv | whole budget |\n|---|---|---|---|---|---|---|---|\n'
 phase alone 0
-# shellcheck disable=SC2046 # (the GPUs' ordinals, one word each)
-phase all $(seq 0 $((ngpus - 1)))
+phase all "${gpus[@]}"
 for n in 0 10; do
 	spin "$hogs" "$n"
 	phase "busy$n" 0

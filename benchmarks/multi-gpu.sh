@@ -28,8 +28,8 @@ have=$("$bin/kg-bench" --devices | wc -l) || die "kg-bench --devices: no GPU"
 work=$(mktemp -d "${TMPDIR:-/tmp}/multi-gpu.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 now() { date +%s.%N; }
-# (jq: an event's time, "2026-11-28T17:54:26.124Z", in seconds; a run's candidates' records)
-defs='def secs: (.[0:19] + "Z" | fromdate) + (.[20:23] | tonumber) / 1000;
+# (jq: an event's time in seconds, events.jq's secs; a run's candidates' records)
+defs='include "events";
 	def candidates: map(select(.build.baseline != true and .update.child != null));'
 
 specs=("$@")
@@ -62,13 +62,13 @@ for spec in "${specs[@]}"; do
 		# the GPUs' share of kg-tune's time measuring: bench time / (N x candidates / per_min);
 		# candidates per minute while the GPUs measure: from the first candidate's start to the
 		# last one's end, leaving out kg-init, the first compiles and the GPUs' closing
-		read -r gpu_share steady < <(jq -rs --argjson n "$n" --argjson per_min "$per_min" "$defs"'
+		read -r gpu_share steady < <(jq -L "${0%/*}" -rs --argjson n "$n" --argjson per_min "$per_min" "$defs"'
 			candidates as $c
 			| (([$c[].bench.wall_ms // 0] | add // 0) / 1000 / ($n * ($c | length) * 60 / $per_min)) as $share
 			| [$c[].bench | select(.started) | (.started | secs) as $s | [$s, $s + .wall_ms / 1000]]
 			| "\($share) \(length * 60 / ((map(.[1]) | max) - (map(.[0]) | min)))"' "$events")
 		[ -n "$one" ] || one=$per_min one_share=$gpu_share one_steady=$steady
-		jq -rs --arg t1 "$t1" --argjson n "$n" --arg wall "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" \
+		jq -L "${0%/*}" -rs --arg t1 "$t1" --argjson n "$n" --arg wall "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" \
 			--arg name "$name" --arg per_min "$per_min" --arg one "$one" \
 			--argjson share "$gpu_share" --argjson one_share "$one_share" \
 			--argjson steady "$steady" --argjson one_steady "$one_steady" "$defs"'

@@ -26,9 +26,8 @@ for mode in overlap no-overlap; do
 	t1=$(now)
 	kill "$smi"
 	wait "$smi" 2>/dev/null || true
-	# seconds since the epoch of an event's "t" (2026-11-24T01:04:41.328Z), and of the start
-	busy=$(jq -rs --arg t0 "$t0" --arg t1 "$t1" '
-		def secs: (.[0:19] + "Z" | fromdate) + (.[20:23] | tonumber) / 1000;
+	# seconds since the epoch of the baseline's "t" (events.jq's secs), and of the start
+	busy=$(jq -L "${0%/*}" -rs --arg t0 "$t0" --arg t1 "$t1" 'include "events";
 		(map(select(.build.baseline == true))[0].t | secs) as $init |
 		[.[] | select(.build.baseline != true and .bench.wall_ms != null) | .bench.wall_ms] as $w |
 		"\(($init - ($t0 | tonumber)) * 10 | round / 10) | \(((($w | add) // 0) / 1000 / (($t1 | tonumber) - $init)) * 100 | round)"
